@@ -1,0 +1,24 @@
+# `make test` builds .venv (CPU torch pinned by constraints.txt) and runs the suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: install test bench main clean
+
+$(VENV)/.installed: setup.cfg pyproject.toml constraints.txt requirements-test.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt torch
+	$(BIN)/pip install -q -c constraints.txt -r requirements-test.txt -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+test: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+bench: install
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

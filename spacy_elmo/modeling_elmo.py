@@ -1,0 +1,510 @@
+"""The ELMo biLM (Peters et al., 2018, §3) in PyTorch, with its Hugging Face face.
+
+Data flow: character ids → char CNN + highway + projection (context-independent token vectors x_k)
+→ L-layer forward and backward LSTMs with cell projection (h_{k,j}) → optional scalar mixes
+γ·Σ_j softmax(s)_j·h_{k,j}.  Weights follow the bilm-tf layout (TF gate order i, j, f, o; x·W).
+
+The model is stateless: every call starts the LSTMs from zeros unless the caller passes
+`initial_state`, and `return_state=True` hands back each row's final state so a caller can chain
+batches explicitly (this is how the reference outputs of the original stateful implementations are
+reproduced).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.utils import ModelOutput
+
+from .characters import BOS_CHAR, BOW_CHAR, EOS_CHAR, EOW_CHAR, PAD_CHAR
+from .configuration_elmo import ElmoConfig
+
+
+class ElmoState(NamedTuple):
+    """LSTM state per layer and direction: `h` is [L, 2, batch, projection_dim], `c` [L, 2, batch, lstm_dim].
+
+    Direction 0 is the forward LM, 1 the backward LM. Index rows with `state.rows(index)`.
+    """
+
+    h: torch.Tensor
+    c: torch.Tensor
+
+    def rows(self, index) -> "ElmoState":
+        return ElmoState(self.h[:, :, index], self.c[:, :, index])
+
+    def detach(self) -> "ElmoState":
+        return ElmoState(self.h.detach(), self.c.detach())
+
+
+@dataclass
+class ElmoModelOutput(ModelOutput):
+    """Output of `ElmoModel`.
+
+    last_hidden_state: top biLM layer, [batch, tokens, 2·projection_dim].
+    hidden_states: all L+1 layers (layer 0 = token vectors duplicated for both directions).
+    attention_mask: [batch, tokens] bool, True at real tokens.
+    mixed_representations: one scalar mix per `config.num_output_representations`.
+    state: final LSTM state (only with `return_state=True`).
+    """
+
+    last_hidden_state: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attention_mask: torch.Tensor | None = None
+    mixed_representations: tuple[torch.Tensor, ...] | None = None
+    state: ElmoState | None = None
+
+
+@dataclass
+class ElmoLMOutput(ModelOutput):
+    """Output of `ElmoForBidirectionalLM`: mean of forward and backward token losses (nats)."""
+
+    loss: torch.Tensor | None = None
+    forward_loss: torch.Tensor | None = None
+    backward_loss: torch.Tensor | None = None
+    num_targets: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+
+
+class Highway(nn.Module):
+    """y = g ⊙ relu(x·W_t + b_t) + (1 − g) ⊙ x with gate g = σ(x·W_carry + b_carry)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.transform = nn.Linear(dim, dim)
+        self.gate = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = torch.sigmoid(self.gate(x))
+        return gate * F.relu(self.transform(x)) + (1.0 - gate) * x
+
+
+class ElmoCharacterEncoder(nn.Module):
+    """Context-independent token vectors x_k from character ids [..., max_chars] → [..., projection_dim]."""
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        # 262 rows: id 0 is the zero padding row, ids 1..261 the +1-shifted bilm-tf characters.
+        self.char_embedding = nn.Embedding(262, config.char_embedding_dim, padding_idx=0)
+        self.convolutions = nn.ModuleList(
+            nn.Conv1d(config.char_embedding_dim, num, width) for width, num in config.filters
+        )
+        self.activation = torch.tanh if config.activation == "tanh" else F.relu
+        self.highways = nn.ModuleList(Highway(config.n_filters) for _ in range(config.n_highway))
+        self.projection = (
+            nn.Linear(config.n_filters, config.projection_dim)
+            if config.n_filters != config.projection_dim
+            else nn.Identity()
+        )
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        shape = char_ids.shape[:-1]
+        chars = self.char_embedding(char_ids.reshape(-1, char_ids.shape[-1])).transpose(1, 2)
+        # max-pool over character positions, then the activation (as bilm-tf)
+        x = torch.cat([self.activation(conv(chars).amax(dim=-1)) for conv in self.convolutions], dim=-1)
+        for highway in self.highways:
+            x = highway(x)
+        return self.projection(x).reshape(*shape, -1)
+
+
+class ElmoLstmLayer(nn.Module):
+    """One LSTM layer for both directions at once, with cell clipping and a projected (clipped) output.
+
+    Parameters are stacked over the two directions (index 0 forward, 1 backward) and kept in TF
+    orientation (x·W) with TF gate order i, j, f, o, so both directions run as one batched matmul.
+    """
+
+    def __init__(self, input_dim: int, config: ElmoConfig):
+        super().__init__()
+        hidden, proj = config.lstm_dim, config.projection_dim
+        self.has_projection = proj != hidden
+        self.cell_clip = config.cell_clip
+        self.proj_clip = config.proj_clip if self.has_projection else None
+        self.forget_bias = float(config.forget_bias)
+        self.input_weight = nn.Parameter(torch.empty(2, input_dim, 4 * hidden))
+        self.hidden_weight = nn.Parameter(torch.empty(2, proj, 4 * hidden))
+        self.bias = nn.Parameter(torch.zeros(2, 4 * hidden))
+        self.proj_weight = nn.Parameter(torch.empty(2, hidden, proj)) if self.has_projection else None
+
+    def forward(
+        self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], lengths: torch.Tensor | None
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """x: [2, batch, time, input_dim] (backward direction already reversed within each length).
+
+        Returns outputs [2, batch, time, projection_dim] and the state after each row's last
+        real step (`lengths`, or the full time axis when None).
+        """
+        n_dir, batch, steps, _ = x.shape
+        hidden = self.bias.shape[-1] // 4
+        bias = self.bias.clone()
+        bias[:, 2 * hidden : 3 * hidden] += self.forget_bias  # TF adds forget_bias at run time
+        # every step's input projection in one matmul per direction
+        x_proj = torch.baddbmm(bias.unsqueeze(1), x.reshape(n_dir, batch * steps, -1), self.input_weight)
+        x_proj = x_proj.view(n_dir, batch, steps, 4 * hidden)
+        h, c = state
+        final_h, final_c = h, c
+        last = None if lengths is None else (lengths - 1).view(1, batch, 1)
+        outputs = []
+        for t in range(steps):
+            gates = torch.baddbmm(x_proj[:, :, t], h, self.hidden_weight)
+            i, j, f, o = gates.chunk(4, dim=-1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
+            if self.cell_clip:
+                c = c.clamp(-self.cell_clip, self.cell_clip)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            if self.proj_weight is not None:
+                h = torch.bmm(h, self.proj_weight)
+                if self.proj_clip:
+                    h = h.clamp(-self.proj_clip, self.proj_clip)
+            outputs.append(h)
+            if last is not None:
+                done = last == t
+                final_h = torch.where(done, h, final_h)
+                final_c = torch.where(done, c, final_c)
+        if last is None:
+            final_h, final_c = h, c
+        if outputs:
+            out = torch.stack(outputs, dim=2)
+        else:
+            out = x.new_zeros(n_dir, batch, 0, h.shape[-1])
+        return out, (final_h, final_c)
+
+
+def _reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
+    """[batch, steps] positions that reverse each row within its length and leave padding in place."""
+    t = torch.arange(steps, device=lengths.device).unsqueeze(0)
+    rev = lengths.unsqueeze(1) - 1 - t
+    return torch.where(rev >= 0, rev, t)
+
+
+class ElmoBiLstm(nn.Module):
+    """L-layer forward and backward LSTM LMs; residual connections from layer 1 up when configured."""
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        self.config = config
+        self.layers = nn.ModuleList(
+            ElmoLstmLayer(config.projection_dim, config) for _ in range(config.num_layers)
+        )
+        self.use_skip_connections = config.use_skip_connections
+        self.dropout = nn.Dropout(config.dropout)
+
+    def zero_state(self, batch: int, like: torch.Tensor) -> ElmoState:
+        cfg = self.config
+        return ElmoState(
+            like.new_zeros(cfg.num_layers, 2, batch, cfg.projection_dim),
+            like.new_zeros(cfg.num_layers, 2, batch, cfg.lstm_dim),
+        )
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        mask: torch.Tensor,
+        initial_state: ElmoState | None = None,
+        return_state: bool = False,
+    ) -> tuple[list[torch.Tensor], ElmoState | None]:
+        """tokens: [batch, time, dim]; mask: [batch, time] (rows are left-aligned).
+
+        Returns one [batch, time, 2·projection_dim] output per layer (zero at padding) and,
+        if asked, the state after each row's last token.
+        """
+        batch, steps, _ = tokens.shape
+        lengths = mask.sum(dim=1)
+        state = initial_state if initial_state is not None else self.zero_state(batch, tokens)
+        rev = _reverse_index(lengths, steps)
+        gather = rev.unsqueeze(-1).expand(-1, -1, tokens.shape[-1])
+        x = torch.stack([tokens, tokens.gather(1, gather)])
+        finals_h, finals_c, outputs = [], [], []
+        for index, layer in enumerate(self.layers):
+            out, (h, c) = layer(
+                self.dropout(x), (state.h[index], state.c[index]), lengths if return_state else None
+            )
+            if self.use_skip_connections and index > 0:
+                out = out + x
+            outputs.append(out)
+            finals_h.append(h)
+            finals_c.append(c)
+            x = out
+        keep = mask.unsqueeze(-1).to(tokens.dtype)
+        gather = rev.unsqueeze(-1).expand(-1, -1, self.config.projection_dim)
+        layers = [torch.cat([out[0], out[1].gather(1, gather)], dim=-1) * keep for out in outputs]
+        final = ElmoState(torch.stack(finals_h), torch.stack(finals_c)) if return_state else None
+        return layers, final
+
+
+class ScalarMix(nn.Module):
+    """γ · Σ_j softmax(s)_j · h_j over the L+1 biLM layers (paper eq. 1).
+
+    With `layer_norm=True`, each layer is first normalized with the mean and variance over all real
+    tokens *of its own sentence* (keeps outputs independent of the rest of the batch).
+    """
+
+    def __init__(self, num_layers: int, layer_norm: bool = False, initial_weights: Sequence[float] | None = None):
+        super().__init__()
+        weights = torch.zeros(num_layers) if initial_weights is None else torch.tensor(list(initial_weights))
+        if weights.shape != (num_layers,):
+            raise ValueError(f"ScalarMix expects {num_layers} initial weights, got {weights.shape[0]}")
+        self.scalar_parameters = nn.Parameter(weights.float())
+        self.gamma = nn.Parameter(torch.ones(1))
+        self.layer_norm = layer_norm
+
+    @property
+    def weights(self) -> torch.Tensor:
+        """The normalized layer weights softmax(s)."""
+        return torch.softmax(self.scalar_parameters, dim=0)
+
+    def forward(self, layers: Sequence[torch.Tensor] | torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if len(layers) != self.scalar_parameters.shape[0]:
+            raise ValueError(f"ScalarMix has {self.scalar_parameters.shape[0]} weights but got {len(layers)} layers")
+        weights = self.weights
+        mixed = 0.0
+        for weight, layer in zip(weights, layers):
+            if self.layer_norm:
+                layer = _masked_sentence_norm(layer, mask)
+            mixed = mixed + weight * layer
+        return self.gamma * mixed
+
+    def regularization(self, l2_coef: float, centered: bool = True) -> torch.Tensor:
+        """λ‖s − mean(s)‖² (or λ‖s‖² when not centered): pulls the mix toward an equal average."""
+        s = self.scalar_parameters
+        if centered:
+            s = s - s.mean()
+        return l2_coef * (s * s).sum()
+
+
+def _masked_sentence_norm(layer: torch.Tensor, mask: torch.Tensor | None, eps: float = 1e-12) -> torch.Tensor:
+    """Normalizes [batch, time, dim] by each sentence's mean/variance over its real tokens."""
+    if mask is None:
+        mask = torch.ones(layer.shape[:2], dtype=torch.bool, device=layer.device)
+    keep = mask.unsqueeze(-1).to(layer.dtype)
+    count = (keep.sum(dim=(1, 2), keepdim=True) * layer.shape[-1]).clamp(min=1.0)
+    mean = (layer * keep).sum(dim=(1, 2), keepdim=True) / count
+    var = (((layer - mean) * keep) ** 2).sum(dim=(1, 2), keepdim=True) / count
+    return (layer - mean) / torch.sqrt(var + eps) * keep
+
+
+def _boundary_ids(char: int, max_chars: int, like: torch.Tensor) -> torch.Tensor:
+    ids = torch.full((max_chars,), PAD_CHAR + 1, dtype=like.dtype, device=like.device)
+    ids[:3] = torch.tensor([BOW_CHAR + 1, char + 1, EOW_CHAR + 1])
+    return ids
+
+
+def add_sentence_boundaries(char_ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Wraps each row in `<S>` … `</S>` char ids: [batch, time, chars] → [batch, time + 2, chars]."""
+    batch, steps, max_chars = char_ids.shape
+    lengths = mask.sum(dim=1)
+    out = char_ids.new_zeros(batch, steps + 2, max_chars)
+    out[:, 1 : steps + 1] = char_ids * mask.unsqueeze(-1).to(char_ids.dtype)
+    out[:, 0] = _boundary_ids(BOS_CHAR, max_chars, char_ids)
+    out[torch.arange(batch, device=char_ids.device), lengths + 1] = _boundary_ids(EOS_CHAR, max_chars, char_ids)
+    new_mask = torch.arange(steps + 2, device=mask.device).unsqueeze(0) < (lengths + 2).unsqueeze(1)
+    return out, new_mask
+
+
+class ElmoPreTrainedModel(PreTrainedModel):
+    """Shared HF machinery: config class, weight init, safetensors save/load."""
+
+    config_class = ElmoConfig
+    config: ElmoConfig
+    base_model_prefix = "elmo"
+    main_input_name = "input_ids"
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        std = self.config.initializer_range
+        if isinstance(module, ElmoLstmLayer):
+            for p in (module.input_weight, module.hidden_weight, module.proj_weight):
+                if p is not None:
+                    nn.init.uniform_(p, -0.05, 0.05)
+            module.bias.zero_()
+        elif isinstance(module, Highway):
+            nn.init.normal_(module.transform.weight, std=std)
+            nn.init.normal_(module.gate.weight, std=std)
+            module.transform.bias.zero_()
+            module.gate.bias.fill_(-2.0)  # start close to the identity (bilm-tf's init)
+        elif isinstance(module, nn.Conv1d):
+            nn.init.uniform_(module.weight, -0.05, 0.05)
+            module.bias.zero_()
+        elif isinstance(module, nn.Embedding):
+            nn.init.uniform_(module.weight, -1.0, 1.0)
+            module.weight[0].zero_()
+        elif isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=std)
+            if module.bias is not None:
+                module.bias.zero_()
+        elif isinstance(module, ScalarMix):
+            module.scalar_parameters.zero_()
+            module.gamma.fill_(1.0)
+        elif isinstance(module, ElmoLMHead):
+            nn.init.normal_(module.weight, std=1.0 / module.weight.shape[1] ** 0.5)
+            module.bias.zero_()
+
+
+class ElmoModel(ElmoPreTrainedModel):
+    """The biLM: character ids in, all L+1 contextual layers (and optional scalar mixes) out."""
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.token_encoder = ElmoCharacterEncoder(config)
+        self.encoder = ElmoBiLstm(config)
+        self.scalar_mixes = nn.ModuleList(
+            ScalarMix(config.num_layers + 1, config.scalar_mix_layer_norm)
+            for _ in range(config.num_output_representations)
+        )
+        self.post_init()
+
+    @property
+    def num_layers(self) -> int:
+        """Number of output layers, L + 1."""
+        return self.config.num_layers + 1
+
+    def embed_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Context-independent token vectors (char CNN + highway + projection) for [..., max_chars] ids."""
+        return self.token_encoder(char_ids)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        initial_state: ElmoState | None = None,
+        return_state: bool = False,
+        keep_sentence_boundaries: bool = False,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> ElmoModelOutput:
+        """input_ids: [batch, tokens, max_chars] character ids (from `ElmoTokenizer`), without `<S>`/`</S>`.
+
+        `initial_state` / `return_state` carry the LSTM state explicitly (shapes in `ElmoState`);
+        states refer to sequences *with* the boundary tokens, as in the original implementations.
+        """
+        if input_ids.dim() != 3:
+            raise ValueError(f"input_ids must be [batch, tokens, max_chars] character ids, got shape {tuple(input_ids.shape)}")
+        if input_ids.shape[-1] != self.config.max_characters_per_token:
+            raise ValueError(
+                f"input_ids last dimension is {input_ids.shape[-1]} but the model expects "
+                f"max_characters_per_token={self.config.max_characters_per_token}"
+            )
+        if attention_mask is None:
+            attention_mask = (input_ids > 0).any(dim=-1)
+        mask = attention_mask.bool()
+        lengths = mask.sum(dim=1)
+        if bool((mask != (torch.arange(mask.shape[1], device=mask.device) < lengths.unsqueeze(1))).any()):
+            raise ValueError("attention_mask must be left-aligned (real tokens first, padding after)")
+        char_ids, full_mask = add_sentence_boundaries(input_ids, mask)
+        # the char CNN runs on real tokens only; padding positions stay zero
+        real = self.token_encoder(char_ids[full_mask])
+        tokens = real.new_zeros(*full_mask.shape, real.shape[-1])
+        tokens[full_mask] = real
+        if initial_state is not None:
+            initial_state = ElmoState(*initial_state)
+        lstm_layers, state = self.encoder(tokens, full_mask, initial_state, return_state)
+        layers = [torch.cat([tokens, tokens], dim=-1)] + lstm_layers
+        if not keep_sentence_boundaries:
+            steps = input_ids.shape[1]
+            keep = mask.unsqueeze(-1).to(tokens.dtype)
+            layers = [layer[:, 1 : steps + 1] * keep for layer in layers]
+            out_mask = mask
+        else:
+            out_mask = full_mask
+        mixes = tuple(mix(layers, out_mask) for mix in self.scalar_mixes) or None
+        return ElmoModelOutput(
+            last_hidden_state=layers[-1],
+            hidden_states=tuple(layers),
+            attention_mask=out_mask,
+            mixed_representations=mixes,
+            state=state,
+        )
+
+
+class ElmoLMHead(nn.Module):
+    """Softmax over the word vocabulary, shared by the forward and backward LMs."""
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(config.vocab_size, config.projection_dim))
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden, self.weight, self.bias)
+
+
+class ElmoForBidirectionalLM(ElmoPreTrainedModel):
+    """The biLM with its LM head: the forward LM predicts the next word, the backward LM the previous one.
+
+    Word ids follow the pretraining vocabulary: 0 = `<S>`, 1 = `</S>`, 2 = `<UNK>`.
+    """
+
+    BOS_ID, EOS_ID, UNK_ID = 0, 1, 2
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        if config.vocab_size < 3:
+            raise ValueError("ElmoForBidirectionalLM needs config.vocab_size >= 3 (<S>, </S>, <UNK> + words)")
+        self.elmo = ElmoModel(config)
+        self.lm_head = ElmoLMHead(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.post_init()
+
+    def targets(self, word_ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Forward and backward targets over the boundary-wrapped sequence ([batch, tokens + 2], −100 = none)."""
+        batch, steps = word_ids.shape
+        lengths = mask.sum(dim=1)
+        rows = torch.arange(batch, device=word_ids.device)
+        full = word_ids.new_full((batch, steps + 2), -100)
+        full[:, 1 : steps + 1] = torch.where(mask.bool(), word_ids, torch.full_like(word_ids, -100))
+        full[:, 0] = self.BOS_ID
+        full[rows, lengths + 1] = self.EOS_ID
+        fwd = full.new_full(full.shape, -100)
+        bwd = full.new_full(full.shape, -100)
+        fwd[:, :-1] = full[:, 1:]  # position k predicts k + 1
+        bwd[:, 1:] = full[:, :-1]  # position k predicts k − 1
+        return fwd, bwd
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        softmax_fn=None,
+        **kwargs,
+    ) -> ElmoLMOutput:
+        """labels: [batch, tokens] word ids of the input tokens. `softmax_fn(hidden, targets) -> summed loss`
+        replaces the full softmax (e.g. a sampled softmax while training)."""
+        if attention_mask is None:
+            attention_mask = (input_ids > 0).any(dim=-1)
+        out = self.elmo(input_ids, attention_mask, keep_sentence_boundaries=True)
+        top = self.dropout(out.last_hidden_state)
+        proj = self.config.projection_dim
+        if labels is None:
+            return ElmoLMOutput(hidden_states=out.hidden_states)
+        fwd_targets, bwd_targets = self.targets(labels, attention_mask)
+        losses = []
+        for hidden, targets in ((top[..., :proj], fwd_targets), (top[..., proj:], bwd_targets)):
+            keep = targets >= 0
+            h, y = hidden[keep], targets[keep]
+            if softmax_fn is None:
+                losses.append(F.cross_entropy(self.lm_head(h), y, reduction="sum"))
+            else:
+                losses.append(softmax_fn(h, y))
+        n = (fwd_targets >= 0).sum()
+        fwd, bwd = losses[0] / n.clamp(min=1), losses[1] / n.clamp(min=1)
+        return ElmoLMOutput(
+            loss=(fwd + bwd) / 2, forward_loss=fwd, backward_loss=bwd, num_targets=n,
+            hidden_states=out.hidden_states,
+        )
+
+
+__all__ = [
+    "ElmoState",
+    "ElmoModelOutput",
+    "ElmoLMOutput",
+    "ScalarMix",
+    "ElmoPreTrainedModel",
+    "ElmoModel",
+    "ElmoForBidirectionalLM",
+    "add_sentence_boundaries",
+]
