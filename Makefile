@@ -22,3 +22,7 @@ bench: install
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+main: install
+	$(BIN)/spacy-elmo convert ../shared/fixtures/allennlp_elmo/options.json ../shared/fixtures/allennlp_elmo/lm_weights.hdf5 build/fixture_elmo
+	echo "The cat sat on the mat ." | $(BIN)/spacy-elmo embed build/fixture_elmo

@@ -1,0 +1,53 @@
+"""Shared test fixtures: the reference ELMo models in ../shared/fixtures and a converted HF copy."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(os.environ.get("SPACY_ELMO_FIXTURES", ROOT.parent / "shared" / "fixtures"))
+
+
+def pytest_configure(config):
+    if not (FIXTURES / "allennlp_elmo" / "lm_weights.hdf5").is_file():
+        raise pytest.UsageError(
+            f"reference fixtures not found at {FIXTURES}: clone the repo beside ../shared "
+            "or set SPACY_ELMO_FIXTURES to the fixtures folder"
+        )
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def allennlp_dir() -> Path:
+    return FIXTURES / "allennlp_elmo"
+
+
+@pytest.fixture(scope="session")
+def bilm_tf_dir() -> Path:
+    return FIXTURES / "bilm_tf" / "model"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, allennlp_dir) -> Path:
+    """The AllenNLP fixture biLM converted to an HF directory (config, safetensors, tokenizer)."""
+    from spacy_elmo import ElmoTokenizer, load_legacy
+
+    out = tmp_path_factory.mktemp("tiny_elmo")
+    model = load_legacy(allennlp_dir / "options.json", allennlp_dir / "lm_weights.hdf5")
+    model.save_pretrained(out)
+    ElmoTokenizer().save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model(allennlp_dir):
+    from spacy_elmo import load_legacy
+
+    return load_legacy(allennlp_dir / "options.json", allennlp_dir / "lm_weights.hdf5")

@@ -1,0 +1,165 @@
+"""The Hugging Face face: Auto classes, safetensors round trip, offline hub ids, tokenizer, no pickles."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+import spacy_elmo
+from spacy_elmo import ElmoConfig, ElmoForBidirectionalLM, ElmoModel, ElmoTokenizer, ScalarMix
+
+SENTENCES = [["The", "cat", "sat", "."], ["Mixed", "case", "and", "ünïcödé", "🙂"], ["x"]]
+
+
+def _layers(model, tokenizer=None):
+    tokenizer = tokenizer or ElmoTokenizer()
+    with torch.no_grad():
+        return torch.stack(model(**tokenizer(SENTENCES)).hidden_states)
+
+
+def test_save_pretrained_writes_safetensors_and_auto_loads_identically(tiny_model, tiny_model_dir):
+    files = sorted(p.name for p in tiny_model_dir.iterdir())
+    assert "model.safetensors" in files and "config.json" in files
+    assert not any(name.endswith((".bin", ".pt", ".pkl")) for name in files)
+    assert AutoConfig.from_pretrained(tiny_model_dir).model_type == "elmo"
+    loaded = AutoModel.from_pretrained(tiny_model_dir)
+    assert isinstance(loaded, ElmoModel)
+    assert torch.equal(_layers(loaded.eval()), _layers(tiny_model))
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    assert isinstance(tokenizer, ElmoTokenizer)
+    assert torch.equal(_layers(loaded, tokenizer), _layers(tiny_model))
+
+
+def test_hub_id_loads_offline_from_laid_out_cache(tiny_model, tiny_model_dir, tmp_path):
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--test-org--tiny-elmo"
+    snapshot = repo / "snapshots" / revision
+    shutil.copytree(tiny_model_dir, snapshot)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(revision)
+    expected = _layers(tiny_model)
+    torch.save(expected, tmp_path / "expected.pt")
+    script = textwrap.dedent(
+        f"""
+        import torch, spacy_elmo
+        from transformers import AutoModel, AutoTokenizer
+        model = AutoModel.from_pretrained("test-org/tiny-elmo").eval()
+        tok = AutoTokenizer.from_pretrained("test-org/tiny-elmo")
+        with torch.no_grad():
+            got = torch.stack(model(**tok({SENTENCES!r})).hidden_states)
+        expected = torch.load({str(tmp_path / "expected.pt")!r}, weights_only=True)
+        assert torch.equal(got, expected), (got - expected).abs().max()
+        print("OK", type(model).__name__)
+        """
+    )
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "hub"), HF_HOME=str(tmp_path / "home"))
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "OK ElmoModel" in result.stdout
+
+
+class _Exploit:
+    def __reduce__(self):
+        return (os.system, ("touch PWNED_BY_PICKLE",))
+
+
+def test_pickled_weights_are_refused(tiny_model_dir, tmp_path):
+    """A pickle planted where weights are expected must not execute."""
+    bad = tmp_path / "bad_model"
+    bad.mkdir()
+    shutil.copy(tiny_model_dir / "config.json", bad / "config.json")
+    with open(bad / "pytorch_model.bin", "wb") as handle:
+        pickle.dump({"weights": _Exploit()}, handle)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(Exception) as info:
+            ElmoModel.from_pretrained(bad)
+        assert not (tmp_path / "PWNED_BY_PICKLE").exists()
+        with pytest.raises(Exception):
+            spacy_elmo.util.load_model(bad)
+        assert not (tmp_path / "PWNED_BY_PICKLE").exists()
+    finally:
+        os.chdir(cwd)
+    assert "weights_only" in str(info.value) or "Weights only" in str(info.value) or "unpickl" in str(info.value).lower()
+
+
+def test_scalar_mixes_in_model_output(tiny_model_dir):
+    model = ElmoModel.from_pretrained(tiny_model_dir, num_output_representations=2).eval()
+    with torch.no_grad():
+        model.scalar_mixes[1].scalar_parameters.copy_(torch.tensor([0.1, 0.3, 0.5]))
+        model.scalar_mixes[1].gamma.fill_(1.1)
+        out = model(**ElmoTokenizer()(SENTENCES))
+    layers = torch.stack(out.hidden_states)
+    assert len(out.mixed_representations) == 2
+    equal = layers.mean(0)
+    assert torch.allclose(out.mixed_representations[0], equal, atol=1e-6)
+    weights = torch.softmax(torch.tensor([0.1, 0.3, 0.5]), 0)
+    expected = 1.1 * (weights[:, None, None, None] * layers).sum(0)
+    assert torch.allclose(out.mixed_representations[1], expected, atol=1e-6)
+
+
+def test_scalar_mix_layer_norm_and_regularization():
+    mix = ScalarMix(3, layer_norm=True, initial_weights=[-50.0, -50.0, 50.0])  # all weight on layer 2
+    layers = [torch.randn(2, 4, 8) * (i + 1) + i for i in range(3)]
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]], dtype=torch.bool)
+    with torch.no_grad():
+        out = mix(layers, mask)
+        alone = mix([layer[1:2] for layer in layers], mask[1:2])
+    real = out[0, :3]
+    assert abs(float(real.mean())) < 1e-5 and abs(float(real.std(unbiased=False)) - 1.0) < 1e-3
+    assert torch.all(out[1, 2:] == 0)
+    # per-sentence statistics: a sentence's output does not depend on its batch neighbours
+    assert torch.allclose(alone[0], out[1], atol=1e-6)
+    with torch.no_grad():
+        mix.scalar_parameters.copy_(torch.tensor([1.0, 2.0, 3.0]))
+    assert torch.isclose(mix.regularization(0.1), torch.tensor(0.1 * 2.0))
+    assert torch.isclose(mix.regularization(0.1, centered=False), torch.tensor(0.1 * 14.0))
+
+
+def test_lm_head_loss_and_save_with_and_without_head(tmp_path):
+    config = ElmoConfig(
+        filters=[[1, 8], [2, 8]], char_embedding_dim=4, n_highway=1, lstm_dim=16, projection_dim=8,
+        vocab_size=10, dropout=0.0,
+    )
+    torch.manual_seed(0)
+    lm = ElmoForBidirectionalLM(config)
+    tokenizer = ElmoTokenizer()
+    batch = tokenizer([["a", "b"], ["c"]])
+    labels = torch.tensor([[3, 4], [5, 0]])
+    out = lm(**batch, labels=labels)
+    assert out.num_targets.item() == 3 + 2  # (2 words + </S>) + (1 word + </S>)
+    assert torch.isfinite(out.loss) and out.loss.item() > 0
+    out.loss.backward()
+    assert lm.lm_head.weight.grad is not None
+    lm.save_pretrained(tmp_path / "lm")
+    again = ElmoForBidirectionalLM.from_pretrained(tmp_path / "lm").eval()
+    lm.eval()
+    with torch.no_grad():
+        assert torch.allclose(again(**batch, labels=labels).loss, lm(**batch, labels=labels).loss)
+        encoder = ElmoModel.from_pretrained(tmp_path / "lm").eval()
+        assert torch.equal(encoder(**batch).last_hidden_state, lm.elmo(**batch).last_hidden_state)
+
+
+def test_tokenizer_inputs_and_settings(tmp_path):
+    tokenizer = ElmoTokenizer(max_characters_per_token=10)
+    enc = tokenizer("a longer-than-ten-bytes word")
+    assert enc["input_ids"].shape == (1, 3, 10)
+    assert enc["input_ids"][0, 1, -1].item() == 260  # end-of-word marker after 8 bytes
+    assert tokenizer([["a", "b"], ["c"]])["attention_mask"].tolist() == [[True, True], [True, False]]
+    assert tokenizer(["a", "b"])["input_ids"].shape == (1, 2, 10)
+    assert tokenizer([])["input_ids"].shape == (0, 0, 10)
+    tokenizer.save_pretrained(tmp_path)
+    assert ElmoTokenizer.from_pretrained(tmp_path).max_characters_per_token == 10
+    with pytest.raises(ValueError, match="tokens must be str"):
+        tokenizer([["a", 3]])
+    assert callable(getattr(ElmoModel, "push_to_hub"))
+    assert callable(getattr(ElmoTokenizer, "push_to_hub"))

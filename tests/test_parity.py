@@ -1,0 +1,110 @@
+"""Reference parity: our biLM reproduces the outputs stored with the AllenNLP and bilm-tf fixtures."""
+
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy
+import pytest
+import torch
+
+from spacy_elmo import load_legacy
+from spacy_elmo.characters import batch_to_char_ids
+
+CASES = {"allennlp": ("allennlp_elmo", "sentences.json"), "bilm_tf": ("bilm_tf/model", "lm_embeddings_sentences.json")}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_all_30_top_layer_outputs_match_with_state_carried_per_row(fixtures_dir, name):
+    folder, sentence_file = CASES[name]
+    d = fixtures_dir / folder
+    model = load_legacy(d / "options.json", d / "lm_weights.hdf5")
+    sentences = json.loads((d / sentence_file).read_text())
+    expected = [h5py.File(d / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
+    state, compared, worst = None, 0, 0.0
+    for i in range(10):  # batch i = row k of each list, run in order with per-row state carried
+        batch = [sentences[k][i].split() for k in range(3)]
+        ids, mask = batch_to_char_ids(batch)
+        with torch.no_grad():
+            out = model(torch.from_numpy(ids), torch.from_numpy(mask), initial_state=state, return_state=True)
+        state = out.state
+        assert out.attention_mask.sum(1).tolist() == [len(s) for s in batch]
+        for k in range(3):
+            ref = expected[k][str(i)][...]
+            ref = numpy.concatenate([ref[0], ref[1]], axis=-1)
+            got = out.last_hidden_state[k, : len(batch[k])].numpy()
+            assert got.shape == ref.shape
+            worst = max(worst, float(numpy.abs(got - ref).max()))
+            compared += 1
+    assert compared == 30
+    assert worst <= 1e-5, worst
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_without_state_only_first_batch_matches(fixtures_dir, name):
+    """Stateless default: batch 0 (zero initial state) matches; later batches need the carried state."""
+    folder, sentence_file = CASES[name]
+    d = fixtures_dir / folder
+    model = load_legacy(d / "options.json", d / "lm_weights.hdf5")
+    sentences = json.loads((d / sentence_file).read_text())
+    ref_file = h5py.File(d / "lm_embeddings_0.hdf5", "r")
+    errors = []
+    for i in (0, 5):
+        words = sentences[0][i].split()
+        ids, mask = batch_to_char_ids([words])
+        with torch.no_grad():
+            got = model(torch.from_numpy(ids)).last_hidden_state[0].numpy()
+        ref = numpy.concatenate(list(ref_file[str(i)][...]), axis=-1)
+        errors.append(float(numpy.abs(got - ref).max()))
+    assert errors[0] <= 1e-5
+    assert errors[1] > 1e-3
+
+
+def test_all_458_token_embeddings_match(allennlp_dir, tiny_model):
+    words = (allennlp_dir / "vocab_test.txt").read_text().split("\n")
+    assert len(words) == 458
+    expected = h5py.File(allennlp_dir / "elmo_token_embeddings.hdf5", "r")["embedding"][...]
+    ids, _ = batch_to_char_ids([words])
+    with torch.no_grad():
+        got = tiny_model.embed_tokens(torch.from_numpy(ids[0])).numpy()
+    assert got.shape == (458, 16)
+    assert numpy.abs(got - expected).max() <= 1e-5
+
+
+def test_boundary_tokens_equal_explicit_tokens(tiny_model):
+    ids, _ = batch_to_char_ids([["<S>", "a", "</S>"]])
+    with torch.no_grad():
+        explicit = tiny_model.embed_tokens(torch.from_numpy(ids[0]))
+        out = tiny_model(torch.from_numpy(ids[:, 1:2]), keep_sentence_boundaries=True)
+    layer0 = out.hidden_states[0][0, :, :16]
+    assert torch.allclose(layer0[0], explicit[0], atol=1e-6)
+    assert torch.allclose(layer0[2], explicit[2], atol=1e-6)
+
+
+def test_batch_invariance_and_padding(tiny_model, fixtures_dir):
+    sentences = json.loads((fixtures_dir / "allennlp_elmo" / "sentences.json").read_text())
+    batch = [s.split() for s in sentences[0] + sentences[1]]
+    ids, mask = batch_to_char_ids(batch)
+    with torch.no_grad():
+        together = tiny_model(torch.from_numpy(ids), torch.from_numpy(mask)).hidden_states
+        for i, words in enumerate(batch):
+            alone_ids, _ = batch_to_char_ids([words])
+            alone = tiny_model(torch.from_numpy(alone_ids)).hidden_states
+            for layer_t, layer_a in zip(together, alone):
+                assert torch.abs(layer_t[i, : len(words)] - layer_a[0]).max() <= 1e-6
+                assert torch.all(layer_t[i, len(words) :] == 0)
+
+
+def test_keep_sentence_boundaries_shapes(tiny_model):
+    ids, mask = batch_to_char_ids([["a", "b", "c"], ["d"]])
+    with torch.no_grad():
+        plain = tiny_model(torch.from_numpy(ids), torch.from_numpy(mask))
+        kept = tiny_model(torch.from_numpy(ids), torch.from_numpy(mask), keep_sentence_boundaries=True)
+    assert plain.last_hidden_state.shape == (2, 3, 32)
+    assert kept.last_hidden_state.shape == (2, 5, 32)
+    assert len(plain.hidden_states) == 3
+    assert kept.attention_mask.sum(1).tolist() == [5, 3]
+    assert torch.allclose(kept.last_hidden_state[:, 1:4] * plain.attention_mask.unsqueeze(-1), plain.last_hidden_state, atol=1e-6)
+    # layer 0 is the context-independent token vector duplicated for both directions
+    assert torch.equal(plain.hidden_states[0][..., :16], plain.hidden_states[0][..., 16:])
