@@ -6,6 +6,7 @@ from .configuration_elmo import ElmoConfig
 from .legacy import LegacyFormatError, load_legacy, save_legacy
 from .modeling_elmo import (
     ElmoForBidirectionalLM,
+    ElmoLoadError,
     ElmoModel,
     ElmoModelOutput,
     ElmoPreTrainedModel,
@@ -24,6 +25,7 @@ __all__ = [
     "ElmoConfig",
     "ElmoModel",
     "ElmoForBidirectionalLM",
+    "ElmoLoadError",
     "ElmoModelOutput",
     "ElmoPreTrainedModel",
     "ElmoState",

@@ -6,6 +6,19 @@ from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
 _ACTIVATIONS = ("relu", "tanh")
+_INT_FIELDS = (
+    "n_characters", "max_characters_per_token", "char_embedding_dim", "n_highway", "num_layers",
+    "lstm_dim", "projection_dim", "num_output_representations", "vocab_size",
+)
+_FLOAT_FIELDS = ("cell_clip", "proj_clip", "forget_bias", "dropout", "initializer_range")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @strict
@@ -44,12 +57,27 @@ class ElmoConfig(PreTrainedConfig):
     initializer_range: float = 0.02
 
     def __post_init__(self, **kwargs):
+        if not isinstance(self.filters, (list, tuple)) or not all(
+            isinstance(f, (list, tuple)) and len(f) == 2 and all(_is_int(x) for x in f) for f in self.filters
+        ):
+            raise ValueError(f"filters must be a list of [width, number] integer pairs, got {self.filters!r}")
         self.filters = [[int(w), int(n)] for w, n in self.filters]
         super().__post_init__(**kwargs)
 
     def validate_elmo(self):
         """Checks the sizes make a working biLM (called by `@strict` on init)."""
         problems = []
+        for name in _INT_FIELDS:
+            if not _is_int(getattr(self, name)):
+                problems.append(f"{name} must be an integer, got {getattr(self, name)!r}")
+        for name in _FLOAT_FIELDS:
+            value = getattr(self, name)
+            if not (value is None and name.endswith("_clip")) and not _is_number(value):
+                problems.append(f"{name} must be a number, got {value!r}")
+        if not isinstance(self.use_skip_connections, bool) or not isinstance(self.scalar_mix_layer_norm, bool):
+            problems.append("use_skip_connections and scalar_mix_layer_norm must be true/false")
+        if problems:
+            raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
         if self.activation not in _ACTIVATIONS:
             problems.append(f"activation must be one of {_ACTIVATIONS}, got {self.activation!r}")
         if not self.filters:
