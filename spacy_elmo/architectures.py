@@ -1,0 +1,98 @@
+"""Registered thinc architectures of the spaCy integration (entry point `spacy_architectures`).
+
+- `spacy-elmo.ElmoModel.v1`: the `elmo` component's model — Docs → all biLM layers per Doc.
+- `spacy-elmo.ElmoListener.v1`: tok2vec for downstream components, listening to `elmo`.
+- `spacy-elmo.ElmoTok2Vec.v1`: tok2vec with its own biLM (no shared `elmo` component).
+- `spacy-elmo.ScalarMix.v1`: the learned scalar mix on its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from spacy.tokens import Doc
+from spacy.util import registry
+from thinc.api import Model
+from thinc.types import Floats2d, Floats3d
+
+from .layers.bilm import build_bilm
+from .layers.listener import ElmoListener
+from .layers.scalar_mix import build_scalar_mix
+from .layers.tok2vec import BiLMLayers, build_elmo_features
+
+
+@registry.architectures("spacy-elmo.ElmoModel.v1")
+def ElmoModel_v1(
+    name: Optional[str] = None,
+    max_batch_tokens: int = 4096,
+    max_length: int = 256,
+    window_overlap: int = 64,
+    mixed_precision: bool = False,
+    grad_scaler_config: Dict[str, Any] = {},
+) -> Model[List[Doc], List[Floats3d]]:
+    """The biLM (a thinc `PyTorchWrapper` on the device of thinc's current ops).
+
+    name: an HF directory, a hub id, or a legacy "options.json,weights.hdf5" pair (or a directory
+        holding both); loaded on first use unless the pipeline brings its own saved weights.
+    max_batch_tokens: padded tokens per biLM batch (sequences are sorted by length first).
+    max_length: longer Docs run sentence by sentence (if sentences are set) or in windows.
+    window_overlap: tokens shared by neighbouring windows.
+    mixed_precision: autocast on GPU (with a gradient scaler configured by grad_scaler_config).
+    """
+    return build_bilm(
+        name,
+        max_batch_tokens=max_batch_tokens,
+        max_length=max_length,
+        window_overlap=window_overlap,
+        mixed_precision=mixed_precision,
+        grad_scaler_config=grad_scaler_config,
+    )
+
+
+@registry.architectures("spacy-elmo.ElmoListener.v1")
+def ElmoListener_v1(
+    upstream: str = "*",
+    grad_factor: float = 1.0,
+    dropout: float = 0.0,
+    l2: float = 0.001,
+    tok2vec: Optional[Model[List[Doc], List[Floats2d]]] = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """Token vectors from the upstream `elmo` component, mixed with this component's own weights.
+
+    upstream: name of the `elmo` component ("*" = any).
+    grad_factor: scale of the gradient sent into the biLM (only used when `elmo` is trained,
+        i.e. not in [training] frozen_components); 0 keeps the biLM fixed.
+    dropout: dropout on the mixed ELMo vectors while training.
+    l2: λ of the λ‖s‖² penalty on the layer weights s.
+    tok2vec: optional extra features (e.g. spacy.Tok2Vec.v2 with MultiHashEmbed and
+        MaxoutWindowEncoder), concatenated after the ELMo vector.
+    """
+    source = ElmoListener(upstream, grad_factor=grad_factor)
+    return build_elmo_features(source, build_scalar_mix(dropout=dropout, l2=l2), tok2vec)
+
+
+@registry.architectures("spacy-elmo.ElmoTok2Vec.v1")
+def ElmoTok2Vec_v1(
+    bilm: Model[List[Doc], List[Floats3d]],
+    freeze: bool = True,
+    cache_mb: float = 0.0,
+    dropout: float = 0.0,
+    l2: float = 0.001,
+    tok2vec: Optional[Model[List[Doc], List[Floats2d]]] = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """Token vectors from a biLM owned by this component (`bilm`: a spacy-elmo.ElmoModel.v1 block).
+
+    freeze: never update the biLM (and allow the `cache_mb` layer cache, in MB).
+    dropout, l2, tok2vec: as in spacy-elmo.ElmoListener.v1.
+    """
+    source = BiLMLayers(bilm, freeze=freeze, cache_mb=cache_mb)
+    return build_elmo_features(source, build_scalar_mix(dropout=dropout, l2=l2), tok2vec)
+
+
+@registry.architectures("spacy-elmo.ScalarMix.v1")
+def ScalarMix_v1(dropout: float = 0.0, l2: float = 0.001) -> Model[List[Floats3d], List[Floats2d]]:
+    """γ · Σ_j softmax(s)_j · layer_j per Doc: [L+1, n, dim] → [n, dim]."""
+    return build_scalar_mix(dropout=dropout, l2=l2)
+
+
+__all__ = ["ElmoModel_v1", "ElmoListener_v1", "ElmoTok2Vec_v1", "ScalarMix_v1"]

@@ -1,0 +1,400 @@
+"""The biLM as a thinc layer: Docs in, every Doc's L+1 layers out ([L+1, len(doc), dim] each).
+
+Data flow: Doc → segments (the whole Doc; or, past `max_length` tokens, its sentences when they
+are set, else overlapping windows) → batches of segments, longest first, by a padded token
+budget → character ids → `PyTorchWrapper` around the torch biLM → all layers, stitched back per
+Doc.  Every segment runs from a zero LSTM state, so a Doc's output does not depend on what else
+is in the batch.
+
+The torch biLM is loaded lazily from `name` (an HF directory, a hub id, or legacy
+options+weights) on first use, unless weights arrive first (`set_elmo_model`, `from_bytes`): a
+saved pipeline therefore never needs the original files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy
+import srsly
+import torch
+from spacy.tokens import Doc
+from thinc.api import (
+    ArgsKwargs,
+    Model,
+    PyTorchGradScaler,
+    PyTorchWrapper_v3,
+    get_torch_default_device,
+    torch2xp,
+    xp2torch,
+)
+from thinc.types import Floats3d
+
+from ..characters import batch_to_char_ids
+from ..data_classes import LayerCache, doc_cache_key
+
+
+class ElmoLayerStack(torch.nn.Module):
+    """Holds the `ElmoModel` (None until loaded); returns all its layers stacked, [L+1, B, T, dim]."""
+
+    def __init__(self, elmo: Optional[torch.nn.Module] = None):
+        super().__init__()
+        self.elmo = elmo
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        out = self.elmo(input_ids, attention_mask)
+        return torch.stack([h.float() for h in out.hidden_states])
+
+
+# --- serialization of the torch biLM: config + safetensors, no pickle ---------------------------
+
+
+def elmo_to_bytes(elmo) -> bytes:
+    """msgpack({config, safetensors weights}) of an `ElmoModel` (or of nothing, when None)."""
+    from safetensors.torch import save
+
+    if elmo is None:
+        return srsly.msgpack_dumps({"config": None})
+    state = {k: v.detach().cpu().contiguous() for k, v in elmo.state_dict().items()}
+    return srsly.msgpack_dumps({"config": elmo.config.to_json_string(), "weights": save(state)})
+
+
+def elmo_from_bytes(data: bytes, device: Optional[torch.device] = None):
+    """The `ElmoModel` serialized by `elmo_to_bytes` (None if it held none), in eval mode."""
+    from safetensors.torch import load
+
+    from ..configuration_elmo import ElmoConfig
+    from ..modeling_elmo import ElmoModel
+
+    msg = srsly.msgpack_loads(data)
+    if msg.get("config") is None:
+        return None
+    elmo = ElmoModel(ElmoConfig.from_dict(json.loads(msg["config"])))
+    elmo.load_state_dict(load(msg["weights"]))
+    return elmo.to(device or get_torch_default_device()).eval()
+
+
+def save_elmo_dir(elmo, path) -> None:
+    """Writes the biLM in the HF layout: config.json, model.safetensors, tokenizer_config.json."""
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    from ..tokenization_elmo import ElmoTokenizer
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    elmo.config.to_json_file(str(path / "config.json"))
+    state = {k: v.detach().cpu().contiguous() for k, v in elmo.state_dict().items()}
+    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
+    tokenizer = ElmoTokenizer(max_characters_per_token=elmo.config.max_characters_per_token)
+    tokenizer.save_pretrained(str(path))
+
+
+def load_elmo_dir(path, device: Optional[torch.device] = None):
+    """The biLM written by `save_elmo_dir` (local files only), in eval mode."""
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    from ..configuration_elmo import ElmoConfig
+    from ..modeling_elmo import ElmoModel
+
+    path = Path(path)
+    elmo = ElmoModel(ElmoConfig.from_json_file(str(path / "config.json")))
+    elmo.load_state_dict(load_file(str(path / "model.safetensors")))
+    return elmo.to(device or get_torch_default_device()).eval()
+
+
+def _serialize_stack(stack: ElmoLayerStack) -> bytes:
+    return elmo_to_bytes(stack.elmo)
+
+
+def _deserialize_stack(stack: ElmoLayerStack, data: bytes, device) -> ElmoLayerStack:
+    elmo = elmo_from_bytes(data, device)
+    if elmo is not None:
+        stack.elmo = elmo
+    return stack
+
+
+# --- thinc <-> torch conversions ----------------------------------------------------------------
+
+
+def _convert_inputs(model: Model, X: Tuple[numpy.ndarray, numpy.ndarray], is_train: bool):
+    """Host (numpy) character ids and mask → torch tensors on the biLM's device."""
+    device = model.shims[0].device
+    ids, mask = X
+    args = (torch.as_tensor(ids, device=device), torch.as_tensor(mask, device=device))
+    return ArgsKwargs(args=args, kwargs={}), lambda d_inputs: None  # character ids take no gradient
+
+
+def _convert_outputs(model: Model, X_Ytorch, is_train: bool):
+    _, Ytorch = X_Ytorch
+    Y = torch2xp(Ytorch)
+
+    def backprop(dY) -> ArgsKwargs:
+        dYtorch = xp2torch(dY, device=Ytorch.device).to(Ytorch.dtype)
+        return ArgsKwargs(args=((Ytorch,),), kwargs={"grad_tensors": (dYtorch,)})
+
+    return Y, backprop
+
+
+# --- segmentation and batching -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Tokens [start, end) of Doc `doc` run as one biLM sequence; [keep_start, keep_end) is used."""
+
+    doc: int
+    start: int
+    end: int
+    keep_start: int
+    keep_end: int
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+
+def window_spans(start: int, end: int, size: int, overlap: int) -> List[Tuple[int, int, int, int]]:
+    """(start, end, keep_start, keep_end) windows of at most `size` tokens covering [start, end).
+
+    Neighbouring windows share `overlap` tokens (more for the last one, which is moved back to be
+    full length); each shared token is kept from the window where it is further from the edge.
+    """
+    if end - start <= size:
+        return [(start, end, start, end)]
+    starts = list(range(start, end - size + 1, size - overlap))
+    if starts[-1] + size < end:
+        starts.append(end - size)
+    spans = []
+    for i, s in enumerate(starts):
+        keep_start = start if i == 0 else (s + starts[i - 1] + size) // 2
+        keep_end = end if i == len(starts) - 1 else (starts[i + 1] + s + size) // 2
+        spans.append((s, s + size, keep_start, keep_end))
+    return spans
+
+
+def _splits_by_sentence(doc: Doc, max_length: int) -> bool:
+    return len(doc) > max_length and doc.has_annotation("SENT_START")
+
+
+def plan_segments(docs: Sequence[Doc], max_length: int, overlap: int) -> List[Segment]:
+    """Segments for each Doc: itself, or (past `max_length`) its sentences / overlapping windows."""
+    segments = []
+    for i, doc in enumerate(docs):
+        if len(doc) == 0:
+            continue
+        parts = [(s.start, s.end) for s in doc.sents] if _splits_by_sentence(doc, max_length) else [(0, len(doc))]
+        for start, end in parts:
+            for span in window_spans(start, end, max_length, overlap):
+                segments.append(Segment(i, *span))
+    return segments
+
+
+def batch_segments(segments: Sequence[Segment], max_batch_tokens: int) -> List[List[int]]:
+    """Indices of `segments` grouped longest first so rows × longest row ≤ `max_batch_tokens`."""
+    order = sorted(range(len(segments)), key=lambda i: -len(segments[i]))
+    batches: List[List[int]] = []
+    for i in order:
+        if batches:
+            batch = batches[-1]
+            if (len(batch) + 1) * len(segments[batch[0]]) <= max_batch_tokens:
+                batch.append(i)
+                continue
+        batches.append([i])
+    return batches
+
+
+def doc_key(model: Model, doc: Doc):
+    """Cache key of `doc` for this biLM layer: the token texts (+ sentence starts if they split it)."""
+    words = [t.text for t in doc]
+    if _splits_by_sentence(doc, model.attrs["max_length"]):
+        return doc_cache_key(words, [s.start for s in doc.sents])
+    return doc_cache_key(words)
+
+
+# --- the thinc layer ----------------------------------------------------------------------------
+
+
+def build_bilm(
+    name: Optional[str],
+    *,
+    max_batch_tokens: int = 4096,
+    max_length: int = 256,
+    window_overlap: int = 64,
+    mixed_precision: bool = False,
+    grad_scaler_config: Optional[Dict[str, Any]] = None,
+) -> Model[List[Doc], List[Floats3d]]:
+    """Docs → one [L+1, len(doc), dim] array per Doc from the biLM found at `name` (loaded lazily)."""
+    if max_length < 1:
+        raise ValueError(f"max_length must be >= 1, got {max_length}")
+    if not 0 <= window_overlap < max_length:
+        raise ValueError(f"window_overlap must be in [0, max_length), got {window_overlap} (max_length={max_length})")
+    if max_batch_tokens < 1:
+        raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
+    scaler_cfg = dict(grad_scaler_config or {})
+    scaler_cfg.setdefault("enabled", mixed_precision)
+    wrapper = PyTorchWrapper_v3(
+        ElmoLayerStack(),
+        convert_inputs=_convert_inputs,
+        convert_outputs=_convert_outputs,
+        mixed_precision=mixed_precision,
+        grad_scaler=PyTorchGradScaler(**scaler_cfg),
+        serialize_model=_serialize_stack,
+        deserialize_model=_deserialize_stack,
+    )
+    return Model(
+        "elmo-bilm",
+        bilm_forward,
+        init=bilm_init,
+        layers=[wrapper],
+        dims={"nO": None, "nL": None},
+        attrs={
+            "name": name,
+            "max_batch_tokens": int(max_batch_tokens),
+            "max_length": int(max_length),
+            "window_overlap": int(window_overlap),
+        },
+    )
+
+
+def _stack(model: Model) -> ElmoLayerStack:
+    return model.layers[0].shims[0]._model
+
+
+def is_loaded(model: Model) -> bool:
+    return _stack(model).elmo is not None
+
+
+def set_elmo_model(model: Model, elmo) -> None:
+    """Puts a loaded `ElmoModel` into the layer (on the current thinc device) and sets nO / nL."""
+    stack = _stack(model)
+    stack.elmo = elmo.to(get_torch_default_device()).eval()
+    model.set_dim("nO", int(elmo.config.output_dim), force=True)
+    model.set_dim("nL", int(elmo.config.num_layers) + 1, force=True)
+
+
+def get_elmo_model(model: Model, load: bool = True):
+    """The torch `ElmoModel` inside the layer, loading it from `name` first if needed (`load`)."""
+    stack = _stack(model)
+    if stack.elmo is None and load:
+        name = model.attrs.get("name")
+        if not name:
+            raise ValueError(
+                "The ELMo biLM has no weights yet and no `name` to load them from: set the "
+                "component's `model` to an HF directory, a hub id or 'options.json,weights.hdf5'."
+            )
+        set_elmo_model(model, _load_quietly(name))
+    elif stack.elmo is not None and not model.has_dim("nO"):
+        set_elmo_model(model, stack.elmo)
+    return stack.elmo
+
+
+def _load_quietly(name: str):
+    """`util.load_model` without transformers' progress bars (they would clutter `spacy train`)."""
+    from transformers.utils import logging as hf_logging
+
+    from ..util import load_model
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return load_model(name)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+
+
+def bilm_init(model: Model, X=None, Y=None) -> None:
+    get_elmo_model(model)
+
+
+_PROCESS_ID = os.getpid()
+
+
+def _fork_safe_threads() -> None:
+    """In a forked child (e.g. `nlp.pipe(n_process=2)`), use one torch thread.
+
+    A child forked after the parent ran torch's OpenMP/MKL thread pool hangs in its first
+    parallel op; each worker process is the unit of parallelism anyway.
+    """
+    global _PROCESS_ID
+    if os.getpid() != _PROCESS_ID:
+        _PROCESS_ID = os.getpid()
+        torch.set_num_threads(1)
+
+
+def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
+    _fork_safe_threads()
+    elmo = get_elmo_model(model)
+    wrapper = model.layers[0]
+    ops = model.ops
+    n_layers, width = model.get_dim("nL"), model.get_dim("nO")
+    max_chars = elmo.config.max_characters_per_token
+    segments = plan_segments(docs, model.attrs["max_length"], model.attrs["window_overlap"])
+    words = [[t.text for t in doc] for doc in docs]
+    outputs = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
+    callbacks = []
+    for batch in batch_segments(segments, model.attrs["max_batch_tokens"]):
+        segs = [segments[i] for i in batch]
+        ids, mask = batch_to_char_ids([words[s.doc][s.start : s.end] for s in segs], max_chars)
+        Y, backprop_batch = wrapper((ids, mask), is_train=is_train)
+        for row, s in enumerate(segs):
+            outputs[s.doc][:, s.keep_start : s.keep_end] = Y[:, row, s.keep_start - s.start : s.keep_end - s.start]
+        if is_train:
+            callbacks.append((segs, Y.shape, backprop_batch))
+
+    def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
+        for segs, shape, backprop_batch in callbacks:
+            dY = ops.alloc(shape, dtype="f")
+            for row, s in enumerate(segs):
+                dY[:, row, s.keep_start - s.start : s.keep_end - s.start] = d_outputs[s.doc][:, s.keep_start : s.keep_end]
+            backprop_batch(dY)
+        return []
+
+    return outputs, backprop
+
+
+def predict_cached(model: Model, docs: Sequence[Doc], cache: Optional[LayerCache]) -> List[Floats3d]:
+    """`model.predict(docs)` that looks every Doc up in `cache` first and only runs the misses.
+
+    Only for frozen weights: the caller clears the cache whenever the biLM's weights may change.
+    """
+    if cache is None or not cache.enabled:
+        return model.predict(list(docs))
+    keys = [doc_key(model, doc) for doc in docs]
+    outputs: List[Optional[Floats3d]] = [None] * len(docs)
+    missing = []
+    for i, key in enumerate(keys):
+        hit = cache.get(key)
+        if hit is None:
+            missing.append(i)
+        else:
+            outputs[i] = model.ops.asarray(hit)
+    if missing:
+        for i, layers in zip(missing, model.predict([docs[i] for i in missing])):
+            cache.put(keys[i], layers)
+            outputs[i] = layers
+    return outputs  # type: ignore[return-value]
+
+
+__all__ = [
+    "ElmoLayerStack",
+    "Segment",
+    "batch_segments",
+    "build_bilm",
+    "elmo_from_bytes",
+    "elmo_to_bytes",
+    "get_elmo_model",
+    "is_loaded",
+    "load_elmo_dir",
+    "save_elmo_dir",
+    "plan_segments",
+    "predict_cached",
+    "set_elmo_model",
+    "window_spans",
+]

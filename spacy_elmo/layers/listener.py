@@ -1,0 +1,121 @@
+"""`ElmoListener`: the biLM layers of an upstream `elmo` component, inside a downstream model.
+
+spaCy's listener pattern (as `Tok2VecListener`): while the `elmo` component is updated, it hands
+every listener the batch's layers and a backprop callback (`receive`); the listener returns them
+for the same batch of Docs. Otherwise (prediction, or training with `elmo` frozen and in
+`annotating_components`) the layers are read from `doc._.elmo`, set by the component.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, List, Optional, Tuple
+
+from spacy.tokens import Doc
+from thinc.api import Model
+from thinc.types import Floats3d
+
+from ..data_classes import register_extensions
+
+register_extensions()
+
+
+class ElmoListener(Model):
+    """Outputs each Doc's biLM layers [L+1, len(doc), dim], as computed by the upstream `elmo`.
+
+    `grad_factor` scales the gradient sent back to the biLM (0 = never fine-tune it from here).
+    """
+
+    name = "elmo-listener"
+
+    def __init__(self, upstream_name: str = "*", grad_factor: float = 1.0) -> None:
+        Model.__init__(
+            self,
+            name=self.name,
+            forward=listener_forward,
+            init=listener_init,
+            dims={"nO": None, "nL": None},
+            attrs={"grad_factor": float(grad_factor)},
+        )
+        self.upstream_name = upstream_name
+        self._upstream = None  # the Elmo component, set by Elmo.add_listener
+        self._batch_id: Optional[int] = None
+        self._outputs = None
+        self._backprop = None
+
+    @property
+    def grad_factor(self) -> float:
+        return self.attrs["grad_factor"]
+
+    @classmethod
+    def get_batch_id(cls, inputs: Iterable[Doc]) -> int:
+        """A content hash of a batch of Docs, to check the received batch is the one asked for."""
+        return sum(sum(token.orth for token in doc) for doc in inputs)
+
+    def connect(self, upstream) -> None:
+        """Remember the upstream component (used for the layer sizes at initialization)."""
+        self._upstream = upstream
+
+    def receive(self, batch_id: int, outputs, backprop) -> None:
+        """Stores the upstream's training output for a batch and its backprop callback."""
+        self._batch_id = batch_id
+        self._outputs = outputs
+        self._backprop = backprop
+
+    def verify_inputs(self, inputs) -> bool:
+        if self._batch_id is None and self._outputs is None:
+            raise ValueError("ElmoListener: no batch received from the upstream 'elmo' component")
+        batch_id = self.get_batch_id(inputs)
+        if batch_id != self._batch_id:
+            raise ValueError(
+                f"ElmoListener: mismatched batch (got {batch_id}, the 'elmo' component sent {self._batch_id})"
+            )
+        return True
+
+
+def listener_init(model: ElmoListener, X: Optional[List[Doc]] = None, Y=None) -> None:
+    if model.has_dim("nO") and model.has_dim("nL"):
+        return
+    if model._upstream is not None:
+        n_layers, width = model._upstream.layer_dims()
+    else:
+        data = next((doc._.elmo for doc in X or [] if doc.has_extension("elmo") and doc._.elmo is not None), None)
+        if data is None:
+            raise ValueError(
+                "ElmoListener is not connected to an 'elmo' component: add the 'elmo' component "
+                "before this one in the pipeline (or set the listener's `upstream` to its name)."
+            )
+        n_layers, width = data.num_layers, data.width
+    model.set_dim("nL", n_layers, force=True)
+    model.set_dim("nO", width, force=True)
+
+
+def listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
+    if is_train and model._batch_id is not None:
+        model.verify_inputs(docs)
+        factor = model.grad_factor
+        upstream_backprop = model._backprop
+
+        def backprop(d_layers: List[Floats3d]) -> List[Doc]:
+            return upstream_backprop([d * factor for d in d_layers] if factor != 1.0 else d_layers)
+
+        return model._outputs, backprop
+    outputs = []
+    for doc in docs:
+        data = doc._.elmo
+        if data is not None and len(data) == len(doc):
+            outputs.append(model.ops.asarray(data.layers))
+        elif is_train:
+            raise ValueError(
+                "ElmoListener: the Docs have no `doc._.elmo` layers. When the 'elmo' component is "
+                "in [training] frozen_components, also list it in [training] annotating_components."
+            )
+        else:  # e.g. a sample at initialization: the right shape, no information
+            outputs.append(model.ops.alloc3f(model.get_dim("nL"), len(doc), model.get_dim("nO")))
+    return outputs, _empty_backprop
+
+
+def _empty_backprop(d_layers) -> List[Doc]:  # module level, so it pickles
+    return []
+
+
+__all__ = ["ElmoListener"]

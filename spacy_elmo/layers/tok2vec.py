@@ -1,0 +1,108 @@
+"""Token vectors for downstream components: biLM layers → learned scalar mix (→ ‖ other features).
+
+`build_elmo_features` combines a source of layers (an `ElmoListener`, or `BiLMLayers` running a
+biLM of its own), a scalar mix, and optionally spaCy's own tok2vec (e.g. MultiHashEmbed +
+MaxoutWindowEncoder), concatenated per token: [ELMo_k ; x_k].
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Tuple
+
+from spacy.tokens import Doc
+from thinc.api import Model
+from thinc.types import Floats2d, Floats3d
+
+from ..data_classes import LayerCache
+from .bilm import get_elmo_model, predict_cached
+
+
+class BiLMLayers(Model):
+    """A biLM's layers for one downstream model (no shared `elmo` component).
+
+    `freeze=True`: the biLM only predicts (no gradient, weights never change) and, with
+    `cache_mb > 0`, each text's layers are computed once and kept in an LRU cache.
+    `freeze=False`: the biLM is fine-tuned with the downstream model.
+    """
+
+    name = "elmo-bilm-layers"
+
+    def __init__(self, bilm: Model, freeze: bool = True, cache_mb: float = 0.0) -> None:
+        Model.__init__(
+            self,
+            name=self.name,
+            forward=bilm_layers_forward,
+            init=bilm_layers_init,
+            layers=[bilm],
+            dims={"nO": None, "nL": None},
+            attrs={"freeze": bool(freeze)},
+        )
+        self.cache = LayerCache(int(cache_mb * 2**20) if freeze else 0)
+
+
+def bilm_layers_init(model: BiLMLayers, X=None, Y=None) -> None:
+    bilm = model.layers[0]
+    bilm.initialize()
+    model.set_dim("nL", bilm.get_dim("nL"), force=True)
+    model.set_dim("nO", bilm.get_dim("nO"), force=True)
+
+
+def bilm_layers_forward(model: BiLMLayers, docs: List[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
+    bilm = model.layers[0]
+    get_elmo_model(bilm)
+    if model.attrs["freeze"] or not is_train:
+        if not model.attrs["freeze"]:
+            model.cache.clear()
+        return predict_cached(bilm, docs, model.cache), _no_gradient
+    model.cache.clear()  # the weights are about to change
+    return bilm(docs, is_train=True)
+
+
+def _no_gradient(d_layers) -> List[Doc]:
+    return []
+
+
+def build_elmo_features(
+    source: Model[List[Doc], List[Floats3d]],
+    mix: Model[List[Floats3d], List[Floats2d]],
+    tok2vec: Optional[Model[List[Doc], List[Floats2d]]] = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """Docs → [mix(layers) ; tok2vec(doc)] per token; nO = biLM width (+ tok2vec width)."""
+    layers = [source, mix] + ([tok2vec] if tok2vec is not None else [])
+    return Model("elmo-features", features_forward, init=features_init, layers=layers, dims={"nO": None})
+
+
+def features_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+    source, mix = model.layers[:2]
+    source.initialize(X=X)
+    mix.set_dim("nL", source.get_dim("nL"), force=True)
+    mix.set_dim("nO", source.get_dim("nO"), force=True)
+    mix.initialize()
+    width = mix.get_dim("nO")
+    if len(model.layers) == 3:
+        tok2vec = model.layers[2]
+        tok2vec.initialize(X=X)
+        width += tok2vec.get_dim("nO")
+    model.set_dim("nO", width, force=True)
+
+
+def features_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
+    source, mix = model.layers[:2]
+    layers, backprop_source = source(docs, is_train)
+    mixed, backprop_mix = mix(layers, is_train)
+    if len(model.layers) == 2:
+        return mixed, lambda d_mixed: backprop_source(backprop_mix(d_mixed))
+    features, backprop_features = model.layers[2](docs, is_train)
+    xp = model.ops.xp
+    width = mix.get_dim("nO")
+    outputs = [xp.hstack((m, f)) for m, f in zip(mixed, features)]
+
+    def backprop(d_outputs: List[Floats2d]) -> List[Doc]:
+        backprop_features([model.ops.as_contig(d[:, width:]) for d in d_outputs])
+        backprop_source(backprop_mix([model.ops.as_contig(d[:, :width]) for d in d_outputs]))
+        return []
+
+    return outputs, backprop
+
+
+__all__ = ["BiLMLayers", "build_elmo_features"]

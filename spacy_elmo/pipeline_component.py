@@ -1,0 +1,330 @@
+"""The `elmo` pipeline component: runs the biLM over Docs and stores what it computes.
+
+Data flow: Doc → (layer cache, or the biLM: char ids → L+1 layers) → `doc._.elmo` (all layers,
+`ElmoDocData`) and `doc.tensor` (a fixed mix of them, so `token.vector`, `doc.vector` and
+`similarity` work without static vectors). Downstream components read the layers through
+`spacy-elmo.ElmoListener.v1` and learn their own mix.
+
+Training: if `elmo` is updated, it broadcasts each batch's layers and a backprop callback to its
+listeners (spaCy's listener pattern) and the biLM is fine-tuned. With `elmo` in
+`[training] frozen_components` (and `annotating_components`, so listeners can read `doc._.elmo`),
+the biLM never changes; then the optional layer cache (`cache_mb`) lets epochs 2+ skip it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy
+import srsly
+from spacy import util
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.tokens import Doc
+from spacy.training import Example, validate_examples
+from spacy.vocab import Vocab
+from thinc.api import Config, Model, Optimizer
+
+from .architectures import ElmoModel_v1
+from .data_classes import ElmoDocData, LayerCache, register_extensions
+from .layers.bilm import (
+    elmo_from_bytes,
+    elmo_to_bytes,
+    get_elmo_model,
+    load_elmo_dir,
+    predict_cached,
+    save_elmo_dir,
+    set_elmo_model,
+)
+from .layers.listener import ElmoListener
+
+DEFAULT_CONFIG_STR = """
+[elmo]
+layers = null
+layer_weights = null
+store_layers = true
+cache_mb = 0
+
+[elmo.model]
+@architectures = "spacy-elmo.ElmoModel.v1"
+name = null
+max_batch_tokens = 4096
+max_length = 256
+window_overlap = 64
+mixed_precision = false
+grad_scaler_config = {}
+"""
+DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
+
+register_extensions()
+
+
+@Language.factory(
+    "elmo",
+    default_config=DEFAULT_CONFIG["elmo"],
+    assigns=["doc.tensor", "doc._.elmo"],
+)
+def make_elmo(
+    nlp: Language,
+    name: str,
+    model: Union[Model, str],
+    layers: Optional[List[int]],
+    layer_weights: Optional[List[float]],
+    store_layers: bool,
+    cache_mb: float,
+) -> "Elmo":
+    """The `elmo` component.
+
+    model: a spacy-elmo.ElmoModel.v1 block, or just the biLM's location (an HF directory, a hub
+        id, or "options.json,weights.hdf5") for the default settings.
+    layers: the layers averaged into `doc.tensor` (null = all L+1; e.g. [2] = the top layer).
+    layer_weights: weights of those layers (null = equal weights).
+    store_layers: keep all layers on `doc._.elmo` (needed by listeners).
+    cache_mb: size in MB of the layer cache for a frozen biLM (0 = off); see `Elmo`.
+    """
+    if isinstance(model, str):
+        model = ElmoModel_v1(name=model)
+    return Elmo(
+        nlp.vocab,
+        model,
+        name,
+        layers=layers,
+        layer_weights=layer_weights,
+        store_layers=store_layers,
+        cache_mb=cache_mb,
+    )
+
+
+class Elmo(TrainablePipe):
+    """Sets `doc._.elmo` (all biLM layers) and `doc.tensor` (their mix) and feeds `ElmoListener`s.
+
+    The layer cache (`cache_mb` > 0) maps a Doc's token texts to its layers, least recently used
+    out first. It is only read by `predict` (no gradient) and is cleared whenever the biLM's
+    weights may change (a gradient update, `from_disk`, `from_bytes`), so cached layers always
+    equal what the biLM would compute now.
+    """
+
+    def __init__(
+        self,
+        vocab: Vocab,
+        model: Model,
+        name: str = "elmo",
+        *,
+        layers: Optional[Sequence[int]] = None,
+        layer_weights: Optional[Sequence[float]] = None,
+        store_layers: bool = True,
+        cache_mb: float = 0.0,
+    ) -> None:
+        if layer_weights is not None and layers is not None and len(layer_weights) != len(layers):
+            raise ValueError(f"elmo: {len(layer_weights)} layer_weights for {len(layers)} layers")
+        if cache_mb < 0:
+            raise ValueError(f"elmo: cache_mb must be >= 0, got {cache_mb}")
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.layers = None if layers is None else [int(i) for i in layers]
+        self.layer_weights = None if layer_weights is None else [float(w) for w in layer_weights]
+        self.store_layers = bool(store_layers)
+        self.cache = LayerCache(int(cache_mb * 2**20))
+        self._weights_may_change = False  # set by a gradient update, until finish_update
+        self.listener_map: Dict[str, List[ElmoListener]] = {}
+        self.cfg: Dict[str, Any] = {}
+
+    # --- listeners (spaCy's ListenedToComponent protocol) ---------------------------------------
+
+    @property
+    def listeners(self) -> List[ElmoListener]:
+        return [m for c in self.listening_components for m in self.listener_map[c]]
+
+    @property
+    def listening_components(self) -> List[str]:
+        return list(self.listener_map.keys())
+
+    def add_listener(self, listener: ElmoListener, component_name: str) -> None:
+        self.listener_map.setdefault(component_name, [])
+        if listener not in self.listener_map[component_name]:
+            self.listener_map[component_name].append(listener)
+        listener.connect(self)
+        if not self.store_layers:
+            warnings.warn(
+                f"'{component_name}' listens to '{self.name}', which has store_layers=false: "
+                "listeners read doc._.elmo at prediction time, so set store_layers=true."
+            )
+
+    def remove_listener(self, listener: ElmoListener, component_name: str) -> bool:
+        if listener in self.listener_map.get(component_name, []):
+            self.listener_map[component_name].remove(listener)
+            if not self.listener_map[component_name]:
+                del self.listener_map[component_name]
+            return True
+        return False
+
+    def find_listeners(self, component) -> None:
+        """Registers every `ElmoListener` in `component`'s model whose upstream is "*" or this name."""
+        names = ("*", self.name)
+        if isinstance(getattr(component, "model", None), Model):
+            for node in component.model.walk():
+                if isinstance(node, ElmoListener) and node.upstream_name in names:
+                    self.add_listener(node, component.name)
+
+    # --- the biLM -----------------------------------------------------------------------------------
+
+    @property
+    def elmo_model(self):
+        """The torch `ElmoModel` (loaded on first access)."""
+        return get_elmo_model(self.model)
+
+    def layer_dims(self) -> Tuple[int, int]:
+        """(L+1, width) of the biLM's layers."""
+        get_elmo_model(self.model)
+        return self.model.get_dim("nL"), self.model.get_dim("nO")
+
+    def tensor_weights(self) -> numpy.ndarray:
+        """Per-layer weights of the mix written to `doc.tensor` (length L+1)."""
+        n_layers = self.layer_dims()[0]
+        chosen = list(range(n_layers)) if self.layers is None else self.layers
+        for i in chosen:
+            if not -n_layers <= i < n_layers:
+                raise ValueError(f"elmo: layer {i} does not exist (the biLM has {n_layers} layers: 0..{n_layers - 1})")
+        given = self.layer_weights
+        if given is None:
+            given = [1.0 / len(chosen)] * len(chosen)
+        elif len(given) != len(chosen):
+            raise ValueError(f"elmo: {len(given)} layer_weights for {len(chosen)} layers")
+        weights = numpy.zeros(n_layers, dtype="float32")
+        for i, w in zip(chosen, given):
+            weights[i] += w
+        return weights
+
+    # --- prediction ---------------------------------------------------------------------------------
+
+    def predict(self, docs: Iterable[Doc]) -> List:
+        """All layers per Doc, [L+1, len(doc), width] (from the cache where possible)."""
+        return predict_cached(self.model, list(docs), self.cache)
+
+    def set_annotations(self, docs: Sequence[Doc], layers_per_doc: Sequence) -> None:
+        weights = self.model.ops.asarray(self.tensor_weights())
+        xp = self.model.ops.xp
+        for doc, layers in zip(docs, layers_per_doc):
+            if layers.shape[1] != len(doc):
+                raise ValueError(f"elmo: {layers.shape[1]} token vectors for a Doc of {len(doc)} tokens")
+            doc.tensor = xp.ascontiguousarray(xp.tensordot(weights, layers, axes=1), dtype="float32")
+            if self.store_layers:
+                doc._.elmo = ElmoDocData(layers)
+
+    # --- training -----------------------------------------------------------------------------------
+
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        """Runs the biLM on the batch and hands its layers (and a backprop callback) to the listeners.
+
+        When no listener sends gradients back (all have grad_factor 0), the biLM only predicts,
+        so the cache applies and nothing is fine-tuned.
+        """
+        if losses is None:
+            losses = {}
+        validate_examples(examples, "Elmo.update")
+        losses.setdefault(self.name, 0.0)
+        listeners = self.listeners
+        if not listeners:
+            return losses
+        docs = [eg.predicted for eg in examples]
+        batch_id = ElmoListener.get_batch_id(docs)
+        if not any(listener.grad_factor for listener in listeners):
+            outputs = self.predict(docs)
+            for listener in listeners:
+                listener.receive(batch_id, outputs, _no_backprop)
+            return losses
+        self.cache.clear()  # the weights are about to change
+        self._weights_may_change = True
+        outputs, backprop_bilm = self.model.begin_update(docs)
+        d_outputs = [self.model.ops.alloc(x.shape, dtype="f") for x in outputs]
+
+        def accumulate_gradient(one_d_outputs):
+            """Adds one listener's gradient; passed to all listeners but the last."""
+            for i, d in enumerate(one_d_outputs):
+                d_outputs[i] += d
+                losses[self.name] += float((d**2).sum())
+            return []
+
+        def backprop(one_d_outputs):
+            """Adds the last listener's gradient and backpropagates into the biLM."""
+            accumulate_gradient(one_d_outputs)
+            backprop_bilm(d_outputs)
+            if sgd is not None:
+                self.finish_update(sgd)
+            return []
+
+        for listener in listeners[:-1]:
+            listener.receive(batch_id, outputs, accumulate_gradient)
+        listeners[-1].receive(batch_id, outputs, backprop)
+        return losses
+
+    def finish_update(self, sgd: Optimizer) -> None:
+        """Applies the biLM's gradients; drops cached layers computed with the old weights."""
+        self.model.finish_update(sgd)
+        if self._weights_may_change:
+            self.cache.clear()
+            self._weights_may_change = False
+
+    def get_loss(self, examples, scores) -> None:
+        return None
+
+    def initialize(self, get_examples: Optional[Callable[[], Iterable[Example]]] = None, *, nlp: Optional[Language] = None) -> None:
+        """Loads the biLM (nothing is learned from the examples)."""
+        get_elmo_model(self.model)
+
+    def add_label(self, label: str) -> int:
+        raise NotImplementedError("The elmo component has no labels")
+
+    # --- serialization ------------------------------------------------------------------------------
+
+    def to_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = tuple()) -> None:
+        """Writes `bilm/` (config.json, model.safetensors, tokenizer_config.json) and `cfg`."""
+        serialize = {
+            "cfg": lambda p: srsly.write_json(p, self.cfg),
+            "bilm": lambda p: save_elmo_dir(get_elmo_model(self.model), p),
+        }
+        util.to_disk(path, serialize, exclude)
+
+    def from_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = tuple()) -> "Elmo":
+        deserialize = {
+            "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
+            "bilm": lambda p: set_elmo_model(self.model, load_elmo_dir(p)),
+        }
+        util.from_disk(path, deserialize, exclude)
+        self.cache.clear()
+        return self
+
+    def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
+        serialize = {
+            "cfg": lambda: srsly.json_dumps(self.cfg),
+            "bilm": lambda: elmo_to_bytes(get_elmo_model(self.model)),
+        }
+        return util.to_bytes(serialize, exclude)
+
+    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "Elmo":
+        def load_bilm(data: bytes) -> None:
+            elmo = elmo_from_bytes(data)
+            if elmo is not None:
+                set_elmo_model(self.model, elmo)
+
+        deserialize = {"cfg": lambda b: self.cfg.update(srsly.json_loads(b)), "bilm": load_bilm}
+        util.from_bytes(bytes_data, deserialize, exclude)
+        self.cache.clear()
+        return self
+
+
+def _no_backprop(d_outputs) -> list:  # module level, so it pickles
+    return []
+
+
+__all__ = ["DEFAULT_CONFIG", "Elmo", "make_elmo"]

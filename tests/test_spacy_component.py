@@ -1,0 +1,268 @@
+"""The `elmo` spaCy component: outputs, batching, long and odd documents, serialization."""
+
+from __future__ import annotations
+
+import pickle
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy
+import pytest
+import spacy
+import torch
+from spacy.tokens import Doc, DocBin
+
+from spacy_elmo import ElmoTokenizer
+from spacy_elmo.data_classes import ElmoDocData, LayerCache
+from spacy_elmo.layers.bilm import batch_segments, plan_segments, window_spans
+from spacy_elmo.util import load_model
+
+WORDS = "the cat sat on a mat while dogs ran far away from home and birds sang in trees today".split()
+
+
+def random_texts(n: int, seed: int = 0, max_len: int = 40) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, max_len))) for _ in range(n)]
+
+
+def run_python(code: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter (which never imports spacy_elmo itself)."""
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def reference_layers(model, words: list[str]) -> numpy.ndarray:
+    """All layers of the HF model for one sentence, [L+1, n, dim]."""
+    tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token)
+    with torch.no_grad():
+        out = model(**tokenizer([words]))
+    return torch.stack(out.hidden_states)[:, 0].numpy()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """One intra-op thread: the tiny biLM gains nothing from two, and a busy shared CPU makes
+    OpenMP's spinning threads very slow."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def nlp(tiny_model_dir):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": str(tiny_model_dir)})
+    return nlp
+
+
+def test_fresh_process_entry_point_matches_hf_model(tiny_model_dir, tmp_path):
+    """add_pipe("elmo") works through the entry point alone; doc.tensor = mean of the HF layers."""
+    texts = ["The cat sat on the mat .", "ELMo vectors depend on context !", "Hi"]
+    run_python(
+        """
+        import sys, json, numpy, spacy
+        assert "spacy_elmo" not in sys.modules
+        nlp = spacy.blank("en")
+        nlp.add_pipe("elmo", config={"model": sys.argv[1]})
+        texts = json.loads(sys.argv[3])
+        docs = list(nlp.pipe(texts))
+        numpy.savez(sys.argv[2], *[d.tensor for d in docs])
+        json.dump([[t.text for t in d] for d in docs], open(sys.argv[2] + ".json", "w"))
+        """,
+        str(tiny_model_dir),
+        str(tmp_path / "out.npz"),
+        __import__("json").dumps(texts),
+    )
+    tensors = numpy.load(tmp_path / "out.npz")
+    words = __import__("json").load(open(tmp_path / "out.npz.json"))
+    model = load_model(tiny_model_dir)
+    for i, sentence in enumerate(words):
+        expected = reference_layers(model, sentence).mean(axis=0)
+        numpy.testing.assert_allclose(tensors[f"arr_{i}"], expected, atol=1e-5, rtol=0)
+
+
+def test_vectors_spans_and_layer_choice(nlp, tiny_model_dir):
+    doc = nlp("The cat sat on the mat .")
+    layers = doc._.elmo.layers
+    assert layers.shape == (3, len(doc), 32)
+    numpy.testing.assert_allclose(doc.tensor, layers.mean(axis=0), atol=1e-6)
+    numpy.testing.assert_allclose(doc[1].vector, doc.tensor[1])
+    numpy.testing.assert_allclose(doc.vector, doc.tensor.mean(axis=0), atol=1e-6)
+    span = doc[1:4]
+    numpy.testing.assert_allclose(span.vector, doc.tensor[1:4].mean(axis=0), atol=1e-6)
+    assert span._.elmo.layers.shape == (3, 3, 32)
+    assert doc[2]._.elmo.layers.shape == (3, 1, 32)
+    with pytest.warns(UserWarning):  # spaCy's W007: no static vectors, similarity uses doc.tensor
+        sim = doc.similarity(nlp("A dog sat on a rug ."))
+    assert 0.0 < sim <= 1.0
+    top = spacy.blank("en")
+    top.add_pipe("elmo", config={"model": str(tiny_model_dir), "layers": [-1]})
+    numpy.testing.assert_allclose(top(doc.text).tensor, layers[2], atol=1e-6)
+    weighted = spacy.blank("en")
+    weighted.add_pipe("elmo", config={"model": str(tiny_model_dir), "layers": [0, 2], "layer_weights": [0.25, 0.5]})
+    numpy.testing.assert_allclose(weighted(doc.text).tensor, 0.25 * layers[0] + 0.5 * layers[2], atol=1e-6)
+
+
+def test_pipe_batch_size_invariance(nlp):
+    """200 docs of mixed length: batch sizes 1 and 64 and a tiny token budget agree (≤1e-6)."""
+    texts = random_texts(200, max_len=30)
+    one = [d.tensor for d in nlp.pipe(texts, batch_size=1)]
+    many = [d.tensor for d in nlp.pipe(texts, batch_size=64)]
+    elmo = nlp.get_pipe("elmo")
+    budget = elmo.model.attrs["max_batch_tokens"]
+    elmo.model.attrs["max_batch_tokens"] = 50  # forces many small biLM batches
+    try:
+        small = [d.tensor for d in nlp.pipe(texts[:60], batch_size=64)]
+    finally:
+        elmo.model.attrs["max_batch_tokens"] = budget
+    assert len(one) == len(many) == 200
+    for a, b, text in zip(one, many, texts):
+        assert a.shape == (len(text.split()), 32)
+        numpy.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
+    for a, c in zip(one, small):
+        numpy.testing.assert_allclose(a, c, atol=1e-6, rtol=0)
+
+
+def test_segments_cover_every_token_once():
+    for n, size, overlap in [(10, 4, 1), (20000, 256, 64), (257, 256, 64), (9, 3, 0), (100, 7, 6)]:
+        spans = window_spans(0, n, size, overlap)
+        kept = [i for s, e, ks, ke in spans for i in range(ks, ke)]
+        assert kept == list(range(n))
+        assert all(e - s <= size and s <= ks <= ke <= e for s, e, ks, ke in spans)
+    nlp = spacy.blank("en")
+    docs = [nlp.make_doc(" ".join(["w"] * k)) for k in (0, 3, 10, 600)]
+    segments = plan_segments(docs, 256, 64)
+    assert sorted({s.doc for s in segments}) == [1, 2, 3]
+    for batch in batch_segments(segments, 300):
+        assert len(batch) * max(len(segments[i]) for i in batch) <= 300 or len(batch) == 1
+
+
+def test_long_and_odd_documents(nlp):
+    rng = random.Random(1)
+    long_text = " ".join(rng.choice(WORDS) for _ in range(20000))
+    doc = nlp(long_text)
+    assert doc.tensor.shape == (20000, 32) and numpy.isfinite(doc.tensor).all()
+    # sentence by sentence when sentences are set
+    with_sents = spacy.blank("en")
+    with_sents.add_pipe("sentencizer")
+    with_sents.add_pipe("elmo", config={"model": nlp.get_pipe("elmo").model.attrs["name"]})
+    sent_doc = with_sents(". ".join(" ".join(rng.choice(WORDS) for _ in range(30)) for _ in range(40)))
+    assert len(sent_doc) > 256 and numpy.isfinite(sent_doc.tensor).all()
+    first = list(sent_doc.sents)[0]
+    alone = with_sents(first.text)  # a sentence gets the same vectors as when run alone
+    numpy.testing.assert_allclose(sent_doc.tensor[: len(first)], alone.tensor[: len(first)], atol=1e-5)
+    odd = [
+        "",
+        "   ",
+        "\n\n\t ",
+        "😀 👍🏽 🇩🇪 emoji 🤖",
+        "ctrl \x00 \x01 \x07 \x1b[31m \u200b \ufeff end",
+        "x" * 1000 + " long token",
+        "é" * 700,  # 1,400 UTF-8 bytes in one token
+    ]
+    for text in odd:
+        d = nlp(text)
+        assert d.tensor.shape == (len(d), 32)
+        assert numpy.isfinite(d.tensor).all()
+    assert all(d.tensor.shape[0] == len(d) for d in nlp.pipe(odd, batch_size=3))
+
+
+def test_doc_serialization_pickle_and_docbin(nlp):
+    texts = random_texts(6, seed=3, max_len=12) + ["One more sentence ."]
+    docs = list(nlp.pipe(texts))
+    doc = docs[-1]
+    restored = Doc(nlp.vocab).from_bytes(doc.to_bytes())
+    assert isinstance(restored._.elmo, ElmoDocData)
+    numpy.testing.assert_array_equal(restored._.elmo.layers, doc._.elmo.layers)
+    numpy.testing.assert_array_equal(restored.tensor, doc.tensor)
+    unpickled = pickle.loads(pickle.dumps(doc))
+    numpy.testing.assert_array_equal(unpickled._.elmo.layers, doc._.elmo.layers)
+    docbin = DocBin(store_user_data=True, docs=docs)
+    back = list(DocBin().from_bytes(docbin.to_bytes()).get_docs(nlp.vocab))
+    numpy.testing.assert_array_equal(back[-1]._.elmo.layers, doc._.elmo.layers)
+
+
+def test_pipe_with_two_processes(nlp, tmp_path):
+    """n_process=2 after the parent used torch (forked workers must not hang); run in a subprocess
+    with a timeout so a hang fails the test instead of blocking the suite."""
+    texts = random_texts(6, seed=3, max_len=12)
+    run_python(
+        """
+        import sys, json, numpy, spacy
+        nlp = spacy.blank("en")
+        nlp.add_pipe("elmo", config={"model": sys.argv[1]})
+        texts = json.loads(sys.argv[3])
+        serial = list(nlp.pipe(texts))
+        parallel = list(nlp.pipe(texts, n_process=2, batch_size=2))
+        for a, b in zip(parallel, serial):
+            numpy.testing.assert_allclose(a.tensor, b.tensor, atol=1e-6)
+            numpy.testing.assert_allclose(a._.elmo.layers, b._.elmo.layers, atol=1e-6)
+        open(sys.argv[2], "w").write(str(len(parallel)))
+        """,
+        nlp.get_pipe("elmo").model.attrs["name"],
+        str(tmp_path / "done"),
+        __import__("json").dumps(texts),
+    )
+    assert (tmp_path / "done").read_text() == str(len(texts))
+
+
+def test_to_disk_and_bytes_need_no_original_files(tiny_model_dir, tmp_path):
+    """The pipeline carries the biLM (safetensors + character settings): the source can go away."""
+    source = tmp_path / "source_model"
+    shutil.copytree(tiny_model_dir, source)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": str(source)})
+    texts = ["The cat sat on the mat .", "Another one , with emoji 😀 ."]
+    expected = [d.tensor for d in nlp.pipe(texts)]
+    nlp.to_disk(tmp_path / "pipeline")
+    data = nlp.to_bytes()
+    shutil.rmtree(source)
+    files = {p.name for p in (tmp_path / "pipeline" / "elmo" / "bilm").iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer_config.json"} <= files
+    run_python(
+        """
+        import sys, json, numpy, spacy, torch
+        torch.set_num_threads(1)  # as in this test process, so float rounding matches exactly
+        nlp = spacy.load(sys.argv[1])
+        numpy.savez(sys.argv[2], *[d.tensor for d in nlp.pipe(json.loads(sys.argv[3]))])
+        """,
+        str(tmp_path / "pipeline"),
+        str(tmp_path / "loaded.npz"),
+        __import__("json").dumps(texts),
+    )
+    loaded = numpy.load(tmp_path / "loaded.npz")
+    for i, tensor in enumerate(expected):
+        numpy.testing.assert_array_equal(loaded[f"arr_{i}"], tensor)
+    again = spacy.blank("en")
+    again.add_pipe("elmo", config={"model": str(source)})  # never loaded: from_bytes brings weights
+    again.from_bytes(data)
+    for doc, tensor in zip(again.pipe(texts), expected):
+        numpy.testing.assert_array_equal(doc.tensor, tensor)
+
+
+def test_layer_cache_is_bounded_and_exact(tiny_model_dir):
+    nlp = spacy.blank("en")
+    elmo = nlp.add_pipe("elmo", config={"model": str(tiny_model_dir), "cache_mb": 0.1})
+    calls = []
+    elmo.model.layers[0].shims[0]._model.register_forward_hook(lambda *a: calls.append(1))
+    texts = random_texts(20, seed=5, max_len=10)
+    first = [d.tensor for d in nlp.pipe(texts)]
+    n_calls = len(calls)
+    second = [d.tensor for d in nlp.pipe(texts)]
+    assert len(calls) == n_calls  # every doc came from the cache
+    for a, b in zip(first, second):
+        numpy.testing.assert_array_equal(a, b)
+    assert elmo.cache.nbytes <= elmo.cache.max_bytes
+    nlp(" ".join(["word"] * 2000))  # 2000 × 3 × 32 × 4 bytes > 0.1 MB: not cached, evicts nothing
+    assert elmo.cache.nbytes <= elmo.cache.max_bytes
+    cache = LayerCache(max_bytes=3 * 400)
+    for i in range(5):
+        cache.put(("w", i), numpy.zeros((1, 1, 100), dtype="f"))
+    assert len(cache) == 3 and cache.get(("w", 0)) is None and cache.get(("w", 4)) is not None

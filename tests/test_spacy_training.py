@@ -1,0 +1,226 @@
+"""Training with ELMo in spaCy: listeners, frozen vs fine-tuned biLM, the shipped configs, the cache."""
+
+from __future__ import annotations
+
+import io
+import random
+from pathlib import Path
+
+import numpy
+import pytest
+import spacy
+import torch
+from spacy.tokens import Doc, DocBin
+from spacy.training import Example
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+TAGGED = [
+    ("I like green eggs", ["PRON", "VERB", "ADJ", "NOUN"]),
+    ("Eat blue ham", ["VERB", "ADJ", "NOUN"]),
+    ("the cat sat", ["DET", "NOUN", "VERB"]),
+    ("a dog ran home", ["DET", "NOUN", "VERB", "NOUN"]),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """One intra-op thread: the tiny biLM gains nothing from two, and a busy shared CPU makes
+    OpenMP's spinning threads very slow."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tagger_pipeline(tiny_model_dir, tok2vec: dict):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": str(tiny_model_dir)})
+    nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": tok2vec}})
+    examples = [Example.from_dict(nlp.make_doc(t), {"tags": tags}) for t, tags in TAGGED]
+    return nlp, examples
+
+
+def bilm_state(nlp):
+    return {k: v.detach().clone() for k, v in nlp.get_pipe("elmo").elmo_model.state_dict().items()}
+
+
+def max_change(before, after) -> float:
+    return max(float((after[k] - v).abs().max()) for k, v in before.items())
+
+
+def scalar_mix(model):
+    return next(node for node in model.walk() if node.name == "elmo-scalar-mix")
+
+
+@pytest.mark.parametrize("frozen", [True, False])
+def test_listener_tagger_learns_frozen_and_fine_tuned(tiny_model_dir, frozen):
+    nlp, examples = tagger_pipeline(tiny_model_dir, {"@architectures": "spacy-elmo.ElmoListener.v1", "dropout": 0.0})
+    optimizer = nlp.initialize(lambda: examples)
+    optimizer.learn_rate = 0.05 if frozen else 0.005  # fine-tuning the biLM needs a gentler rate
+    assert nlp.get_pipe("elmo").listening_components == ["tagger"]
+    mix = scalar_mix(nlp.get_pipe("tagger").model)
+    s_before = mix.get_param("s").copy()
+    bilm_before = bilm_state(nlp)
+    losses = []
+    for _ in range(20):
+        step = {}
+        if frozen:  # as `spacy train` does with frozen_components + annotating_components
+            nlp.update(examples, sgd=optimizer, losses=step, exclude=["elmo"], annotates=["elmo"])
+        else:
+            nlp.update(examples, sgd=optimizer, losses=step)
+        losses.append(step["tagger"])
+    assert min(losses[-3:]) < 0.6 * losses[0]
+    assert numpy.abs(mix.get_param("s") - s_before).max() > 1e-4  # the listener's own mix learns
+    assert mix.get_param("gamma")[0] != 1.0
+    change = max_change(bilm_before, bilm_state(nlp))
+    if frozen:
+        assert change == 0.0
+    else:
+        assert change > 1e-4
+        assert "elmo" in step  # the component reports the gradient it received
+    doc = nlp("I like green eggs")
+    if frozen:
+        assert [t.tag_ for t in doc] == TAGGED[0][1]
+    assert doc._.elmo.layers.shape == (3, 4, 32)
+
+
+def test_grad_factor_zero_keeps_bilm_fixed_and_uses_cache(tiny_model_dir):
+    nlp, examples = tagger_pipeline(
+        tiny_model_dir, {"@architectures": "spacy-elmo.ElmoListener.v1", "grad_factor": 0.0}
+    )
+    elmo = nlp.get_pipe("elmo")
+    elmo.cache.max_bytes = 2**20
+    optimizer = nlp.initialize(lambda: examples)
+    before = bilm_state(nlp)
+    for _ in range(3):
+        nlp.update(examples, sgd=optimizer)
+    assert max_change(before, bilm_state(nlp)) == 0.0
+    assert elmo.cache.hits >= 2 * len(examples)
+
+
+def test_standalone_elmo_tok2vec_serializes_with_its_component(tiny_model_dir):
+    nlp = spacy.blank("en")
+    tok2vec = {
+        "@architectures": "spacy-elmo.ElmoTok2Vec.v1",
+        "freeze": True,
+        "cache_mb": 1,
+        "bilm": {"@architectures": "spacy-elmo.ElmoModel.v1", "name": str(tiny_model_dir)},
+        "tok2vec": {
+            "@architectures": "spacy.Tok2Vec.v2",
+            "embed": {
+                "@architectures": "spacy.MultiHashEmbed.v2",
+                "width": 16,
+                "attrs": ["NORM", "SHAPE"],
+                "rows": [500, 50],
+                "include_static_vectors": False,
+            },
+            "encode": {
+                "@architectures": "spacy.MaxoutWindowEncoder.v2",
+                "width": 16,
+                "depth": 1,
+                "window_size": 1,
+                "maxout_pieces": 2,
+            },
+        },
+    }
+    nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": tok2vec}})
+    examples = [Example.from_dict(nlp.make_doc(t), {"tags": tags}) for t, tags in TAGGED]
+    optimizer = nlp.initialize(lambda: examples)
+    optimizer.learn_rate = 0.01
+    losses = []
+    for _ in range(10):
+        step = {}
+        nlp.update(examples, sgd=optimizer, losses=step)
+        losses.append(step["tagger"])
+    assert losses[-1] < 0.5 * losses[0]
+    tagger_model = nlp.get_pipe("tagger").model
+    assert tagger_model.get_ref("tok2vec").get_dim("nO") == 32 + 16
+    expected = [t.tag_ for t in nlp("I like green eggs")]
+    copy = spacy.blank("en")
+    missing = dict(tok2vec, bilm={"@architectures": "spacy-elmo.ElmoModel.v1", "name": "/nonexistent"})
+    copy.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": missing}})
+    copy.from_bytes(nlp.to_bytes())  # the biLM travels inside the tagger's model bytes
+    assert [t.tag_ for t in copy("I like green eggs")] == expected
+
+
+def make_corpus(path: Path, n: int = 16) -> Path:
+    """Tiny DocBin with entities, tags and categories, enough for every shipped config."""
+    nlp = spacy.blank("en")
+    rng = random.Random(0)
+    names = {"Alice": "PER", "Bob": "PER", "Paris": "LOC", "Acme": "ORG"}
+    db = DocBin()
+    for i in range(n):
+        name = rng.choice(sorted(names))
+        doc = Doc(nlp.vocab, words=["Yesterday", name, "went", "to", "see", "the", "sea", "."])
+        doc.ents = [doc.char_span(doc[1].idx, doc[1].idx + len(name), label=names[name])]
+        for token, tag in zip(doc, ["RB", "NNP", "VBD", "TO", "VB", "DT", "NN", "."]):
+            token.tag_ = tag
+        doc.cats = {"SPORT": float(i % 2 == 0), "POLITICS": float(i % 2 == 1)}
+        db.add(doc)
+    db.to_disk(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    return make_corpus(tmp_path_factory.mktemp("corpus") / "train.spacy")
+
+
+@pytest.mark.parametrize("task", ["ner", "tagger", "textcat"])
+def test_spacy_train_with_shipped_config(task, corpus, tiny_model_dir, tmp_path):
+    from spacy.cli.evaluate import evaluate
+    from spacy.cli.train import train
+
+    config = CONFIGS / f"{task}_elmo.cfg"
+    overrides = {
+        "paths.train": str(corpus),
+        "paths.dev": str(corpus),
+        "paths.elmo": str(tiny_model_dir),
+        "training.max_steps": 4,
+        "training.eval_frequency": 2,
+    }
+    train(config, tmp_path / "out", overrides=overrides)
+    nlp = spacy.load(tmp_path / "out" / "model-last")
+    assert nlp.pipe_names == ["elmo", task]
+    assert (tmp_path / "out" / "model-last" / "elmo" / "bilm" / "model.safetensors").is_file()
+    doc = nlp("Yesterday Alice went to see the sea .")
+    assert doc.tensor.shape == (8, 32) and doc._.elmo.layers.shape == (3, 8, 32)
+    if task == "tagger":
+        assert all(t.tag_ for t in doc)
+    elif task == "textcat":
+        assert set(doc.cats) == {"SPORT", "POLITICS"}
+    else:
+        scores = evaluate(tmp_path / "out" / "model-last", corpus)
+        assert "ents_f" in scores
+
+
+def test_layer_cache_skips_bilm_in_later_epochs(corpus, tiny_model_dir):
+    """With the frozen biLM of ner_elmo.cfg, epoch 2 (training and dev) never calls the biLM."""
+    from spacy.training.initialize import init_nlp
+    from spacy.training.loop import train
+    from spacy.util import load_config
+
+    config = load_config(
+        CONFIGS / "ner_elmo.cfg",
+        overrides={
+            "paths.train": str(corpus),
+            "paths.dev": str(corpus),
+            "paths.elmo": str(tiny_model_dir),
+            "training.max_epochs": 1,
+            "training.max_steps": 0,
+            "training.eval_frequency": 3,
+        },
+        interpolate=False,
+    )
+    nlp = init_nlp(config)
+    elmo = nlp.get_pipe("elmo")
+    assert elmo.cache.enabled
+    calls = []
+    elmo.model.layers[0].shims[0]._model.register_forward_hook(lambda *args: calls.append(1))
+    train(nlp, None, stdout=io.StringIO(), stderr=io.StringIO())
+    first_epoch = len(calls)
+    assert first_epoch > 0
+    train(nlp, None, stdout=io.StringIO(), stderr=io.StringIO())  # same docs: all from the cache
+    assert len(calls) == first_epoch
+    assert elmo.cache.hits > 0
