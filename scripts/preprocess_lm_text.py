@@ -4,6 +4,8 @@ BBC News articles are tokenized with the ``spacy.blank("en")`` tokenizer and
 split into sentences with the rule-based ``sentencizer`` (each paragraph is
 processed on its own, so titles and paragraphs never merge). Output is one
 sentence per line, tokens separated by single spaces, original case kept.
+Like CoNLL-2003, hyphenated words and numbers stay one token ("all-rounder",
+"6-4"), so the tokenizer's infix rules that split on hyphens are removed.
 
 A fixed-seed random set of whole BBC articles (about ``--heldout-fraction``
 of the sentences) goes to ``heldout.txt``; held-out sentences that also
@@ -17,9 +19,23 @@ Usage:
 """
 import argparse
 import random
+import re
 from pathlib import Path
 
 import spacy
+from spacy.util import compile_infix_regex
+
+
+def make_nlp():
+    """Blank English tokenizer that keeps hyphenated tokens, plus sentencizer."""
+    nlp = spacy.blank("en")
+    infixes = [
+        rule for rule in nlp.Defaults.infixes
+        if not re.search(rule, "a-b") and not re.search(rule, "1-2")
+    ]
+    nlp.tokenizer.infix_finditer = compile_infix_regex(infixes).finditer
+    nlp.add_pipe("sentencizer")
+    return nlp
 
 
 def read_article(path):
@@ -56,8 +72,7 @@ def main():
                         help="keep at most N sentences from each source (smoke tests)")
     args = parser.parse_args()
 
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
+    nlp = make_nlp()
     files = sorted(args.bbc_dir.glob("*/*.txt"))
     if not files:
         parser.error(f"no articles found under {args.bbc_dir}/*/*.txt")
@@ -70,8 +85,6 @@ def main():
     for path in files:
         sents = article_sentences(nlp, read_article(path))
         (heldout if path in heldout_files else train).extend(sents)
-        if args.limit_sents and len(train) + len(heldout) >= args.limit_sents:
-            break
     if args.limit_sents:
         train = train[: args.limit_sents]
         heldout = heldout[: max(1, round(args.limit_sents * args.heldout_fraction))]

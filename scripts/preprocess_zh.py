@@ -1,0 +1,95 @@
+"""Build a Chinese biLM corpus from the People's Daily (Jan. 1998) corpus.
+
+Input lines are word-segmented and POS-tagged, e.g.
+
+    19980101-01-001-001/m  迈向/v  充满/v  希望/n  的/u  新/a  世纪/n
+    [中央/n  人民/n  广播/vn  电台/n]nt  ...
+
+The leading ``YYYYMMDD-..../m`` id token (if present) and the ``/tag``
+suffixes are removed; bracketed compounds are kept as their parts
+("中央 人民 广播 电台"), or joined into one word with ``--join-compounds``.
+Each non-empty input line becomes one output line of space-separated words.
+A fixed-seed random ``--heldout-fraction`` of the lines goes to heldout.txt.
+
+Also prints word-length statistics in UTF-8 bytes, since ELMo's character
+CNN sees at most 50 byte ids per token (48 bytes plus begin/end markers).
+
+Usage:
+    python scripts/preprocess_zh.py assets/zh/199801.txt corpus/zh
+"""
+import argparse
+import random
+import re
+from pathlib import Path
+
+ID_TOKEN = re.compile(r"^\d{8}-\d{2}-\d{3}-\d{3}/m$")
+MAX_BYTES = 48
+
+
+def parse_line(line, join_compounds=False):
+    """Return the words of one tagged line."""
+    tokens = line.split()
+    if tokens and ID_TOKEN.match(tokens[0]):
+        tokens = tokens[1:]
+    words, compound = [], None
+    for token in tokens:
+        starts = token.startswith("[") and "/" in token
+        if starts:
+            token = token[1:]
+            compound = []
+        ends = compound is not None and re.search(r"\][a-zA-Z]+$", token)
+        if ends:
+            token = token[: ends.start()]
+        word = token.rsplit("/", 1)[0] if "/" in token else token
+        if compound is None:
+            words.append(word)
+        else:
+            compound.append(word)
+        if ends:
+            words.extend(["".join(compound)] if join_compounds else compound)
+            compound = None
+    if compound:
+        words.extend(compound)
+    return [w for w in words if w]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("input", type=Path, help="People's Daily 199801.txt")
+    parser.add_argument("output_dir", type=Path)
+    parser.add_argument("--heldout-fraction", type=float, default=0.02)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--join-compounds", action="store_true")
+    parser.add_argument("--limit-sents", type=int, default=0, help="keep first N lines")
+    args = parser.parse_args()
+
+    lines = []
+    for raw in args.input.read_text(encoding="utf8").splitlines():
+        words = parse_line(raw, args.join_compounds)
+        if words:
+            lines.append(" ".join(words))
+    if args.limit_sents:
+        lines = lines[: args.limit_sents]
+
+    rng = random.Random(args.seed)
+    n_heldout = max(1, round(len(lines) * args.heldout_fraction))
+    heldout_ids = set(rng.sample(range(len(lines)), n_heldout))
+    heldout = [line for i, line in enumerate(lines) if i in heldout_ids]
+    train = [line for i, line in enumerate(lines) if i not in heldout_ids]
+
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    for name, part in [("train.txt", train), ("heldout.txt", heldout)]:
+        path = args.output_dir / name
+        path.write_text("".join(line + "\n" for line in part), encoding="utf8")
+        print(f"{path}: {len(part)} lines, {sum(len(l.split()) for l in part)} words")
+
+    words = [w for line in lines for w in line.split()]
+    n_bytes = [len(w.encode("utf8")) for w in words]
+    longest = max(words, key=lambda w: len(w.encode("utf8")))
+    n_long = sum(n > MAX_BYTES for n in n_bytes)
+    print(f"longest word: {longest} ({len(longest.encode('utf8'))} bytes, {len(longest)} chars)")
+    print(f"words over {MAX_BYTES} bytes: {n_long} of {len(words)} ({n_long / len(words):.5%})")
+
+
+if __name__ == "__main__":
+    main()
