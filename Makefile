@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test bench main clean
+.PHONY: install test bench main demo clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt requirements-test.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,5 +24,8 @@ clean:
 	rm -rf $(VENV) build *.egg-info
 
 main: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m weasel run all .
+
+demo: install
 	$(BIN)/spacy-elmo convert ../shared/fixtures/allennlp_elmo/options.json ../shared/fixtures/allennlp_elmo/lm_weights.hdf5 build/fixture_elmo
 	echo "The cat sat on the mat ." | $(BIN)/spacy-elmo embed build/fixture_elmo

@@ -1,0 +1,46 @@
+"""`spacy project run smoke`: every step of the end-to-end workflow on a tiny slice, for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_project_smoke_workflow(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("project.yml", "configs", "scripts"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, project / name)
+    if (ROOT / "assets" / "conll2003" / "train.txt").is_file():
+        # reuse fetched data (the `assets` step then only verifies checksums); CI fetches for real
+        shutil.copytree(ROOT / "assets", project / "assets", ignore=shutil.ignore_patterns("corpus"))
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy", "project", "run", "smoke", str(project)],
+        cwd=project, env=env, capture_output=True, text=True, timeout=1500,
+    )
+    assert result.returncode == 0, (result.stdout[-4000:], result.stderr[-4000:])
+    work = project / "work_smoke"
+    results = work / "results"
+    metrics = json.loads((results / "metrics.json").read_text())
+    assert set(metrics["ner"]) == {"baseline", "elmo"}
+    for system in ("baseline", "elmo"):
+        assert set(metrics["ner"][system]) == {"10", "100"}
+        assert all(0.0 <= m["ents_f"] <= 100.0 for m in metrics["ner"][system].values())
+    # each ELMo pipeline learned a softmax over the 3 biLM layers for its NER listener
+    for pipeline in ("elmo_10", "elmo_100"):
+        weights = metrics["layer_weights"][pipeline]["ner"]
+        assert len(weights) == 3 and abs(sum(weights) - 1.0) < 1e-3
+    assert "| elmo |" in (results / "table.md").read_text()
+    for png in ("f1_by_fraction.png", "layer_weights.png"):
+        assert (results / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "nearest words" in (results / "similar.md").read_text().lower()
+    assert "| 北京 |" in (results / "similar_zh.md").read_text()
+    assert "heldout_ppl" in metrics["pretrain_summary"]
