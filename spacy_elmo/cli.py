@@ -20,7 +20,19 @@ def cmd_convert(args) -> int:
 
 
 def cmd_embed(args) -> int:
-    """Sentences on stdin (one per line, whitespace-tokenized) → layer shapes and vectors on stdout."""
+    """MODEL INPUT OUTPUT.hdf5: all layers per line (bilm-tf layout); MODEL alone: stdin → vectors on stdout."""
+    if args.input is not None or args.output is not None:
+        if args.input is None or args.output is None:
+            print("error: embed needs both INPUT and OUTPUT (or neither, to read stdin)", file=sys.stderr)
+            return 2
+        from .training.embed import dump_embeddings
+
+        written = dump_embeddings(
+            args.model, args.input, args.output, batch_size=args.batch_size,
+            data_format=args.format, lang=args.lang, progress=not args.no_progress,
+        )
+        print(f"Wrote the layers of {written:,} lines to {args.output}", file=sys.stderr)
+        return 0
     import torch
 
     from . import ElmoTokenizer
@@ -46,6 +58,48 @@ def cmd_embed(args) -> int:
     return 0
 
 
+def _run_pretrain(args, init_from=None) -> int:
+    from .training.pretrain import TrainingDiverged, parse_overrides, pretrain
+
+    try:
+        result = pretrain(
+            args.config, args.output, parse_overrides(args.overrides),
+            resume=args.resume, init_from=init_from, progress=not args.no_progress,
+        )
+    except TrainingDiverged as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 3
+    if result.get("rank", 0) != 0:
+        return 0  # under torchrun only rank 0 reports
+    summary = f"Trained {result['step']:,} steps ({result['words']:,} words) in {result['train_seconds']:.0f}s"
+    if "heldout_ppl" in result:
+        summary += f"; held-out perplexity {result['heldout_ppl']:.2f}"
+    print(f"{summary}. Model saved to {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_pretrain(args) -> int:
+    """Trains a biLM from text (config: configs/pretrain_*.cfg; overrides: --section.key value)."""
+    return _run_pretrain(args, init_from=args.init_from)
+
+
+def cmd_finetune(args) -> int:
+    """Continues LM training of a pretrained biLM on (domain) text."""
+    return _run_pretrain(args, init_from=args.model)
+
+
+def cmd_similar(args) -> int:
+    """Nearest vocabulary words to WORD by cosine over context-independent token vectors."""
+    from .training.similar import find_vocab, most_similar
+    from .util import load_model
+
+    vocab = find_vocab(args.model, args.vocab)
+    model = load_model(args.model)
+    for word, score in most_similar(model, args.word, vocab, args.n):
+        print(f"{score:.4f}\t{word}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spacy-elmo", description="ELMo for spaCy and Hugging Face")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -58,8 +112,41 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("embed", help=cmd_embed.__doc__)
     p.add_argument("model", help="HF directory, hub id, or legacy directory")
-    p.add_argument("--dims", type=int, default=6, help="vector components to print")
+    p.add_argument("input", nargs="?", help="text file, one sentence per line ('-' = stdin)")
+    p.add_argument("output", nargs="?", help="output .hdf5 (one dataset per line: [L+1, tokens, dim])")
+    p.add_argument("--dims", type=int, default=6, help="vector components to print (stdin mode)")
+    p.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass")
+    p.add_argument("--format", choices=("tokenized", "text"), default="tokenized",
+                   help="tokenized: split lines on whitespace; text: spaCy tokenizer (--lang)")
+    p.add_argument("--lang", default="en", help="spaCy language for --format text")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_embed)
+
+    def training_args(p):
+        p.add_argument("config", type=Path, help="pretraining config (configs/pretrain_*.cfg)")
+        p.add_argument("--output", "-o", type=Path, required=True, help="output directory (checkpoints, metrics, model)")
+        p.add_argument("--resume", action="store_true", help="continue from the output directory's last checkpoint")
+        p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        p.set_defaults(accepts_overrides=True)
+
+    p = sub.add_parser("pretrain", help=cmd_pretrain.__doc__,
+                       epilog="Config overrides go after the positional arguments: --paths.train 'corpus/*.txt'")
+    training_args(p)
+    p.add_argument("--init-from", help="start from this pretrained model (fine-tuning)")
+    p.set_defaults(func=cmd_pretrain)
+
+    p = sub.add_parser("finetune", help=cmd_finetune.__doc__,
+                       epilog="Config overrides go after the positional arguments: --paths.train domain.txt")
+    p.add_argument("model", help="pretrained model directory (with vocab.txt and LM head, or any ELMo)")
+    training_args(p)
+    p.set_defaults(func=cmd_finetune)
+
+    p = sub.add_parser("similar", help=cmd_similar.__doc__)
+    p.add_argument("model", help="model directory (with vocab.txt) or legacy files")
+    p.add_argument("word", help="query word (need not be in the vocabulary)")
+    p.add_argument("-n", type=int, default=10, help="how many neighbours")
+    p.add_argument("--vocab", type=Path, help="candidate words, one per line (default: MODEL/vocab.txt)")
+    p.set_defaults(func=cmd_similar)
     return parser
 
 

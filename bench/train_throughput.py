@@ -1,0 +1,173 @@
+"""Training throughput of the biLM (words/s) as a fraction of this machine's fp32 GEMM rate.
+
+    python bench/train_throughput.py [--config configs/pretrain_small.cfg] [--steps 20] [--json out.json]
+
+Runs the real training step (`Pretrainer.train_step`: forward, backward, clipping, optimizer) of
+the configured architecture on real text (assets/corpus/lm/train.txt when present, else a
+generated Zipfian corpus), after a few warm-up steps. The fp32 GEMM rate is measured in the same
+run, before and after training (the better value counts, as in `python -m bench`).
+
+    fraction = words/s × 3 × forward FLOPs per word / GEMM FLOP/s
+
+Forward FLOPs are nominal matrix-product FLOPs (bench/flops.py: char CNN over all
+max_characters_per_token columns, highway, projection, LSTM gates and cell projection, both
+directions) plus the softmax actually used (full: V·P, sampled: (S+1)·P per direction); training
+≈ 3× forward. Words exclude the `<S>`/`</S>` positions the model also computes, and the char CNN
+runs on distinct words with only the columns the max-pool can see (exact), so the fraction is the
+effective rate of the training pipeline, not a count of executed FLOPs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+
+def forward_flops_per_position(config) -> float:
+    """biLM forward FLOPs per token position, without the softmax (bench/flops.py when present)."""
+    try:
+        from bench.flops import forward_flops_per_token
+
+        return forward_flops_per_token(config)
+    except ImportError:
+        cols, dim = config.max_characters_per_token, config.char_embedding_dim
+        n_filters = sum(n for _, n in config.filters)
+        cnn = sum(2 * (cols - w + 1) * w * dim * n for w, n in config.filters)
+        encoder = cnn + config.n_highway * 4.0 * n_filters**2 + 2.0 * n_filters * config.projection_dim
+        h, p = config.lstm_dim, config.projection_dim
+        return encoder + config.num_layers * 2 * (2 * 2.0 * p * 4 * h + 2.0 * h * p)
+
+
+def gemm_gflops(sizes=(1024, 2048), repeats: int = 5) -> float:
+    """Best median fp32 GFLOP/s of square matmuls (bench/machine.py when present)."""
+    try:
+        from bench.machine import gemm_rate
+
+        return gemm_rate(sizes, repeats)["peak"]
+    except ImportError:
+        best = 0.0
+        for n in sizes:
+            a, b, out = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
+            torch.mm(a, b, out=out)
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                torch.mm(a, b, out=out)
+                times.append(time.perf_counter() - start)
+            best = max(best, 2.0 * n**3 / statistics.median(times) / 1e9)
+        return best
+
+
+def synthetic_corpus(path: Path, n_words: int = 300_000, seed: int = 0) -> Path:
+    """Zipfian text over 30k made-up words, sentences of 5–40 words (when no real corpus is around)."""
+    rng = random.Random(seed)
+    letters = "etaoinshrdlcumwfgypbvkjxqz"
+    vocab = ["".join(rng.choice(letters) for _ in range(rng.randint(1, 10))) for _ in range(30_000)]
+    weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
+    lines, total = [], 0
+    while total < n_words:
+        n = rng.randint(5, 40)
+        lines.append(" ".join(rng.choices(vocab, weights, k=n)))
+        total += n
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default=str(ROOT / "configs" / "pretrain_small.cfg"))
+    parser.add_argument("--corpus", help="training text (default: assets/corpus/lm/train.txt, else generated)")
+    parser.add_argument("--steps", type=int, default=20, help="measured steps")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
+    parser.add_argument("--json", help="also write the result here")
+    parser.add_argument("--profile", action="store_true", help="print a torch.profiler table of one step")
+    args, extra = parser.parse_known_args(argv)
+
+    from spacy_elmo.training.pretrain import Pretrainer, load_settings, parse_overrides
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory(prefix="elmo-train-bench-") as tmp:
+        corpus = Path(args.corpus) if args.corpus else ROOT / "assets" / "corpus" / "lm" / "train.txt"
+        if not corpus.is_file():
+            corpus = synthetic_corpus(Path(tmp) / "corpus.txt")
+        overrides = {
+            "paths.train": str(corpus), "paths.heldout": None, "export.legacy": False,
+            "training.max_steps": args.warmup + args.steps, "training.checkpoint_every": 10**9,
+            "data.block_lines": 20_000, **parse_overrides(extra),
+        }
+        cfg = load_settings(args.config, overrides)
+        gemm_before = gemm_gflops()
+        trainer = Pretrainer(cfg, Path(tmp) / "out", progress=False)
+        config = trainer.model_config
+        batches = trainer.corpus.batches()
+        words = positions = 0
+        seconds = 0.0
+        losses = []
+        for index in range(args.warmup + args.steps):
+            batch, _ = next(batches)
+            start = time.perf_counter()
+            fwd, bwd, _ = trainer.train_step(batch)
+            elapsed = time.perf_counter() - start
+            losses.append((fwd + bwd) / 2)
+            if index >= args.warmup:
+                seconds += elapsed
+                words += batch.global_words
+                positions += batch.global_targets + int(batch.mask.shape[0])  # words + <S> + </S>
+        if args.profile:
+            from torch.profiler import profile
+
+            batch, _ = next(batches)
+            with profile() as prof:
+                trainer.train_step(batch)
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+        gemm_after = gemm_gflops()
+
+    softmax_width = len(trainer.vocab) if trainer.softmax_fn is None else trainer.softmax_fn.num_sampled + 1
+    softmax = 2 * 2.0 * config.projection_dim * softmax_width  # both directions
+    encoder_lstm = forward_flops_per_position(config)
+    forward_per_word = encoder_lstm + softmax
+    gemm = max(gemm_before, gemm_after)
+    words_per_s = words / seconds
+    achieved = words_per_s * 3 * forward_per_word / 1e9
+    result = {
+        "config": Path(args.config).name,
+        "architecture": f"{config.num_layers}x{config.lstm_dim}_{config.projection_dim}_{config.n_filters}cnn_{config.n_highway}xhighway",
+        "softmax": trainer.softmax_name,
+        "vocab_size": len(trainer.vocab),
+        "corpus": str(corpus.name),
+        "threads": torch.get_num_threads(),
+        "batch_words_per_step": words / args.steps,
+        "steps": args.steps,
+        "seconds_per_step": seconds / args.steps,
+        "words_per_s": words_per_s,
+        "positions_per_s": positions / seconds,
+        "forward_gflop_per_word": forward_per_word / 1e9,
+        "training_gflops_effective": achieved,
+        "gemm_gflops": gemm,
+        "gemm_gflops_before_after": [gemm_before, gemm_after],
+        "fraction_of_gemm": achieved / gemm,
+        "loss_first_last": [losses[0], losses[-1]],
+        "loadavg": os.getloadavg(),
+    }
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

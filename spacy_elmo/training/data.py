@@ -1,0 +1,430 @@
+"""Training data for the biLM: word vocabulary, streamed shard files, deterministic resumable batches.
+
+The corpus is never loaded whole. Shard files are read one *block* (a few thousand lines) at a time;
+inside a block the sequences are shuffled, sorted by length (little padding) and packed into global
+batches of at most `batch_tokens × world_size` padded words, whose order is shuffled again. All
+randomness comes from a generator seeded by (seed, epoch, shard, block offset), so a `DataPosition`
+(epoch, shard, byte offset of the block, batches already taken from it) is all it takes to continue
+exactly where a run stopped.
+
+Under torchrun every process reads the same text, builds the same global batches and keeps only its
+own rows (the char-id and word-id encoding, and the model work, are split; reading is cheap). A
+global batch is therefore the same whatever the number of processes, which is what makes a
+2-process run reproduce a 1-process run with the same global batch.
+
+Bad input never stops training: invalid UTF-8 is replaced (U+FFFD), empty lines are skipped,
+lines over `max_line_bytes` are cut, and sequences over `max_tokens` words are split.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy
+import torch
+
+from ..characters import word_to_char_ids
+
+SPECIAL_TOKENS = ("<S>", "</S>", "<UNK>")
+BOS_ID, EOS_ID, UNK_ID = 0, 1, 2
+
+
+class Vocabulary:
+    """Word ↔ id for the LM softmax: `<S>`, `</S>`, `<UNK>` first, then words by falling frequency.
+
+    `counts` (only for a vocabulary built from data) holds each id's training count; `<S>`/`</S>`
+    count the sequences and `<UNK>` the words left out, which is what `unigram_perplexity` needs.
+    """
+
+    def __init__(self, words: Sequence[str], counts: Sequence[int] | None = None):
+        words = list(words)
+        if tuple(words[:3]) != SPECIAL_TOKENS:
+            raise ValueError(f"a vocabulary must start with {SPECIAL_TOKENS}, got {words[:3]}")
+        self.words = words
+        self.index = {word: i for i, word in enumerate(words)}
+        if len(self.index) != len(words):
+            raise ValueError("vocabulary has duplicate words")
+        self.counts = None if counts is None else [int(c) for c in counts]
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __contains__(self, word: str) -> bool:
+        return word in self.index
+
+    def encode(self, tokens: Sequence[str]) -> list[int]:
+        get = self.index.get
+        return [get(token, UNK_ID) for token in tokens]
+
+    @classmethod
+    def build(cls, sentences: Iterable[Sequence[str]], min_count: int = 1, max_size: int = 0) -> "Vocabulary":
+        """Counts words in `sentences`; keeps those seen `min_count` times, at most `max_size` ids in all."""
+        counter: Counter = Counter()
+        n_sequences = 0
+        for sentence in sentences:
+            counter.update(sentence)
+            n_sequences += 1
+        for token in SPECIAL_TOKENS:  # the markers are never words of the text
+            counter.pop(token, None)
+        ranked = sorted((item for item in counter.items() if item[1] >= min_count), key=lambda wc: (-wc[1], wc[0]))
+        if max_size:
+            ranked = ranked[: max(0, max_size - len(SPECIAL_TOKENS))]
+        kept = sum(count for _, count in ranked)
+        counts = [n_sequences, n_sequences, sum(counter.values()) - kept] + [count for _, count in ranked]
+        return cls(list(SPECIAL_TOKENS) + [word for word, _ in ranked], counts)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Vocabulary":
+        """Reads a bilm-tf vocab.txt (one word per line); `<S>`, `</S>`, `<UNK>` are moved (or added) to the front."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"vocabulary file not found: {path}")
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            words = [line.strip() for line in handle]
+        words = [w for w in dict.fromkeys(words) if w and w not in SPECIAL_TOKENS]
+        if not words:
+            raise ValueError(f"{path}: the vocabulary file has no words")
+        return cls(list(SPECIAL_TOKENS) + words)
+
+    def save(self, path: str | Path) -> Path:
+        """Writes one word per line (bilm-tf / AllenNLP format), atomically."""
+        return write_text_atomic(path, "\n".join(self.words) + "\n")
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Writes `text` to a temporary file next to `path`, flushes it to disk, then renames it over `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading text
+
+
+def resolve_files(spec: str | Path | Sequence[str | Path]) -> list[Path]:
+    """The files named by a path, a directory (its files), a glob pattern, or a comma-separated list of these."""
+    if isinstance(spec, (str, Path)):
+        parts = [p.strip() for p in str(spec).split(",") if p.strip()]
+    else:
+        parts = [str(p) for p in spec]
+    files: list[Path] = []
+    for part in parts:
+        path = Path(part).expanduser()
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+        elif path.is_file():
+            found = [path]
+        else:
+            found = sorted(Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file())
+        if not found:
+            raise FileNotFoundError(f"no text files match {part!r}")
+        files.extend(found)
+    return list(dict.fromkeys(files))
+
+
+def read_block(path: Path, offset: int, max_lines: int, max_line_bytes: int) -> tuple[list[str], int]:
+    """Up to `max_lines` non-empty lines from byte `offset` of `path`, and the offset after them.
+
+    Undecodable bytes become U+FFFD; a line longer than `max_line_bytes` keeps its first
+    `max_line_bytes` bytes (up to the last space) and the rest is skipped. Fewer lines than
+    asked means the end of the file was reached.
+    """
+    lines: list[str] = []
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        while len(lines) < max_lines:
+            raw = handle.readline(max_line_bytes + 1)
+            if not raw:
+                break
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                raw = raw[:max_line_bytes].rsplit(b" ", 1)[0]
+                while True:  # skip the rest of the huge line
+                    rest = handle.readline(1 << 20)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+            text = raw.decode("utf-8", errors="replace").strip()
+            if text:
+                lines.append(text)
+        return lines, handle.tell()
+
+
+def make_tokenizer(data_format: str = "tokenized", lang: str = "en") -> Callable[[str], list[str]]:
+    """Line → words. "tokenized": split on whitespace (bilm-tf format); "text": a blank spaCy tokenizer."""
+    if data_format == "tokenized":
+        return str.split
+    if data_format == "text":
+        import spacy
+
+        tokenizer = spacy.blank(lang).tokenizer
+
+        def tokenize(line: str) -> list[str]:
+            return [t.text for t in tokenizer(line) if not t.is_space]
+
+        return tokenize
+    raise ValueError(f"data format must be 'tokenized' or 'text', got {data_format!r}")
+
+
+def split_long(tokens: list[str], max_tokens: int) -> list[list[str]]:
+    """Cuts a line into sequences of at most `max_tokens` words (each becomes `<S>` … `</S>`)."""
+    return [tokens[i : i + max_tokens] for i in range(0, len(tokens), max_tokens)]
+
+
+def iter_sequences(
+    files: Sequence[Path],
+    tokenize: Callable[[str], list[str]] = str.split,
+    max_tokens: int = 100,
+    max_line_bytes: int = 1 << 20,
+    block_lines: int = 10_000,
+) -> Iterator[list[str]]:
+    """Every training sequence of `files` in file order (streamed; for the vocabulary and evaluation)."""
+    for path in files:
+        offset = 0
+        while True:
+            lines, offset = read_block(path, offset, block_lines, max_line_bytes)
+            if not lines:
+                break
+            for line in lines:
+                yield from split_long(tokenize(line), max_tokens)
+
+
+def unigram_perplexity(vocab: Vocabulary, sequences: Iterable[Sequence[str]]) -> float:
+    """Perplexity of `sequences` under the training unigram distribution of a built vocabulary.
+
+    Scored like the biLM: each direction predicts the words plus one boundary (`</S>` or `<S>`),
+    so this is the baseline a trained model's bidirectional perplexity should beat by far.
+    """
+    if vocab.counts is None:
+        raise ValueError("unigram_perplexity needs a vocabulary built from data (with counts)")
+    counts = numpy.asarray(vocab.counts, dtype=numpy.float64)
+    counts[UNK_ID] += 1.0  # unseen words must not get probability 0
+    log_p = numpy.log(counts) - math.log(counts[EOS_ID] + counts[UNK_ID:].sum())
+    nll, n = 0.0, 0
+    for sequence in sequences:
+        ids = vocab.encode(sequence)
+        nll -= float(log_p[ids].sum()) + float(log_p[EOS_ID])
+        n += len(ids) + 1
+    return math.exp(nll / max(n, 1))
+
+
+# --------------------------------------------------------------------------------------------------
+# Batches
+
+
+@dataclass
+class DataPosition:
+    """Where the stream stands: `epoch`, index into that epoch's `shard` order, byte `offset` of the
+    current block in the shard, and `batch`es already taken from that block."""
+
+    epoch: int = 0
+    shard: int = 0
+    offset: int = 0
+    batch: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "DataPosition":
+        return cls(**{k: int(data[k]) for k in ("epoch", "shard", "offset", "batch")})
+
+
+@dataclass
+class Batch:
+    """This process's rows of one global batch, as model inputs."""
+
+    char_ids: torch.Tensor  # [rows, tokens, max_chars] character ids
+    mask: torch.Tensor  # [rows, tokens] True at real words
+    word_ids: torch.Tensor  # [rows, tokens] vocabulary ids (targets)
+    targets: int  # LM targets per direction in these rows (words + 1 boundary per row)
+    global_targets: int  # the same over the whole global batch, all processes
+    global_words: int  # words in the global batch (tokens/s counts these)
+    weight: float = 1.0  # 0.0 when this process got no rows and holds a placeholder row
+
+    def to(self, device) -> "Batch":
+        self.char_ids, self.mask, self.word_ids = (t.to(device) for t in (self.char_ids, self.mask, self.word_ids))
+        return self
+
+
+class CharEncoder:
+    """Sentences → padded character ids and mask, caching the ids of frequent words."""
+
+    def __init__(self, max_chars: int, cache_size: int = 200_000):
+        self.max_chars, self.cache_size = max_chars, cache_size
+        self.cache: dict[str, numpy.ndarray] = {}
+
+    def __call__(self, sentences: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+        steps = max((len(s) for s in sentences), default=0)
+        ids = numpy.zeros((len(sentences), steps, self.max_chars), dtype=numpy.int64)
+        mask = numpy.zeros((len(sentences), steps), dtype=bool)
+        cache = self.cache
+        for i, sentence in enumerate(sentences):
+            for j, word in enumerate(sentence):
+                chars = cache.get(word)
+                if chars is None:
+                    chars = word_to_char_ids(word, self.max_chars)
+                    if len(cache) >= self.cache_size:
+                        cache.clear()
+                    cache[word] = chars
+                ids[i, j] = chars
+            mask[i, : len(sentence)] = True
+        return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def pack_by_length(sequences: list[list[str]], budget: int) -> list[list[list[str]]]:
+    """Groups length-sorted sequences into batches of at most `budget` padded words (rows × longest)."""
+    batches: list[list[list[str]]] = []
+    current: list[list[str]] = []
+    longest = 0
+    for seq in sorted(sequences, key=len):
+        if current and (len(current) + 1) * max(longest, len(seq)) > budget:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(seq)
+        longest = max(longest, len(seq))
+    if current:
+        batches.append(current)
+    return batches
+
+
+class Corpus:
+    """A streamed, sharded corpus that yields this process's rows of each global batch plus the position after it."""
+
+    def __init__(
+        self,
+        files: Sequence[Path],
+        vocab: Vocabulary,
+        tokenize: Callable[[str], list[str]] = str.split,
+        *,
+        max_chars: int = 50,
+        batch_tokens: int = 2048,
+        max_tokens: int = 100,
+        block_lines: int = 10_000,
+        max_line_bytes: int = 1 << 20,
+        shuffle: bool = True,
+        seed: int = 0,
+        max_epochs: int = 0,
+        world_size: int = 1,
+        rank: int = 0,
+    ):
+        if not files:
+            raise ValueError("the training corpus has no files")
+        if max_tokens > batch_tokens:
+            raise ValueError(f"max_tokens ({max_tokens}) cannot exceed batch_tokens ({batch_tokens})")
+        self.files = list(files)
+        self.vocab, self.tokenize = vocab, tokenize
+        self.encode_chars = CharEncoder(max_chars)
+        self.batch_tokens, self.max_tokens = batch_tokens, max_tokens
+        self.block_lines, self.max_line_bytes = block_lines, max_line_bytes
+        self.shuffle, self.seed, self.max_epochs = shuffle, seed, max_epochs
+        self.world_size, self.rank = world_size, rank
+
+    def shard_order(self, epoch: int) -> list[int]:
+        order = list(range(len(self.files)))
+        if self.shuffle:
+            numpy.random.default_rng([self.seed, epoch]).shuffle(order)
+        return order
+
+    def plan_block(self, lines: list[str], key: Sequence[int]) -> list[list[list[str]]]:
+        """The global batches of one block: shuffled, bucketed by length, in shuffled order."""
+        sequences = [seq for line in lines for seq in split_long(self.tokenize(line), self.max_tokens)]
+        rng = numpy.random.default_rng([self.seed, *key])
+        if self.shuffle:  # random order among equal lengths, then bucket
+            sequences = [sequences[i] for i in rng.permutation(len(sequences))]
+        batches = pack_by_length(sequences, self.batch_tokens * self.world_size)
+        if self.shuffle:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        return batches
+
+    def encode(self, rows: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Character ids, mask and vocabulary ids of `rows`."""
+        char_ids, mask = self.encode_chars(rows)
+        word_ids = torch.zeros(mask.shape, dtype=torch.long)
+        for i, seq in enumerate(rows):
+            word_ids[i, : len(seq)] = torch.tensor(self.vocab.encode(seq), dtype=torch.long)
+        return char_ids, mask, word_ids
+
+    def make_batch(self, rows: list[list[str]]) -> Batch:
+        """This process's share of a global batch (contiguous rows; a placeholder if it gets none)."""
+        share = numpy.array_split(numpy.arange(len(rows)), self.world_size)[self.rank]
+        mine = [rows[i] for i in share]
+        weight = 1.0
+        if not mine:  # fewer rows than processes: compute on a row but let it count 0
+            mine, weight = [rows[0]], 0.0
+        char_ids, mask, word_ids = self.encode(mine)
+        return Batch(
+            char_ids, mask, word_ids,
+            targets=int(weight) * sum(len(s) + 1 for s in mine),
+            global_targets=sum(len(s) + 1 for s in rows),
+            global_words=sum(len(s) for s in rows),
+            weight=weight,
+        )
+
+    def batches(self, position: DataPosition | None = None) -> Iterator[tuple[Batch, DataPosition]]:
+        """This process's batches from `position` on, each with the position *after* it.
+
+        Runs over the shards epoch after epoch (until `max_epochs`, if set).
+        """
+        pos = position or DataPosition()
+        while not self.max_epochs or pos.epoch < self.max_epochs:
+            from_start = pos == DataPosition(pos.epoch)
+            produced = False
+            order = self.shard_order(pos.epoch)
+            while pos.shard < len(order):
+                lines, next_offset = read_block(self.files[order[pos.shard]], pos.offset, self.block_lines, self.max_line_bytes)
+                if not lines:  # end of this shard
+                    pos = DataPosition(pos.epoch, pos.shard + 1, 0, 0)
+                    continue
+                plan = self.plan_block(lines, (pos.epoch, order[pos.shard], pos.offset))
+                for index in range(pos.batch, len(plan)):
+                    if index + 1 < len(plan):
+                        after = DataPosition(pos.epoch, pos.shard, pos.offset, index + 1)
+                    else:
+                        after = DataPosition(pos.epoch, pos.shard, next_offset, 0)
+                    produced = True
+                    yield self.make_batch(plan[index]), after
+                pos = DataPosition(pos.epoch, pos.shard, next_offset, 0)
+            if from_start and not produced:
+                raise ValueError(f"the training corpus has no words ({len(self.files)} file(s), all empty)")
+            pos = DataPosition(pos.epoch + 1)
+
+    def eval_batches(self) -> Iterator[Batch]:
+        """Every sequence once, in file order, packed by length; batch i goes to process i mod world_size."""
+        sequences = iter_sequences(self.files, self.tokenize, self.max_tokens, self.max_line_bytes, self.block_lines)
+        index = 0
+        while True:
+            block = [seq for _, seq in zip(range(self.block_lines), sequences)]
+            if not block:
+                return
+            for rows in pack_by_length(block, self.batch_tokens):
+                if index % self.world_size == self.rank:
+                    n = sum(len(s) + 1 for s in rows)
+                    yield Batch(*self.encode(rows), n, n, sum(len(s) for s in rows))
+                index += 1
+
+
+__all__ = [
+    "SPECIAL_TOKENS",
+    "Vocabulary",
+    "DataPosition",
+    "Batch",
+    "Corpus",
+    "CharEncoder",
+    "make_tokenizer",
+    "read_block",
+    "resolve_files",
+    "iter_sequences",
+    "unigram_perplexity",
+    "write_text_atomic",
+]

@@ -1,0 +1,146 @@
+"""`spacy-elmo embed MODEL INPUT OUTPUT.hdf5`: every biLM layer of every line, in bilm-tf's layout.
+
+The layout is that of bilm-tf's `dump_bilm_embeddings`: one float32 dataset per input line, named by
+the line's index ("0", "1", …), of shape [L + 1, n_tokens, 2·projection_dim] (layer 0 = token
+layer, without `<S>`/`</S>`). Empty lines get a [L + 1, 0, dim] dataset so indices stay aligned.
+
+Input is streamed (a chunk of lines at a time, sorted by length inside the chunk to limit padding);
+the model is stateless, so batching does not change any sentence's vectors. Under torchrun each
+process embeds the lines i with i mod world_size == rank into OUTPUT's sibling
+`NAME.rank{r}-of-{n}.hdf5`, and rank 0 then writes OUTPUT itself as a file of HDF5 external links to
+those datasets, so readers see one file with the usual layout (keep the files together).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+import torch
+
+from .data import CharEncoder, make_tokenizer
+
+
+def _count_lines(path: Path) -> int:
+    count, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def _lines(handle: BinaryIO) -> Iterator[str]:
+    for raw in handle:
+        yield raw.decode("utf-8", errors="replace").strip()
+
+
+def rank_file(output: Path, rank: int, world_size: int) -> Path:
+    return output.with_name(f"{output.stem}.rank{rank}-of-{world_size}{output.suffix or '.hdf5'}")
+
+
+@torch.no_grad()
+def dump_embeddings(
+    model_ref: str | Path,
+    input_path: str | Path,
+    output_path: str | Path,
+    *,
+    batch_size: int = 32,
+    data_format: str = "tokenized",
+    lang: str = "en",
+    progress: bool = True,
+) -> int:
+    """Writes the layers of every line of `input_path` ("-" = stdin) to `output_path`; returns lines written here."""
+    import h5py
+
+    from ..util import load_model
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group("gloo")
+    output = Path(output_path)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    target = rank_file(output, rank, world) if world > 1 else output
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else torch.device("cpu")
+    model = load_model(model_ref).to(device).eval()
+    tokenize = make_tokenizer(data_format, lang)
+    encode = CharEncoder(model.config.max_characters_per_token)
+    from_stdin = str(input_path) == "-"
+    total = None if from_stdin else _count_lines(Path(input_path))
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, unit="line", dynamic_ncols=True, mininterval=1.0, disable=rank != 0)
+    written = 0
+    handle = sys.stdin.buffer if from_stdin else open(input_path, "rb")
+    try:
+        with h5py.File(tmp, "w") as out:
+            chunk: list[tuple[int, list[str]]] = []
+
+            def flush():
+                nonlocal written
+                chunk.sort(key=lambda item: len(item[1]))
+                for start in range(0, len(chunk), batch_size):
+                    part = chunk[start : start + batch_size]
+                    real = [(i, words) for i, words in part if words]
+                    if real:
+                        char_ids, mask = encode([words for _, words in real])
+                        layers = torch.stack(model(char_ids.to(device), mask.to(device)).hidden_states, dim=1).float().cpu()
+                        for row, (i, words) in enumerate(real):
+                            out.create_dataset(str(i), data=layers[row, :, : len(words)].numpy())
+                    for i, words in part:
+                        if not words:
+                            out.create_dataset(str(i), shape=(model.num_layers, 0, model.config.output_dim), dtype="float32")
+                    written += len(part)
+                chunk.clear()
+
+            for index, line in enumerate(_lines(handle)):
+                if index % world == rank:
+                    chunk.append((index, tokenize(line)))
+                    if len(chunk) >= batch_size * 16:
+                        flush()
+                if bar is not None:
+                    bar.update(1)
+            flush()
+        os.replace(tmp, target)
+    finally:
+        if not from_stdin:
+            handle.close()
+        if bar is not None:
+            bar.close()
+        if tmp.exists():
+            tmp.unlink()
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+        if rank == 0:
+            _link_shards(output, world)
+        dist.barrier()
+    return written
+
+
+def _link_shards(output: Path, world: int) -> None:
+    """OUTPUT as one file of external links to the per-rank files' datasets (relative names)."""
+    import h5py
+
+    tmp = output.with_name(f".{output.name}.tmp{os.getpid()}")
+    with h5py.File(tmp, "w") as master:
+        for rank in range(world):
+            part = rank_file(output, rank, world)
+            with h5py.File(part, "r") as handle:
+                names = list(handle.keys())
+            for name in names:
+                master[name] = h5py.ExternalLink(part.name, name)
+    os.replace(tmp, output)
+
+
+__all__ = ["dump_embeddings", "rank_file"]

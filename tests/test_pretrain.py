@@ -1,0 +1,306 @@
+"""Pretraining: the tiny config learns, checkpoints resume exactly, bad input and bad runs fail clearly.
+
+Everything runs for real on small generated text: in-process `pretrain()` / `cli.main()` calls,
+and real subprocesses where a process must die (kill -9).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from spacy_elmo import ElmoForBidirectionalLM, ElmoModel, load_legacy
+from spacy_elmo.cli import main
+from spacy_elmo.training.data import (
+    Corpus, DataPosition, Vocabulary, iter_sequences, read_block, resolve_files, unigram_perplexity,
+)
+from spacy_elmo.training.pretrain import Checkpoints, PretrainError, load_settings, parse_overrides, pretrain
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "configs" / "pretrain_tiny.cfg"
+
+
+def write_grammar_corpus(path: Path, n_sentences: int, seed: int) -> Path:
+    """Sentences of a small grammar: a biLM can predict them far better than word frequencies can."""
+    rng = random.Random(seed)
+    dets, adjs = ["the", "a", "this", "every"], ["big", "small", "red", "old", "quick", "lazy", "happy"]
+    nouns = ["cat", "dog", "bird", "man", "woman", "child", "horse", "fox"]
+    verbs, preps = ["sees", "likes", "chases", "follows", "hears", "finds"], ["near", "behind", "under", "with"]
+    places = ["house", "garden", "river", "tree", "park"]
+
+    def noun_phrase():
+        return [rng.choice(dets)] + ([rng.choice(adjs)] if rng.random() < 0.5 else []) + [rng.choice(nouns)]
+
+    lines = []
+    for _ in range(n_sentences):
+        words = noun_phrase() + [rng.choice(verbs)] + noun_phrase()
+        if rng.random() < 0.4:
+            words += [rng.choice(preps), "the", rng.choice(places)]
+        lines.append(" ".join(words + ["."]))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("lm_corpus")
+    return {
+        "train": write_grammar_corpus(root / "train.txt", 3000, seed=1),
+        "heldout": write_grammar_corpus(root / "heldout.txt", 200, seed=2),
+    }
+
+
+@pytest.fixture(scope="module")
+def trained(corpus, tmp_path_factory) -> tuple[Path, dict]:
+    """The tiny config, 300 steps, with held-out evaluation and the legacy export."""
+    out = tmp_path_factory.mktemp("tiny_bilm")
+    result = pretrain(TINY, out, {
+        "paths.train": str(corpus["train"]), "paths.heldout": str(corpus["heldout"]), "export.legacy": True,
+    }, progress=False)
+    return out, result
+
+
+def params(directory: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(directory / "model.safetensors"))
+
+
+def max_difference(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+def test_tiny_config_learns_far_below_unigram_perplexity(trained, corpus):
+    out, result = trained
+    vocab = Vocabulary.build(iter_sequences([corpus["train"]]))
+    unigram = unigram_perplexity(vocab, iter_sequences([corpus["heldout"]]))
+    assert result["step"] == 300
+    assert result["heldout_ppl"] < 0.5 * unigram, (result, unigram)
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if "loss" in r]
+    assert steps[-1]["step"] == 300 and steps[-1]["loss"] < steps[0]["loss"]
+    assert {"ppl", "forward_ppl", "backward_ppl", "words_per_s", "grad_norm", "epoch"} <= steps[0].keys()
+    assert records[0]["event"] == "vocab" and records[0]["unigram_heldout_ppl"] == pytest.approx(unigram)
+    summary = json.loads((out / "pretrain_summary.json").read_text())
+    assert summary["heldout_ppl"] == pytest.approx(result["heldout_ppl"]) and summary["words_per_s"] > 0
+
+
+def test_output_loads_with_and_without_lm_head_and_as_legacy(trained):
+    out, _ = trained
+    lm = ElmoForBidirectionalLM.from_pretrained(out)
+    elmo = ElmoModel.from_pretrained(out)
+    vocab = Vocabulary.load(out / "vocab.txt")
+    assert lm.config.vocab_size == len(vocab) and vocab.words[:3] == ["<S>", "</S>", "<UNK>"]
+    for name, value in elmo.state_dict().items():
+        assert torch.equal(value, lm.elmo.state_dict()[name]), name
+    legacy = load_legacy(out / "legacy" / "options.json", out / "legacy" / "lm_weights.hdf5")
+    with h5py.File(out / "legacy" / "lm_weights.hdf5") as handle:
+        assert handle["softmax/W"].shape == (len(vocab), lm.config.projection_dim)
+    from spacy_elmo import ElmoTokenizer
+
+    batch = ElmoTokenizer.from_pretrained(out)([["the", "cat", "sees", "a", "dog", "."], ["a", "fox", "."]])
+    with torch.no_grad():
+        a, b = elmo(**batch).hidden_states, legacy(**batch).hidden_states
+        labels = torch.tensor([vocab.encode(["the", "cat", "sees", "a", "dog", "."]), vocab.encode(["a", "fox", ".", "x", "x", "x"])])
+        loss = lm(**batch, labels=labels).loss
+    assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(a, b))
+    assert torch.isfinite(loss) and float(loss) < 3.0  # well below log(vocab) ≈ 3.6
+
+
+def test_checkpoints_load_without_unpickling(trained):
+    out, _ = trained
+    ckpts = Checkpoints(out / "checkpoints")
+    latest = ckpts.latest()
+    assert latest.name == "step-00000300" and (out / "checkpoints" / "latest").read_text().strip() == latest.name
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["latest", "step-00000200", "step-00000300"]
+    optimizer = torch.load(latest / "optimizer.pt", weights_only=True)
+    rng = torch.load(latest / "rng.pt", weights_only=True)
+    assert optimizer["state"] and rng["cpu"].dtype == torch.uint8 and rng["cpu"].shape[0] == 1
+    state = json.loads((latest / "state.json").read_text())
+    assert state["step"] == 300 and all(isinstance(v, int) for v in state["position"].values())
+    assert max_difference(load_file(str(latest / "model.safetensors")), params(out)) == 0.0
+
+
+def test_resume_continues_exactly(corpus, tmp_path):
+    """Dropout and a sampled softmax use the RNG, so this also checks RNG state and data position."""
+    settings = {
+        "paths.train": str(corpus["train"]), "model.dropout": 0.2, "training.softmax": "sampled",
+        "training.n_negative_samples": 12, "training.checkpoint_every": 10, "training.log_every": 5,
+        "data.block_lines": 700,  # several blocks per epoch: positions inside and across blocks
+    }
+    whole = pretrain(TINY, tmp_path / "whole", settings | {"training.max_steps": 60}, progress=False)
+    # interrupted: stops at 25 (final checkpoint 25), then as if killed after step 20's checkpoint
+    part = tmp_path / "part"
+    pretrain(TINY, part, settings | {"training.max_steps": 25}, progress=False)
+    checkpoints = part / "checkpoints"
+    assert sorted(p.name for p in checkpoints.glob("step-*")) == ["step-00000020", "step-00000025"]
+    import shutil
+
+    shutil.rmtree(checkpoints / "step-00000025")
+    (checkpoints / "latest").write_text("step-00000020\n")
+    resumed = pretrain(TINY, part, settings | {"training.max_steps": 60}, resume=True, progress=False)
+    assert resumed["step"] == whole["step"] == 60 and resumed["words"] == whole["words"]
+    assert max_difference(params(part), params(tmp_path / "whole")) <= 1e-6
+    logged = [json.loads(line)["step"] for line in (part / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+    assert logged == list(range(5, 61, 5))  # records past the checkpoint were replaced, not duplicated
+
+
+def test_corpus_position_resumes_the_same_batches(corpus):
+    files = resolve_files(str(corpus["train"]))
+    vocab = Vocabulary.build(iter_sequences(files))
+    make = lambda: Corpus(files, vocab, max_chars=20, batch_tokens=300, max_tokens=40, block_lines=500, max_epochs=2)
+    everything = [(b.word_ids, p) for b, p in make().batches()]
+    epochs = [p.epoch for _, p in everything]
+    assert sorted(set(epochs)) == [0, 1] and epochs.count(0) == epochs.count(1)  # two epochs of equal size
+    assert not all(torch.equal(a, b) for (a, _), (b, _) in zip(everything, everything[epochs.count(0):]))  # reshuffled
+    for cut in (7, 20, len(everything) // 2 + 3):
+        position = DataPosition.from_dict(json.loads(json.dumps(everything[cut - 1][1].to_dict())))
+        rest = [b.word_ids for b, _ in make().batches(position)]
+        assert len(rest) == len(everything) - cut
+        assert all(torch.equal(x, y) for x, (y, _) in zip(rest, everything[cut:]))
+
+
+def test_vocabulary_order_min_count_and_max_size(tmp_path):
+    sentences = [["b", "a", "b", "c"], ["b", "a", "d", "<S>"]]
+    vocab = Vocabulary.build(sentences, min_count=2)
+    assert vocab.words == ["<S>", "</S>", "<UNK>", "b", "a"]
+    assert vocab.counts == [2, 2, 2, 3, 2] and vocab.encode(["a", "zzz"]) == [4, 2]
+    assert Vocabulary.build(sentences, max_size=4).words == ["<S>", "</S>", "<UNK>", "b"]
+    vocab.save(tmp_path / "vocab.txt")
+    assert Vocabulary.load(tmp_path / "vocab.txt").words == vocab.words
+    (tmp_path / "bilm_order.txt").write_text("</S>\n<S>\nthe\n,\n")  # bilm-tf files may order specials differently
+    assert Vocabulary.load(tmp_path / "bilm_order.txt").words == ["<S>", "</S>", "<UNK>", "the", ","]
+
+
+def test_bad_data_does_not_crash_training(tmp_path):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    good = " ".join(["the cat sees a dog ."] * 3)
+    (shards / "a.txt").write_bytes(
+        b"\n\n   \n\r\n" + good.encode() + b"\r\n"
+        + b"caf\xe9 na\xefve \xff\xfe bytes \x00 nul .\n"  # invalid UTF-8 and a NUL byte
+        + ("word " * 5000).encode() + b"\n"  # a line of many words: split into max_tokens sequences
+        + b"x" * 300_000 + b" tail\n"  # a line over max_line_bytes without spaces: cut
+        + ("y" * 5000).encode() + b" .\n"  # a word longer than max_characters_per_token
+        + good.encode()  # no final newline
+    )
+    (shards / "b.txt").write_bytes(b"")  # an empty shard
+    lines, offset = read_block(shards / "a.txt", 0, 100, max_line_bytes=100_000)
+    assert offset == (shards / "a.txt").stat().st_size and all(line.strip() for line in lines)
+    assert any("\ufffd" in line for line in lines) and max(len(line.encode()) for line in lines) <= 100_000
+    result = pretrain(TINY, tmp_path / "out", {
+        "paths.train": str(shards / "*.txt"), "paths.heldout": str(shards / "a.txt"),
+        "training.max_steps": 20, "data.max_line_bytes": 100_000,
+    }, progress=False)
+    assert result["step"] == 20 and result["heldout_ppl"] < float("inf")
+    assert any("\ufffd" in word for word in Vocabulary.load(tmp_path / "out" / "vocab.txt").words)
+
+
+def test_raw_text_is_tokenized_by_spacy(tmp_path):
+    raw = tmp_path / "raw.txt"
+    raw.write_text("Hello, world! It's a test of the tokenizer.\nDr. Smith paid $5.50 (cash).\n" * 20)
+    result = pretrain(TINY, tmp_path / "out", {
+        "paths.train": str(raw), "data.format": "text", "data.lang": "en", "training.max_steps": 3,
+    }, progress=False)
+    words = Vocabulary.load(tmp_path / "out" / "vocab.txt").words
+    assert result["step"] == 3 and {",", "!", "It", "'s", "$", "(", "cash"} <= set(words)
+
+
+def test_nan_loss_stops_with_the_step_and_a_nonzero_exit(corpus, tmp_path, capsys):
+    out = tmp_path / "nan"
+    code = main([
+        "pretrain", str(TINY), "--output", str(out), "--no-progress", "--paths.train", str(corpus["train"]),
+        "--training.learning_rate", "1e30", "--training.clip_norm", "0", "--training.checkpoint_every", "1",
+    ])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "diverged at step 2" in err and "nan" in err and "step-00000001" in err
+    assert Checkpoints(out / "checkpoints").latest().name == "step-00000001"  # the bad state is not saved
+
+
+def test_unusable_output_fails_before_training(corpus, tmp_path, capsys):
+    base = ["pretrain", str(TINY), "--no-progress", "--paths.train", str(corpus["train"])]
+    (tmp_path / "file").write_text("not a directory")
+    assert main(base + ["--output", str(tmp_path / "file" / "out")]) == 2
+    assert "cannot write to output directory" in capsys.readouterr().err
+    huge = tmp_path / "huge"
+    assert main(base + ["--output", str(huge), "--model.lstm_dim", "400000", "--model.projection_dim", "200000"]) == 2
+    assert "not enough free disk space" in capsys.readouterr().err
+    assert not (huge / "checkpoints").exists()
+    done = tmp_path / "done"
+    assert main(base + ["--output", str(done), "--training.max_steps", "2"]) == 0
+    assert main(base + ["--output", str(done), "--training.max_steps", "4"]) == 2
+    assert "pass --resume" in capsys.readouterr().err
+
+
+def test_config_overrides_and_validation():
+    assert parse_overrides(["--training.max_steps", "5", "--paths.train=a b.txt", "--model.filters", "[[1, 4]]"]) == {
+        "training.max_steps": 5, "paths.train": "a b.txt", "model.filters": [[1, 4]],
+    }
+    cfg = load_settings(TINY, {"training.max_steps": 7, "model.lstm_dim": 48})
+    assert cfg["training"]["max_steps"] == 7 and cfg["model"]["lstm_dim"] == 48 and cfg["data"]["shuffle"] is True
+    for bad in ({"training.max_stpes": 1}, {"data.batch_tokens": 10}, {"training.optimizer": "sgd"}):
+        with pytest.raises(PretrainError):
+            load_settings(TINY, bad)
+    for name in ("small", "medium", "original", "project", "project_zh"):
+        load_settings(ROOT / "configs" / f"pretrain_{name}.cfg")
+
+
+def test_finetune_continues_from_a_pretrained_model(trained, corpus, tmp_path, capsys):
+    out, _ = trained
+    domain = write_grammar_corpus(tmp_path / "domain.txt", 300, seed=5)
+    tuned = tmp_path / "tuned"
+    code = main([
+        "finetune", str(out), str(TINY), "--output", str(tuned), "--no-progress",
+        "--paths.train", str(domain), "--paths.heldout", str(corpus["heldout"]), "--training.max_steps", "10",
+    ])
+    assert code == 0, capsys.readouterr().err
+    assert (tuned / "vocab.txt").read_text() == (out / "vocab.txt").read_text()
+    before, after = params(out), params(tuned)
+    assert 0.0 < max_difference(before, after) < 1.0
+    summary = json.loads((tuned / "pretrain_summary.json").read_text())
+    assert summary["step"] == 10 and summary["heldout_ppl"] < 10
+
+
+def test_kill_9_during_pretraining_loses_at_most_one_interval(corpus, tmp_path):
+    out, every = tmp_path / "killed", 20
+    command = [
+        sys.executable, "-m", "spacy_elmo", "pretrain", str(TINY), "--output", str(out), "--no-progress",
+        "--paths.train", str(corpus["train"]), "--training.max_steps", "100000",
+        f"--training.checkpoint_every={every}", "--training.log_every=1",
+    ]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "checkpoints" / "latest").exists():
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "no checkpoint within 120 s"
+            time.sleep(0.05)
+        time.sleep(random.uniform(0.0, 1.5))  # a random moment: mid-step, mid-checkpoint, mid-log line
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+    logged = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
+              if line.endswith("}") and '"loss"' in line]
+    latest = Checkpoints(out / "checkpoints").latest()
+    saved = json.loads((latest / "state.json").read_text())["step"]
+    load_file(str(latest / "model.safetensors"))
+    torch.load(latest / "optimizer.pt", weights_only=True)
+    assert saved % every == 0 and saved >= max(logged) - every
+    result = pretrain(TINY, out, {"paths.train": str(corpus["train"]), "training.max_steps": saved + 5,
+                                  "training.checkpoint_every": every}, resume=True, progress=False)
+    assert result["step"] == saved + 5
+    starts = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if '"start"' in line]
+    assert starts[-1]["resumed"] and starts[-1]["step"] == saved
+    assert not list((out / "checkpoints").glob(".*tmp*"))
