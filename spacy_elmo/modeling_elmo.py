@@ -12,16 +12,21 @@ reproduced).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
+from huggingface_hub.errors import StrictDataclassClassValidationError
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
 from .characters import BOS_CHAR, BOW_CHAR, EOS_CHAR, EOW_CHAR, PAD_CHAR
+from . import fast
 from .configuration_elmo import ElmoConfig
 
 
@@ -101,14 +106,27 @@ class ElmoCharacterEncoder(nn.Module):
             else nn.Identity()
         )
 
+        self.filters = [list(f) for f in config.filters]
+
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         shape = char_ids.shape[:-1]
-        chars = self.char_embedding(char_ids.reshape(-1, char_ids.shape[-1])).transpose(1, 2)
+        # each distinct word once, with the character columns that no convolution window can tell
+        # apart from the padding dropped (exact; see fast.encode_words)
+        x = fast.encode_words(self, char_ids.reshape(-1, char_ids.shape[-1]))
+        return x.reshape(*shape, x.shape[-1])
+
+    def char_features(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """[words, chars] ids → [words, n_filters]: char CNN, max-pool over positions, activation."""
+        chars = self.char_embedding(char_ids).transpose(1, 2)
         # max-pool over character positions, then the activation (as bilm-tf)
-        x = torch.cat([self.activation(conv(chars).amax(dim=-1)) for conv in self.convolutions], dim=-1)
+        return torch.cat([self.activation(conv(chars).amax(dim=-1)) for conv in self.convolutions], dim=-1)
+
+    def token_vectors(self, features: torch.Tensor) -> torch.Tensor:
+        """[words, n_filters] → [words, projection_dim]: highway layers, then the projection."""
+        x = features
         for highway in self.highways:
             x = highway(x)
-        return self.projection(x).reshape(*shape, -1)
+        return self.projection(x)
 
 
 class ElmoLstmLayer(nn.Module):
@@ -129,6 +147,7 @@ class ElmoLstmLayer(nn.Module):
         self.hidden_weight = nn.Parameter(torch.empty(2, proj, 4 * hidden))
         self.bias = nn.Parameter(torch.zeros(2, 4 * hidden))
         self.proj_weight = nn.Parameter(torch.empty(2, hidden, proj)) if self.has_projection else None
+        self.int8 = None  # fast.Int8Weights after fast.quantize_int8 (opt-in, approximate)
 
     def forward(
         self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], lengths: torch.Tensor | None
@@ -212,6 +231,10 @@ class ElmoBiLstm(nn.Module):
         Returns one [batch, time, 2·projection_dim] output per layer (zero at padding) and,
         if asked, the state after each row's last token.
         """
+        inputs = [tokens, self.layers[0].input_weight, *(initial_state or ())]
+        if not (torch.is_grad_enabled() and any(t.requires_grad for t in inputs)):
+            # inference: the same computation over a packed, length-sorted batch (fast.bilstm_inference)
+            return fast.bilstm_inference(self, tokens, mask, initial_state, return_state)
         batch, steps, _ = tokens.shape
         lengths = mask.sum(dim=1)
         state = initial_state if initial_state is not None else self.zero_state(batch, tokens)
@@ -305,6 +328,29 @@ def add_sentence_boundaries(char_ids: torch.Tensor, mask: torch.Tensor) -> tuple
     return out, new_mask
 
 
+class ElmoLoadError(ValueError):
+    """A saved model (config.json + safetensors) is invalid or incomplete."""
+
+
+def _check_config_file(source: str) -> None:
+    """Rejects a local config.json with unknown fields or the wrong model type, naming the file."""
+    path = Path(source) / "config.json"
+    if not path.is_file():
+        return
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ElmoLoadError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ElmoLoadError(f"{path}: expected a JSON object")
+    if data.get("model_type", "elmo") != "elmo":
+        raise ElmoLoadError(f"{path}: model_type is {data.get('model_type')!r}, expected 'elmo'")
+    known = {f.name for f in dataclasses.fields(ElmoConfig)} | {"model_type"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ElmoLoadError(f"{path}: unknown field(s) {unknown}; known ELMo fields are {sorted(known)}")
+
+
 class ElmoPreTrainedModel(PreTrainedModel):
     """Shared HF machinery: config class, weight init, safetensors save/load."""
 
@@ -312,6 +358,35 @@ class ElmoPreTrainedModel(PreTrainedModel):
     config: ElmoConfig
     base_model_prefix = "elmo"
     main_input_name = "input_ids"
+    # tensors a checkpoint may lack: they are (re)initialized, never silently for the biLM itself
+    _optional_weights = ("scalar_mixes.", "elmo.scalar_mixes.")
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """HF loading (safetensors, `weights_only=True`) made strict: a bad config.json, missing or
+        mis-shaped tensors and NaN/inf weights raise `ElmoLoadError` naming the source."""
+        source = str(pretrained_model_name_or_path)
+        want_info = kwargs.pop("output_loading_info", False)
+        _check_config_file(source)
+        try:
+            model, info = super().from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs)
+        except (StrictDataclassClassValidationError, ValueError, TypeError) as err:
+            if isinstance(err, ElmoLoadError):
+                raise
+            raise ElmoLoadError(f"{source}: invalid config.json: {err.__cause__ or err}") from None
+        except RuntimeError as err:
+            if "mismatch" in str(err).lower():
+                raise ElmoLoadError(f"{source}: weight shapes do not match config.json ({err})") from None
+            raise
+        missing = [k for k in info["missing_keys"] if not k.startswith(cls._optional_weights)]
+        if missing:
+            raise ElmoLoadError(f"{source}: the weights file lacks tensors {sorted(missing)[:8]} required by config.json")
+        if info.get("mismatched_keys"):
+            raise ElmoLoadError(f"{source}: weight shapes do not match config.json: {info['mismatched_keys'][:4]}")
+        bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
+        if bad:
+            raise ElmoLoadError(f"{source}: weights contain NaN/inf values in {bad[:8]}")
+        return (model, info) if want_info else model
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -366,6 +441,32 @@ class ElmoModel(ElmoPreTrainedModel):
         """Context-independent token vectors (char CNN + highway + projection) for [..., max_chars] ids."""
         return self.token_encoder(char_ids)
 
+    # Inference keeps an LRU of token vectors per distinct word (exact; cleared whenever the
+    # character encoder's weights change; never used in training mode or when gradients flow).
+    token_cache_size: int = 20_000
+    token_cache: fast.TokenEmbeddingCache | None = None
+
+    def enable_token_cache(self, max_words: int = 20_000) -> None:
+        """Sets the size (in words) of the automatic inference token-embedding cache."""
+        self.token_cache_size = int(max_words)
+        self.token_cache = fast.TokenEmbeddingCache(max_words)
+
+    def disable_token_cache(self) -> None:
+        """Turns the inference token-embedding cache off (every word goes through the char CNN)."""
+        self.token_cache_size = 0
+        self.token_cache = None
+
+    def _embed_real_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Token vectors for [words, max_chars] ids, through the cache when inferring."""
+        encoder = self.token_encoder
+        needs_grad = torch.is_grad_enabled() and encoder.char_embedding.weight.requires_grad
+        autocast = torch.is_autocast_enabled(char_ids.device.type)  # cache only exact fp32 vectors
+        if self.training or needs_grad or autocast or self.token_cache_size <= 0:
+            return encoder(char_ids)
+        if self.token_cache is None or self.token_cache.max_words != self.token_cache_size:
+            self.token_cache = fast.TokenEmbeddingCache(self.token_cache_size)
+        return self.token_cache.lookup(encoder, char_ids, lambda ids: fast.encode_words(encoder, ids, unique=False))
+
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -391,12 +492,18 @@ class ElmoModel(ElmoPreTrainedModel):
         if attention_mask is None:
             attention_mask = (input_ids > 0).any(dim=-1)
         mask = attention_mask.bool()
+        if input_ids.shape[0] == 0:  # empty batch: empty layers of the right width
+            empty = self.token_encoder.char_embedding.weight.new_zeros(0, input_ids.shape[1], self.config.output_dim)
+            return ElmoModelOutput(
+                last_hidden_state=empty, hidden_states=(empty,) * self.num_layers, attention_mask=mask,
+                mixed_representations=tuple(empty for _ in self.scalar_mixes) or None,
+            )
         lengths = mask.sum(dim=1)
         if bool((mask != (torch.arange(mask.shape[1], device=mask.device) < lengths.unsqueeze(1))).any()):
             raise ValueError("attention_mask must be left-aligned (real tokens first, padding after)")
         char_ids, full_mask = add_sentence_boundaries(input_ids, mask)
         # the char CNN runs on real tokens only; padding positions stay zero
-        real = self.token_encoder(char_ids[full_mask])
+        real = self._embed_real_tokens(char_ids[full_mask])
         tokens = real.new_zeros(*full_mask.shape, real.shape[-1])
         tokens[full_mask] = real
         if initial_state is not None:
@@ -439,6 +546,8 @@ class ElmoForBidirectionalLM(ElmoPreTrainedModel):
     """
 
     BOS_ID, EOS_ID, UNK_ID = 0, 1, 2
+    # an encoder-only checkpoint can seed LM training: the head then starts fresh
+    _optional_weights = ("scalar_mixes.", "elmo.scalar_mixes.", "lm_head.")
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
@@ -462,6 +571,9 @@ class ElmoForBidirectionalLM(ElmoPreTrainedModel):
         bwd = full.new_full(full.shape, -100)
         fwd[:, :-1] = full[:, 1:]  # position k predicts k + 1
         bwd[:, 1:] = full[:, :-1]  # position k predicts k − 1
+        # only real positions (<S> … </S>) predict: the padding right after </S> must not predict </S>
+        inside = torch.arange(steps + 2, device=word_ids.device).unsqueeze(0) <= (lengths + 1).unsqueeze(1)
+        bwd = bwd.masked_fill(~inside, -100)
         return fwd, bwd
 
     def forward(
@@ -503,6 +615,7 @@ __all__ = [
     "ElmoModelOutput",
     "ElmoLMOutput",
     "ScalarMix",
+    "ElmoLoadError",
     "ElmoPreTrainedModel",
     "ElmoModel",
     "ElmoForBidirectionalLM",

@@ -1,0 +1,232 @@
+"""The fast inference paths (spacy_elmo/fast.py) compute what the readable forward pass computes.
+
+Packed/length-sorted LSTM, prepacked oneDNN products, column-cut char CNN, token-embedding cache:
+identical outputs (float rounding only).  int8 and bf16: bounded error.  Runs on CUDA too when
+one is available (devices are parametrized, nothing is skipped on a machine that has one).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from spacy_elmo import ElmoConfig, ElmoModel, fast, load_legacy
+from spacy_elmo.characters import batch_to_char_ids
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+ATOL = 1e-5  # float rounding between evaluation orders (the reference parity bar)
+
+
+@pytest.fixture(scope="module")
+def fixture_model(allennlp_dir):
+    return load_legacy(allennlp_dir / "options.json", allennlp_dir / "lm_weights.hdf5")
+
+
+@pytest.fixture(scope="module")
+def random_model():
+    """Small random biLM with a cell projection and rows wide enough for the prepacked path."""
+    torch.manual_seed(0)
+    config = ElmoConfig(
+        lstm_dim=96, projection_dim=24, n_highway=1, filters=[[1, 8], [2, 8], [3, 16], [7, 16]],
+        char_embedding_dim=4, cell_clip=3.0, proj_clip=3.0,
+    )
+    model = ElmoModel(config).eval()
+    with torch.no_grad():  # larger weights than the init, so gates and clipping are exercised
+        for layer in model.encoder.layers:
+            for p in (layer.input_weight, layer.hidden_weight, layer.proj_weight):
+                p.uniform_(-0.3, 0.3)
+            layer.bias.uniform_(-1, 1)
+    return model
+
+
+def _sentences(count: int, seed: int, vocabulary: int = 60) -> list[list[str]]:
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("abcdefghijkl") for _ in range(rng.randint(1, 11))) for _ in range(vocabulary)]
+    words += ["x" * 60, "é" * 30, "<S>", "</S>", "a"]  # truncated, multi-byte, boundary look-alikes
+    return [[rng.choice(words) for _ in range(rng.randint(1, 17))] for _ in range(count)]
+
+
+def _batch(sentences, device="cpu"):
+    ids, mask = batch_to_char_ids(sentences)
+    return torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device)
+
+
+def _reference(model, ids, mask, **kwargs):
+    """The readable forward pass: autograd on, so neither the packed LSTM nor the cache is used."""
+    model.disable_token_cache()
+    with torch.enable_grad():
+        out = model(ids, mask, **kwargs)
+    return out
+
+
+def _fast(model, ids, mask, **kwargs):
+    with torch.inference_mode():
+        return model(ids, mask, **kwargs)
+
+
+def _max_diff(a, b) -> float:
+    return max(float((x.detach().float() - y.detach().float()).abs().max()) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("which", ["fixture_model", "random_model"])
+def test_packed_lstm_matches_reference(request, which, device):
+    model = request.getfixturevalue(which).to(device)
+    ids, mask = _batch(_sentences(13, seed=1), device)
+    ref = _reference(model, ids, mask, return_state=True)
+    got = _fast(model, ids, mask, return_state=True)
+    assert _max_diff(ref.hidden_states, got.hidden_states) < ATOL
+    assert _max_diff(ref.state, got.state) < ATOL
+    # chained batches (explicit state), as the reference outputs are produced
+    ids2, mask2 = _batch(_sentences(13, seed=2), device)
+    ref2 = _reference(model, ids2, mask2, initial_state=ref.state, return_state=True)
+    got2 = _fast(model, ids2, mask2, initial_state=got.state, return_state=True)
+    assert _max_diff(ref2.hidden_states, got2.hidden_states) < ATOL
+    assert _max_diff(ref2.state, got2.state) < ATOL
+    model.to("cpu")
+
+
+def test_prepacked_and_plain_products_agree(random_model, monkeypatch):
+    ids, mask = _batch(_sentences(20, seed=3))
+    monkeypatch.setattr(fast, "PREPACKED_MIN_ROWS", 1)
+    packed = _fast(random_model, ids, mask, return_state=True)
+    monkeypatch.setattr(fast, "USE_PREPACKED", False)
+    plain = _fast(random_model, ids, mask, return_state=True)
+    assert _max_diff(packed.hidden_states, plain.hidden_states) < ATOL
+    assert _max_diff(packed.state, plain.state) < ATOL
+
+
+def test_prepacked_weights_follow_weight_changes(random_model, monkeypatch):
+    monkeypatch.setattr(fast, "PREPACKED_MIN_ROWS", 1)
+    model = ElmoModel(random_model.config).eval()
+    model.load_state_dict(random_model.state_dict())
+    ids, mask = _batch(_sentences(9, seed=4))
+    _fast(model, ids, mask)
+    with torch.no_grad():
+        model.encoder.layers[0].hidden_weight.mul_(0.5)
+        model.encoder.layers[1].input_weight.mul_(0.5)
+    ref = _reference(model, ids, mask)
+    assert _max_diff(ref.hidden_states, _fast(model, ids, mask).hidden_states) < ATOL
+
+
+@pytest.mark.parametrize("which", ["fixture_model", "random_model"])
+def test_rows_do_not_depend_on_the_batch(request, which):
+    """Length bucketing (sorted, shrinking active batch) leaves every sentence's output as alone."""
+    model = request.getfixturevalue(which)
+    sentences = _sentences(9, seed=5)
+    ids, mask = _batch(sentences)
+    together = _fast(model, ids, mask).last_hidden_state
+    for row, sentence in enumerate(sentences):
+        alone = _fast(model, *_batch([sentence])).last_hidden_state[0]
+        assert float((together[row, : len(sentence)] - alone).abs().max()) < ATOL
+        assert not together[row, len(sentence) :].any()
+
+
+def test_column_cut_char_cnn_is_exact(fixture_model, random_model):
+    for model in (fixture_model, random_model):
+        encoder = model.token_encoder
+        ids, _ = _batch(_sentences(6, seed=6))
+        ids = ids.reshape(-1, ids.shape[-1])
+        ids[0] = torch.randint(1, 262, (ids.shape[-1],))  # no constant tail at all
+        ids[1] = 0  # all-zero row (a padding token)
+        with torch.no_grad():
+            full = encoder.token_vectors(encoder.char_features(ids))  # all 50 columns, every row
+            assert float((encoder(ids) - full).abs().max()) < ATOL
+            assert float((fast.encode_words(encoder, ids, unique=False) - full).abs().max()) < ATOL
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_token_cache_is_exact_bounded_and_invalidated(random_model, device):
+    model = ElmoModel(random_model.config).eval().to(device)
+    model.load_state_dict(random_model.state_dict())
+    batches = [_batch(_sentences(7, seed=s, vocabulary=25), device) for s in range(4)]
+    expected = [_reference(model, *b).hidden_states for b in batches]
+    model.enable_token_cache(max_words=12)
+    for batch, ref in zip(batches, expected):
+        got = _fast(model, *batch).hidden_states
+        assert _max_diff(ref, got) < ATOL
+        assert len(model.token_cache) <= 12
+    assert model.token_cache.hits > 0
+    # a weight change clears the cache: outputs follow the new weights
+    with torch.no_grad():
+        model.token_encoder.char_embedding.weight.mul_(1.5)
+    ref = _reference(model, *batches[0]).hidden_states
+    model.enable_token_cache(max_words=12)
+    _fast(model, *batches[0])
+    assert _max_diff(ref, _fast(model, *batches[0]).hidden_states) < ATOL
+
+
+def test_token_cache_not_used_for_training(random_model):
+    model = ElmoModel(random_model.config)
+    model.load_state_dict(random_model.state_dict())
+    model.enable_token_cache(100)
+    ids, mask = _batch(_sentences(3, seed=7))
+    model.train()
+    with torch.no_grad():
+        model(ids, mask)
+    model.eval()
+    out = model(ids, mask)  # gradients flow: no cache either
+    assert len(model.token_cache) == 0
+    out.last_hidden_state.sum().backward()
+    assert model.token_encoder.char_embedding.weight.grad is not None
+
+
+def test_int8_error_is_bounded_and_reversible(fixture_model):
+    """int8 on the trained fixture biLM: within 5% of the largest activation, and undone exactly."""
+    model = ElmoModel(fixture_model.config).eval()
+    model.load_state_dict(fixture_model.state_dict())
+    keys = list(model.state_dict())
+    ids, mask = _batch(_sentences(8, seed=8))
+    exact = _fast(model, ids, mask).hidden_states
+    fast.quantize_int8(model)
+    assert list(model.state_dict()) == keys
+    approx = _fast(model, ids, mask).hidden_states
+    scale = max(float(h.abs().max()) for h in exact)
+    error = _max_diff(exact, approx)
+    assert 0 < error < 0.05 * scale
+    fast.dequantize(model)
+    assert _max_diff(exact, _fast(model, ids, mask).hidden_states) < ATOL
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_autocast_error_is_bounded(fixture_model, device):
+    dtype = torch.bfloat16
+    model = fixture_model.to(device)
+    ids, mask = _batch(_sentences(8, seed=9), device)
+    exact = _fast(model, ids, mask).hidden_states
+    with torch.inference_mode(), torch.autocast(device, dtype=dtype):
+        approx = model(ids, mask).hidden_states
+    scale = max(float(h.abs().max()) for h in exact)
+    assert _max_diff(exact, approx) < 0.05 * scale
+    model.to("cpu")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fp32_matches_cpu(fixture_model, device):
+    """fp32 on every available device within 1e-4 of the CPU (trivially so for the CPU itself)."""
+    ids, mask = _batch(_sentences(10, seed=10))
+    cpu = _fast(fixture_model, ids, mask, return_state=True)
+    model = ElmoModel(fixture_model.config).eval()
+    model.load_state_dict(fixture_model.state_dict())
+    model.to(device)
+    got = _fast(model, ids.to(device), mask.to(device), return_state=True)
+    assert _max_diff(cpu.hidden_states, [h.cpu() for h in got.hidden_states]) < 1e-4
+    assert _max_diff(cpu.state, [s.cpu() for s in got.state]) < 1e-4
+
+
+def test_cached_vectors_are_bitwise_fresh_ones(fixture_model):
+    """A word's token vector does not depend on the batch that computed it, so a warm cache gives
+    bit-identical outputs to a model without one (tests elsewhere compare models with torch.equal)."""
+    warm = ElmoModel(fixture_model.config).eval()
+    warm.load_state_dict(fixture_model.state_dict())
+    cold = ElmoModel(fixture_model.config).eval()
+    cold.load_state_dict(fixture_model.state_dict())
+    cold.disable_token_cache()
+    for seed in range(3):  # history: the same words in other company
+        _fast(warm, *_batch(_sentences(11, seed=20 + seed, vocabulary=30)))
+    batch = _batch(_sentences(4, seed=30, vocabulary=30))
+    got, expected = _fast(warm, *batch), _fast(cold, *batch)
+    assert warm.token_cache.hits > 0
+    assert all(torch.equal(a, b) for a, b in zip(got.hidden_states, expected.hidden_states))
