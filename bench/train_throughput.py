@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     parser.add_argument("--corpus", help="training text (default: assets/corpus/lm/train.txt, else generated)")
     parser.add_argument("--steps", type=int, default=20, help="measured steps")
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1, as in the recommended one process per core; 0 = torch default)")
     parser.add_argument("--json", help="also write the result here")
     parser.add_argument("--profile", action="store_true", help="print a torch.profiler table of one step")
     args, extra = parser.parse_known_args(argv)
