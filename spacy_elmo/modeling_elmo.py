@@ -168,8 +168,10 @@ class ElmoLstmLayer(nn.Module):
         final_h, final_c = h, c
         last = None if lengths is None else (lengths - 1).view(1, batch, 1)
         outputs = []
-        for t in range(steps):
-            gates = torch.baddbmm(x_proj[:, :, t], h, self.hidden_weight)
+        # one view per step (unbind): indexing x_proj[:, :, t] would make backward build a full-size
+        # zero gradient for every step
+        for t, x_t in enumerate(x_proj.unbind(dim=2)):
+            gates = torch.baddbmm(x_t, h, self.hidden_weight)
             i, j, f, o = gates.chunk(4, dim=-1)
             c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
             if self.cell_clip:
@@ -360,6 +362,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     # tensors a checkpoint may lack: they are (re)initialized, never silently for the biLM itself
     _optional_weights = ("scalar_mixes.", "elmo.scalar_mixes.")
+    # a pretrained directory may carry the LM head; the encoder alone ignores it quietly
+    _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
