@@ -51,3 +51,15 @@ def tiny_model(allennlp_dir):
     from spacy_elmo import load_legacy
 
     return load_legacy(allennlp_dir / "options.json", allennlp_dir / "lm_weights.hdf5")
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op thread: the tiny biLM gains nothing from two, and a busy shared CPU makes
+    OpenMP's spinning threads very slow."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -46,13 +46,8 @@ def reference_layers(model, words: list[str]) -> numpy.ndarray:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One intra-op thread: the tiny biLM gains nothing from two, and a busy shared CPU makes
-    OpenMP's spinning threads very slow."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _one_thread(one_torch_thread):
+    """These modules run the tiny biLM with one intra-op thread (see conftest)."""
 
 
 @pytest.fixture(scope="module")
