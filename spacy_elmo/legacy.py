@@ -23,17 +23,23 @@ def _rnn_prefix(direction: int, layer: int) -> str:
     return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 
 
+def read_json_object(path: Path, error: type[Exception]) -> dict:
+    """A JSON file that must hold an object; `error` names the file when it does not."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise error(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise error(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
 def read_options(options_file: str | Path) -> dict:
     """Parses options.json with errors that name the file and field."""
     path = Path(options_file)
     if not path.is_file():
         raise LegacyFormatError(f"options file not found: {path}")
-    try:
-        options = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise LegacyFormatError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(options, dict):
-        raise LegacyFormatError(f"{path}: expected a JSON object with 'char_cnn' and 'lstm', got {type(options).__name__}")
+    options = read_json_object(path, LegacyFormatError)
     for section, fields in (("char_cnn", ("embedding", "filters")), ("lstm", ("dim", "projection_dim"))):
         if not isinstance(options.get(section), dict):
             raise LegacyFormatError(f"{path}: missing section '{section}' (this loader reads character-based biLMs)")

@@ -13,7 +13,6 @@ reproduced).
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Sequence
@@ -25,9 +24,10 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
-from .characters import BOS_CHAR, BOW_CHAR, EOS_CHAR, EOW_CHAR, PAD_CHAR
+from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
 from . import fast
 from .configuration_elmo import ElmoConfig
+from .legacy import read_json_object
 
 
 class ElmoState(NamedTuple):
@@ -312,10 +312,8 @@ def _masked_sentence_norm(layer: torch.Tensor, mask: torch.Tensor | None, eps: f
     return (layer - mean) / torch.sqrt(var + eps) * keep
 
 
-def _boundary_ids(char: int, max_chars: int, like: torch.Tensor) -> torch.Tensor:
-    ids = torch.full((max_chars,), PAD_CHAR + 1, dtype=like.dtype, device=like.device)
-    ids[:3] = torch.tensor([BOW_CHAR + 1, char + 1, EOW_CHAR + 1])
-    return ids
+def _boundary_ids(token: str, max_chars: int, like: torch.Tensor) -> torch.Tensor:
+    return torch.from_numpy(word_to_char_ids(token, max_chars)).to(like)
 
 
 def add_sentence_boundaries(char_ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -324,8 +322,8 @@ def add_sentence_boundaries(char_ids: torch.Tensor, mask: torch.Tensor) -> tuple
     lengths = mask.sum(dim=1)
     out = char_ids.new_zeros(batch, steps + 2, max_chars)
     out[:, 1 : steps + 1] = char_ids * mask.unsqueeze(-1).to(char_ids.dtype)
-    out[:, 0] = _boundary_ids(BOS_CHAR, max_chars, char_ids)
-    out[torch.arange(batch, device=char_ids.device), lengths + 1] = _boundary_ids(EOS_CHAR, max_chars, char_ids)
+    out[:, 0] = _boundary_ids(BOS_TOKEN, max_chars, char_ids)
+    out[torch.arange(batch, device=char_ids.device), lengths + 1] = _boundary_ids(EOS_TOKEN, max_chars, char_ids)
     new_mask = torch.arange(steps + 2, device=mask.device).unsqueeze(0) < (lengths + 2).unsqueeze(1)
     return out, new_mask
 
@@ -339,12 +337,7 @@ def _check_config_file(source: str) -> None:
     path = Path(source) / "config.json"
     if not path.is_file():
         return
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ElmoLoadError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise ElmoLoadError(f"{path}: expected a JSON object")
+    data = read_json_object(path, ElmoLoadError)
     if data.get("model_type", "elmo") != "elmo":
         raise ElmoLoadError(f"{path}: model_type is {data.get('model_type')!r}, expected 'elmo'")
     known = {f.name for f in dataclasses.fields(ElmoConfig)} | {"model_type"}
