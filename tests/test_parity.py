@@ -15,12 +15,16 @@ from spacy_elmo.characters import batch_to_char_ids
 CASES = {"allennlp": ("allennlp_elmo", "sentences.json"), "bilm_tf": ("bilm_tf/model", "lm_embeddings_sentences.json")}
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_all_30_top_layer_outputs_match_with_state_carried_per_row(fixtures_dir, name):
+def _reference(fixtures_dir, name):
+    """(folder, model, sentences[k][i]) of one reference fixture."""
     folder, sentence_file = CASES[name]
     d = fixtures_dir / folder
-    model = load_legacy(d / "options.json", d / "lm_weights.hdf5")
-    sentences = json.loads((d / sentence_file).read_text())
+    return d, load_legacy(d / "options.json", d / "lm_weights.hdf5"), json.loads((d / sentence_file).read_text())
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_all_30_top_layer_outputs_match_with_state_carried_per_row(fixtures_dir, name):
+    d, model, sentences = _reference(fixtures_dir, name)
     expected = [h5py.File(d / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
     state, compared, worst = None, 0, 0.0
     for i in range(10):  # batch i = row k of each list, run in order with per-row state carried
@@ -44,10 +48,7 @@ def test_all_30_top_layer_outputs_match_with_state_carried_per_row(fixtures_dir,
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_without_state_only_first_batch_matches(fixtures_dir, name):
     """Stateless default: batch 0 (zero initial state) matches; later batches need the carried state."""
-    folder, sentence_file = CASES[name]
-    d = fixtures_dir / folder
-    model = load_legacy(d / "options.json", d / "lm_weights.hdf5")
-    sentences = json.loads((d / sentence_file).read_text())
+    d, model, sentences = _reference(fixtures_dir, name)
     ref_file = h5py.File(d / "lm_embeddings_0.hdf5", "r")
     errors = []
     for i in (0, 5):
