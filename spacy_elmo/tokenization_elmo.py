@@ -10,6 +10,13 @@ from transformers import BatchEncoding, PreTrainedTokenizer
 from .characters import BOS_CHAR, BOW_CHAR, EOS_CHAR, EOW_CHAR, PAD_CHAR, batch_to_char_ids
 
 
+_CHAR_VOCAB = {"<pad>": 0, **{f"<0x{b:02X}>": b + 1 for b in range(256)}}
+_CHAR_VOCAB.update(
+    {name: char + 1 for name, char in (("<S>", BOS_CHAR), ("</S>", EOS_CHAR), ("<bow>", BOW_CHAR), ("<eow>", EOW_CHAR), ("<cpad>", PAD_CHAR))}
+)
+_CHAR_NAMES = {i: name for name, i in _CHAR_VOCAB.items()}
+
+
 class ElmoTokenizer(PreTrainedTokenizer):
     """Character tokenizer for ELMo. Takes lists of words (or strings, split on whitespace).
 
@@ -28,24 +35,20 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     @property
     def vocab_size(self) -> int:
-        return 262
+        return len(_CHAR_VOCAB)
 
     def get_vocab(self) -> dict[str, int]:
         """The character id space: 0 pads, bytes are 1..256, then the markers."""
-        vocab = {"<pad>": 0}
-        vocab.update({f"<0x{b:02X}>": b + 1 for b in range(256)})
-        for name, char in (("<S>", BOS_CHAR), ("</S>", EOS_CHAR), ("<bow>", BOW_CHAR), ("<eow>", EOW_CHAR), ("<cpad>", PAD_CHAR)):
-            vocab[name] = char + 1
-        return vocab
+        return dict(_CHAR_VOCAB)
 
     def _tokenize(self, text: str, **kwargs) -> list[str]:
         return text.split()
 
     def _convert_token_to_id(self, token: str) -> int:
-        return self.get_vocab().get(token, 0)
+        return _CHAR_VOCAB.get(token, 0)
 
     def _convert_id_to_token(self, index: int) -> str:
-        return {v: k for k, v in self.get_vocab().items()}.get(index, "<pad>")
+        return _CHAR_NAMES.get(index, "<pad>")
 
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         return ()  # the character space is fixed; settings live in tokenizer_config.json
