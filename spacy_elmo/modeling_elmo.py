@@ -82,6 +82,7 @@ class Highway(nn.Module):
         super().__init__()
         self.transform = nn.Linear(dim, dim)
         self.gate = nn.Linear(dim, dim)
+        self.gate.is_highway_gate = True  # _init_weights starts it near the identity
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate = torch.sigmoid(self.gate(x))
@@ -405,9 +406,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
             nn.init.uniform_(module.weight, -1.0, 1.0)
             module.weight[0].zero_()
         elif isinstance(module, nn.Linear):
+            # HF initializes parents before children, so the gate's −2 bias is set here, not above
             nn.init.normal_(module.weight, std=std)
             if module.bias is not None:
-                module.bias.zero_()
+                module.bias.fill_(-2.0 if getattr(module, "is_highway_gate", False) else 0.0)
         elif isinstance(module, ScalarMix):
             module.scalar_parameters.zero_()
             module.gamma.fill_(1.0)

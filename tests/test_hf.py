@@ -163,3 +163,15 @@ def test_tokenizer_inputs_and_settings(tmp_path):
         tokenizer([["a", 3]])
     assert callable(getattr(ElmoModel, "push_to_hub"))
     assert callable(getattr(ElmoTokenizer, "push_to_hub"))
+
+
+def test_fresh_model_starts_with_bilm_tf_initialization():
+    """Highway gates start near the identity (bias −2); LSTM weights uniform in ±0.05."""
+    torch.manual_seed(0)
+    model = ElmoForBidirectionalLM(ElmoConfig(vocab_size=10, n_highway=2))
+    for highway in model.elmo.token_encoder.highways:
+        assert torch.all(highway.gate.bias == -2.0)
+        assert torch.all(highway.transform.bias == 0.0)
+    for name, param in model.named_parameters():
+        if name.endswith(("input_weight", "hidden_weight")):
+            assert param.abs().max().item() <= 0.05 + 1e-6 and param.std().item() > 0.01, name
