@@ -25,7 +25,9 @@ from spacy_elmo.cli import main
 from spacy_elmo.training.data import (
     Corpus, DataPosition, Vocabulary, iter_sequences, read_block, resolve_files, unigram_perplexity,
 )
-from spacy_elmo.training.pretrain import Checkpoints, PretrainError, load_settings, parse_overrides, pretrain
+from spacy_elmo.training.pretrain import (
+    Checkpoints, PretrainError, learning_rate_at, load_settings, parse_overrides, pretrain,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "pretrain_tiny.cfg"
@@ -137,6 +139,7 @@ def test_resume_continues_exactly(corpus, tmp_path):
         "paths.train": str(corpus["train"]), "model.dropout": 0.2, "training.softmax": "sampled",
         "training.n_negative_samples": 12, "training.checkpoint_every": 10, "training.log_every": 5,
         "data.block_lines": 700,  # several blocks per epoch: positions inside and across blocks
+        "training.warmup_steps": 30,  # the checkpoint at step 20 is mid warm-up
     }
     whole = pretrain(TINY, tmp_path / "whole", settings | {"training.max_steps": 60}, progress=False)
     # interrupted: stops at 25 (final checkpoint 25), then as if killed after step 20's checkpoint
@@ -153,6 +156,22 @@ def test_resume_continues_exactly(corpus, tmp_path):
     assert max_difference(params(part), params(tmp_path / "whole")) <= 1e-6
     logged = [json.loads(line)["step"] for line in (part / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
     assert logged == list(range(5, 61, 5))  # records past the checkpoint were replaced, not duplicated
+    rates = [json.loads(line)["lr"] for line in (part / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+    assert rates[:2] == pytest.approx([0.01 * 5 / 30, 0.01 * 10 / 30]) and rates[-1] == pytest.approx(0.01)
+
+
+def test_learning_rate_schedule():
+    training = {"learning_rate": 1.0, "warmup_steps": 0, "lr_schedule": "linear", "lr_decay_start": 0.5, "max_steps": 100}
+    rates = [learning_rate_at(training, step) for step in range(1, 101)]
+    assert rates[:50] == [1.0] * 50  # constant until half way
+    assert all(a > b for a, b in zip(rates[49:], rates[50:]))  # then strictly decreasing
+    assert rates[-1] == pytest.approx(1 / 51) and rates[50] == pytest.approx(50 / 51)
+    warm = training | {"warmup_steps": 10, "lr_schedule": "constant"}
+    assert [learning_rate_at(warm, s) for s in (1, 5, 10, 11, 100)] == pytest.approx([0.1, 0.5, 1.0, 1.0, 1.0])
+    for bad in ({"training.lr_schedule": "cosine"}, {"training.lr_decay_start": 1.0}, {"training.warmup_steps": -1},
+                {"training.lr_schedule": "linear", "training.max_steps": 0, "training.max_epochs": 1}):
+        with pytest.raises(PretrainError, match=next(iter(bad)).split(".")[1]):
+            load_settings(TINY, bad)
 
 
 def test_corpus_position_resumes_the_same_batches(corpus):

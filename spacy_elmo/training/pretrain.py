@@ -61,6 +61,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_epochs": 0,  # 0 = no limit
         "optimizer": "adagrad",  # "adagrad" (bilm-tf) or "adam"
         "learning_rate": 0.2,
+        "lr_schedule": "constant",  # "constant", or "linear": decays to 0 at max_steps after lr_decay_start
+        "lr_decay_start": 0.5,  # fraction of max_steps at which the linear decay begins
+        "warmup_steps": 0,  # linear warm-up from 0 over this many steps
         "adagrad_initial_accumulator": 1.0,
         "adam_betas": [0.9, 0.999],
         "adam_eps": 1e-8,
@@ -174,12 +177,39 @@ def _check_settings(cfg) -> None:
         problems.append(f"training.optimizer must be 'adagrad' or 'adam', got {training['optimizer']!r}")
     if training["softmax"] not in ("auto", "full", "sampled"):
         problems.append(f"training.softmax must be 'auto', 'full' or 'sampled', got {training['softmax']!r}")
+    if training["lr_schedule"] not in ("constant", "linear"):
+        problems.append(f"training.lr_schedule must be 'constant' or 'linear', got {training['lr_schedule']!r}")
+    elif training["lr_schedule"] == "linear" and training["max_steps"] <= 0:
+        problems.append("training.lr_schedule 'linear' needs training.max_steps > 0 (it decays to 0 there)")
+    start = training["lr_decay_start"]
+    if isinstance(start, bool) or not isinstance(start, (int, float)) or not 0.0 <= start < 1.0:
+        problems.append(f"training.lr_decay_start must be a number in [0, 1), got {start!r}")
+    warmup = training["warmup_steps"]
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        problems.append(f"training.warmup_steps must be an integer >= 0, got {warmup!r}")
     if not training["learning_rate"] > 0:
         problems.append(f"training.learning_rate must be > 0, got {training['learning_rate']!r}")
     if cfg["system"]["device"] not in ("auto", "cpu", "cuda"):
         problems.append(f"system.device must be 'auto', 'cpu' or 'cuda', got {cfg['system']['device']!r}")
     if problems:
         raise PretrainError("invalid pretraining config: " + "; ".join(problems))
+
+
+def learning_rate_at(training: dict, step: int) -> float:
+    """The rate of optimizer step `step` (1-based): warm-up, then constant or a linear decay to 0.
+
+    A pure function of the step, so a resumed run follows the same schedule exactly.
+    """
+    rate = float(training["learning_rate"])
+    warmup = training["warmup_steps"]
+    if warmup and step <= warmup:
+        rate *= step / warmup
+    if training["lr_schedule"] == "linear":
+        total = training["max_steps"]
+        start = int(training["lr_decay_start"] * total)
+        if step > start:
+            rate *= max(total - step + 1, 0) / (total - start + 1)
+    return rate
 
 
 def _get(cfg, dotted: str):
@@ -650,6 +680,8 @@ class Pretrainer:
         norm = float(torch.nn.utils.clip_grad_norm_(self.params, clip if clip > 0 else float("inf")))
         if not math.isfinite(norm):
             raise TrainingDiverged(self._diverged_message(f"the gradient norm is {norm}", step))
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate_at(self.cfg["training"], step)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return fwd, bwd, norm
