@@ -3,6 +3,8 @@
 - `spacy-elmo.ElmoModel.v1`: the `elmo` component's model — Docs → all biLM layers per Doc.
 - `spacy-elmo.ElmoListener.v1`: tok2vec for downstream components, listening to `elmo`.
 - `spacy-elmo.ElmoTok2Vec.v1`: tok2vec with its own biLM (no shared `elmo` component).
+- `spacy-elmo.ElmoEmbed.v1`: an `embed` block for spacy.Tok2Vec.v2 — ELMo enters *below* the
+  context encoder (as spaCy's static vectors do), so the encoder's windows see neighbours' ELMo.
 - `spacy-elmo.ScalarMix.v1`: the learned scalar mix on its own.
 """
 
@@ -12,7 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Model
+from thinc.api import Maxout, Model, chain, with_array
 from thinc.types import Floats2d, Floats3d
 
 from .layers.bilm import build_bilm
@@ -89,10 +91,33 @@ def ElmoTok2Vec_v1(
     return build_elmo_features(source, build_scalar_mix(dropout=dropout, l2=l2), tok2vec)
 
 
+@registry.architectures("spacy-elmo.ElmoEmbed.v1")
+def ElmoEmbed_v1(
+    width: int,
+    embed: Model[List[Doc], List[Floats2d]],
+    upstream: str = "*",
+    grad_factor: float = 1.0,
+    dropout: float = 0.0,
+    l2: float = 0.001,
+) -> Model[List[Doc], List[Floats2d]]:
+    """[ELMo_k ; embed_k] → Maxout(width) per token, for the `embed` slot of spacy.Tok2Vec.v2.
+
+    Like MultiHashEmbed's `include_static_vectors`, but with the token's learned mix of the
+    upstream `elmo` component's layers: the encoder that follows (e.g. MaxoutWindowEncoder) then
+    combines neighbouring tokens' ELMo vectors. upstream, grad_factor, dropout, l2: as in
+    spacy-elmo.ElmoListener.v1; width: the output width (the encoder's width).
+    """
+    source = ElmoListener(upstream, grad_factor=grad_factor)
+    features = build_elmo_features(source, build_scalar_mix(dropout=dropout, l2=l2), embed)
+    model = chain(features, with_array(Maxout(nO=width, nP=3, dropout=0.0, normalize=True)))
+    model.set_dim("nO", width)
+    return model
+
+
 @registry.architectures("spacy-elmo.ScalarMix.v1")
 def ScalarMix_v1(dropout: float = 0.0, l2: float = 0.001) -> Model[List[Floats3d], List[Floats2d]]:
     """γ · Σ_j softmax(s)_j · layer_j per Doc: [L+1, n, dim] → [n, dim]."""
     return build_scalar_mix(dropout=dropout, l2=l2)
 
 
-__all__ = ["ElmoModel_v1", "ElmoListener_v1", "ElmoTok2Vec_v1", "ScalarMix_v1"]
+__all__ = ["ElmoModel_v1", "ElmoListener_v1", "ElmoTok2Vec_v1", "ElmoEmbed_v1", "ScalarMix_v1"]

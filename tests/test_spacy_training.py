@@ -80,6 +80,47 @@ def test_listener_tagger_learns_frozen_and_fine_tuned(tiny_model_dir, frozen):
     assert doc._.elmo.layers.shape == (3, 4, 32)
 
 
+def test_elmo_embed_feeds_the_context_encoder(tiny_model_dir):
+    """spacy-elmo.ElmoEmbed.v1 in spacy.Tok2Vec.v2's embed slot: ELMo below the window encoder."""
+    width = 24
+    tok2vec = {
+        "@architectures": "spacy.Tok2Vec.v2",
+        "embed": {
+            "@architectures": "spacy-elmo.ElmoEmbed.v1",
+            "width": width,
+            "upstream": "elmo",
+            "embed": {
+                "@architectures": "spacy.MultiHashEmbed.v2", "width": width, "attrs": ["NORM", "SHAPE"],
+                "rows": [500, 50], "include_static_vectors": False,
+            },
+        },
+        "encode": {"@architectures": "spacy.MaxoutWindowEncoder.v2", "width": width, "depth": 1, "window_size": 1, "maxout_pieces": 2},
+    }
+    nlp, examples = tagger_pipeline(tiny_model_dir, tok2vec)
+    optimizer = nlp.initialize(lambda: examples)
+    optimizer.learn_rate = 0.05
+    assert nlp.get_pipe("elmo").listening_components == ["tagger"]
+    mix = scalar_mix(nlp.get_pipe("tagger").model)
+    s_before = mix.get_param("s").copy()
+    losses = []
+    for _ in range(20):
+        step = {}
+        nlp.update(examples, sgd=optimizer, losses=step, exclude=["elmo"], annotates=["elmo"])
+        losses.append(step["tagger"])
+    assert min(losses[-3:]) < 0.6 * losses[0]
+    assert numpy.abs(mix.get_param("s") - s_before).max() > 1e-4
+    # the ELMo input matters: zeroing doc._.elmo changes the tagger's scores
+    docs = [nlp.make_doc(TAGGED[0][0])]
+    docs = [nlp.get_pipe("elmo")(doc) for doc in docs]
+    tagger = nlp.get_pipe("tagger")
+    scores = tagger.model.predict(docs)[0].copy()
+    docs[0]._.elmo = type(docs[0]._.elmo)(layers=numpy.zeros_like(docs[0]._.elmo.layers))
+    assert numpy.abs(tagger.model.predict(docs)[0] - scores).max() > 1e-4
+    again = spacy.blank("en").from_config(nlp.config)
+    again.from_bytes(nlp.to_bytes())
+    assert [t.tag_ for t in again(TAGGED[0][0])] == [t.tag_ for t in nlp(TAGGED[0][0])]
+
+
 def test_grad_factor_zero_keeps_bilm_fixed_and_uses_cache(tiny_model_dir):
     nlp, examples = tagger_pipeline(
         tiny_model_dir, {"@architectures": "spacy-elmo.ElmoListener.v1", "grad_factor": 0.0}
