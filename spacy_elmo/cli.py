@@ -89,13 +89,26 @@ def cmd_finetune(args) -> int:
 
 
 def cmd_similar(args) -> int:
-    """Nearest vocabulary words to WORD by cosine over context-independent token vectors."""
-    from .training.similar import find_vocab, most_similar
+    """Nearest words to WORD by cosine: context-independent token vectors, or (--corpus) each word's
+    contextual vectors averaged over a text."""
+    from .training import similar
     from .util import load_model
 
-    vocab = find_vocab(args.model, args.vocab)
-    model = load_model(args.model)
-    for word, score in most_similar(model, args.word, vocab, args.n):
+    if args.corpus is None:
+        vocab = similar.find_vocab(args.model, args.vocab)
+        model = load_model(args.model)
+        found = similar.most_similar(model, args.word, vocab, args.n)
+    else:
+        if not args.corpus.is_file():
+            raise FileNotFoundError(f"--corpus {args.corpus}: no such file")
+        model = load_model(args.model)
+        sentences = similar.read_sentences(args.corpus, args.max_sentences)
+        words, vectors = similar.contextual_word_vectors(model, sentences, args.layer, args.min_count)
+        try:
+            found = similar.most_similar_in_context(words, vectors, args.word, args.n)
+        except KeyError as error:
+            raise ValueError(f"{args.corpus}: {error.args[0]}") from None
+    for word, score in found:
         print(f"{score:.4f}\t{word}")
     return 0
 
@@ -146,6 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("word", help="query word (need not be in the vocabulary)")
     p.add_argument("-n", type=int, default=10, help="how many neighbours")
     p.add_argument("--vocab", type=Path, help="candidate words, one per line (default: MODEL/vocab.txt)")
+    p.add_argument("--corpus", type=Path, help="contextual mode: average each word's vectors over this text "
+                   "(one whitespace-tokenized sentence per line); candidates are its words")
+    p.add_argument("--layer", type=int, default=2, help="contextual mode: biLM layer (0 = token vectors)")
+    p.add_argument("--min-count", type=int, default=2, help="contextual mode: words seen fewer times are skipped")
+    p.add_argument("--max-sentences", type=int, default=0, help="contextual mode: read at most this many lines (0 = all)")
     p.set_defaults(func=cmd_similar)
     return parser
 

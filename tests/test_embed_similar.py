@@ -130,3 +130,32 @@ def test_similar_needs_a_vocabulary_for_models_without_one(lm_dir, tmp_path, cap
     assert main(["similar", str(bare), "cat", "--vocab", str(words), "-n", "2"]) == 0
     rows = capsys.readouterr().out.strip().splitlines()
     assert len(rows) == 2 and {r.split("\t")[1] for r in rows} <= {"dog", "cats", "river"}
+
+
+def test_similar_in_context_averages_each_words_layer_vectors(lm_dir, input_file, capsys):
+    """--corpus: a word's vector is the mean of its layer vectors over the text, centred on the mean word."""
+    from spacy_elmo.training.similar import contextual_word_vectors, read_sentences
+
+    model = ElmoModel.from_pretrained(lm_dir).eval()
+    sentences = list(read_sentences(input_file))
+    words, vectors = contextual_word_vectors(model, sentences, layer=2, min_count=2, batch_size=2)
+    # by hand: every occurrence's top-layer vector, averaged per word
+    occurrences: dict = {}
+    for line in LINES:
+        if not line.split():
+            continue
+        layers = expected_layers(lm_dir, line.encode("utf-8").replace("\ufffd\ufffd".encode(), b"\xe9\xff").decode("utf-8", "replace"))
+        for word, vector in zip(line.split(), layers[2]):
+            occurrences.setdefault(word, []).append(vector)
+    frequent = {w: numpy.mean(v, axis=0) for w, v in occurrences.items() if len(v) >= 2}
+    assert sorted(words) == sorted(frequent) and {"the", "cat", "river"} <= set(words)
+    mean = numpy.mean([frequent[w] for w in words], axis=0)
+    for word, vector in zip(words, vectors.numpy()):
+        numpy.testing.assert_allclose(vector, frequent[word] - mean, atol=1e-5)
+    assert main(["similar", str(lm_dir), "cat", "--corpus", str(input_file), "-n", "3"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.strip().splitlines()]
+    assert len(rows) == 3 and "cat" not in {w for _, w in rows} and {w for _, w in rows} <= set(words)
+    assert main(["similar", str(lm_dir), "kitten", "--corpus", str(input_file)]) == 2
+    assert "does not occur" in capsys.readouterr().err
+    assert main(["similar", str(lm_dir), "cat", "--corpus", str(input_file), "--layer", "7"]) == 2
+    assert "layer must be in 0..2" in capsys.readouterr().err

@@ -1,13 +1,18 @@
-"""`spacy-elmo similar MODEL WORD`: nearest vocabulary words by cosine over context-independent token vectors.
+"""`spacy-elmo similar MODEL WORD`: nearest words by cosine similarity.
 
-Token vectors are the biLM's layer 0 (char CNN + highway + projection), so any word, in the
-vocabulary or not, gets a vector; the candidates are the words of the model's `vocab.txt` (saved by
-`spacy-elmo pretrain`) or of a `--vocab` file.
+Two kinds of word vectors:
+- context-independent (default): the biLM's layer 0 (char CNN + highway + projection), so any word,
+  in the vocabulary or not, gets a vector; the candidates are the words of the model's `vocab.txt`
+  (saved by `spacy-elmo pretrain`) or of a `--vocab` file. Neighbours tend to share spelling.
+- contextual (`--corpus FILE`): each word's layer-`layer` vectors averaged over its occurrences in a
+  text (e.g. the user's own novel or news), minus the mean over all words (biLM vectors share a
+  large common component that otherwise dominates the cosine). Neighbours share usage.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import numpy
 import torch
@@ -54,4 +59,76 @@ def most_similar(model, word: str, vocab: Vocabulary, n: int = 10) -> list[tuple
     return [(candidates[i], float(s)) for s, i in zip(top.values.tolist(), top.indices.tolist())]
 
 
-__all__ = ["find_vocab", "token_vectors", "most_similar"]
+@torch.no_grad()
+def contextual_word_vectors(
+    model, sentences: Iterable[list[str]], layer: int, min_count: int = 2, batch_size: int = 32
+) -> tuple[list[str], torch.Tensor]:
+    """(words, [len(words), dim]): each word's layer-`layer` vectors averaged over its occurrences
+    in `sentences` (words seen at least `min_count` times), then centred on the mean word."""
+    from ..tokenization_elmo import ElmoTokenizer
+
+    if not 0 <= layer < model.num_layers:
+        raise ValueError(f"layer must be in 0..{model.num_layers - 1} for this model, got {layer}")
+    tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token)
+    device = next(model.parameters()).device
+    index: dict[str, int] = {}
+    sums, counts = [], []
+    batch: list[list[str]] = []
+
+    def flush() -> None:
+        ids = [index.setdefault(w, len(index)) for sentence in batch for w in sentence]
+        while len(sums) * 4096 < len(index):
+            sums.append(torch.zeros(4096, model.config.projection_dim * 2))
+            counts.append(torch.zeros(4096))
+        out = model(**tokenizer(batch).to(device))
+        vectors = out.hidden_states[layer][out.attention_mask].float().cpu()
+        targets = torch.tensor(ids)
+        for block in range(len(sums)):
+            in_block = (targets // 4096) == block
+            if in_block.any():
+                sums[block].index_add_(0, targets[in_block] % 4096, vectors[in_block])
+                counts[block].index_add_(0, targets[in_block] % 4096, torch.ones(int(in_block.sum())))
+        batch.clear()
+
+    for sentence in sentences:
+        if sentence:
+            batch.append(sentence)
+        if len(batch) >= batch_size:
+            flush()
+    if batch:
+        flush()
+    if not index:
+        return [], torch.zeros(0, model.config.projection_dim * 2)
+    total, count = torch.cat(sums)[: len(index)], torch.cat(counts)[: len(index)]
+    keep = count >= min_count
+    words = [w for w, i in index.items() if keep[i]]
+    vectors = total[keep] / count[keep, None]
+    return words, vectors - vectors.mean(dim=0, keepdim=True)
+
+
+def most_similar_in_context(words: list[str], vectors: torch.Tensor, word: str, n: int = 10) -> list[tuple[str, float]]:
+    """The `n` words closest to `word` among contextual word vectors (from `contextual_word_vectors`)."""
+    try:
+        query = words.index(word)
+    except ValueError:
+        raise KeyError(f"{word!r} does not occur often enough in the corpus to have a contextual vector") from None
+    normed = torch.nn.functional.normalize(vectors, dim=-1)
+    scores = normed @ normed[query]
+    scores[query] = -2.0
+    for i, w in enumerate(words):
+        if w in SPECIAL_TOKENS:
+            scores[i] = -2.0
+    top = torch.topk(scores, min(n, max(len(words) - 1, 0)))
+    return [(words[i], float(s)) for s, i in zip(top.values.tolist(), top.indices.tolist()) if s > -2.0]
+
+
+def read_sentences(path: str | Path, max_sentences: int = 0) -> Iterator[list[str]]:
+    """Whitespace-tokenized lines of a UTF-8 text file (invalid bytes replaced), at most `max_sentences`."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for i, line in enumerate(handle):
+            if max_sentences and i >= max_sentences:
+                break
+            yield line.split()
+
+
+__all__ = ["find_vocab", "token_vectors", "most_similar", "contextual_word_vectors", "most_similar_in_context", "read_sentences"]
