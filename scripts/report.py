@@ -1,8 +1,9 @@
 """Collects the project's evaluation results into results/: metrics JSON, a markdown table and PNG figures.
 
 Reads `spacy evaluate` outputs named `{system}_{pct}.json` (system: baseline | elmo, pct: e.g. 10, 100)
-from --metrics-dir, and the trained ELMo pipelines `training/elmo_{pct}/model-best` to read each
-listener's learned layer weights softmax(s) (the paper's Figure 2).
+from --metrics-dir, the trained ELMo pipelines `training/elmo_{pct}/model-best` to read each
+listener's learned layer weights softmax(s) (the paper's Figure 2), and the training logs
+`training/{system}_{pct}.log` (written by scripts/train_ner.py) for the dev F1 curves.
 
     python scripts/report.py --metrics-dir metrics --training-dir training --out results
 """
@@ -64,6 +65,44 @@ def read_layer_weights(training_dir: Path) -> dict:
                     break
         found[model_dir.parent.name] = per_component
     return found
+
+
+def read_dev_curves(training_dir: Path) -> dict:
+    """{run: [(step, dev F1 %), ...]} from the `spacy train` console logs `{run}.log` (train_ner.py)."""
+    curves = {}
+    for log in sorted(training_dir.glob("*_*.log")):
+        header, points = None, []
+        for line in log.read_text(encoding="utf8", errors="replace").splitlines():
+            cells = line.split()
+            if "ENTS_F" in cells and "#" in cells:
+                header = cells  # "LOSS NER" headers are two words over one number: index F1 from the end
+            elif header and len(cells) >= 4 and cells[0].isdigit():
+                try:
+                    step, f1 = int(cells[header.index("#")]), float(cells[header.index("ENTS_F") - len(header)])
+                except (ValueError, IndexError):
+                    continue
+                points.append((step, f1))
+        if points:
+            curves[log.stem] = points
+    return curves
+
+
+def plot_dev_curves(curves: dict, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for run, points in sorted(curves.items()):
+        system, _, pct = run.partition("_")
+        points = [(step, f1) for step, f1 in points if step > 0]  # step 0 is the untrained model
+        if not points:
+            continue
+        ax.plot(*zip(*points), ls="-" if system == "elmo" else "--", marker=".", label=f"{system} {pct}%")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("dev F1 (%)")
+    ax.set_title("NER dev F1 during training")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def markdown_table(results: dict) -> str:
@@ -135,11 +174,13 @@ def main() -> None:
     if not results:
         raise SystemExit(f"no metrics files named SYSTEM_PCT.json in {args.metrics_dir}")
     weights = read_layer_weights(args.training_dir)
+    curves = read_dev_curves(args.training_dir)
     summary = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, {__import__('os').cpu_count()} cores",
         "ner": results,
         "layer_weights": weights,
+        "dev_f1_by_step": curves,
     }
     for extra in args.extra:
         if extra.is_file():
@@ -149,9 +190,13 @@ def main() -> None:
     (args.out / "table.md").write_text(table)
     plot_sample_efficiency(results, args.out / "f1_by_fraction.png")
     plot_layer_weights(weights, args.out / "layer_weights.png")
+    written = "metrics.json, table.md, f1_by_fraction.png, layer_weights.png"
+    if curves:
+        plot_dev_curves(curves, args.out / "dev_curves.png")
+        written += ", dev_curves.png"
     print(table)
     print(json.dumps(weights, indent=1))
-    print(f"wrote {args.out}/metrics.json, table.md, f1_by_fraction.png, layer_weights.png")
+    print(f"wrote {args.out}/: {written}")
 
 
 if __name__ == "__main__":

@@ -39,8 +39,35 @@ def test_project_smoke_workflow(tmp_path):
         weights = metrics["layer_weights"][pipeline]["ner"]
         assert len(weights) == 3 and abs(sum(weights) - 1.0) < 1e-3
     assert "| elmo |" in (results / "table.md").read_text()
-    for png in ("f1_by_fraction.png", "layer_weights.png"):
+    # dev F1 curves parsed from the train_ner.py logs: one per run, with eval steps in order
+    assert set(metrics["dev_f1_by_step"]) == {"baseline_10", "baseline_100", "elmo_10", "elmo_100"}
+    for points in metrics["dev_f1_by_step"].values():
+        assert [step for step, _ in points] == sorted(step for step, _ in points) and len(points) >= 2
+    for png in ("f1_by_fraction.png", "layer_weights.png", "dev_curves.png"):
         assert (results / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "nearest words" in (results / "similar.md").read_text().lower()
-    assert "| 北京 |" in (results / "similar_zh.md").read_text()
+    zh = (results / "similar_zh.md").read_text()
+    assert "| 北京 |" in zh and "in context" in zh
     assert "heldout_ppl" in metrics["pretrain_summary"]
+
+
+def test_train_ner_reports_a_failed_run(tmp_path, capsys):
+    """scripts/train_ner.py: a run that fails shows the end of its log and makes the script exit 1."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import train_ner
+    finally:
+        sys.path.pop(0)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in ("train_10.spacy", "dev.spacy"):
+        (corpus / name).write_bytes(b"")
+    config = tmp_path / "broken.cfg"
+    text = (ROOT / "configs" / "ner_baseline.cfg").read_text()
+    assert 'factory = "ner"' in text
+    config.write_text(text.replace('factory = "ner"', 'factory = "no_such_factory"'))
+    code = train_ner.main([str(config), "--name", "x", "--fractions", "10", "--corpus", str(corpus), "--out", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "[x_10] FAILED" in out and "no_such_factory" in out
+    assert (tmp_path / "out" / "x_10.log").is_file()

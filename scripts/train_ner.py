@@ -1,0 +1,105 @@
+"""Trains one NER system on several training-data fractions with `spacy train`, a few runs at a time.
+
+On a small CPU, two single-threaded `spacy train` runs side by side finish in about the time of one
+run using both cores (the training loop is mostly serial), so the project trains the 10% and 100%
+models together. Each run's console output goes to `{out}/{name}_{pct}.log`; a failed run prints the
+end of its log and makes this script exit non-zero.
+
+    python scripts/train_ner.py configs/ner_elmo.cfg --name elmo --fractions 10 100 \
+        --corpus work/corpus --out work/training --jobs 2 -- --paths.elmo work/bilm
+
+Arguments after `--` go to every `spacy train` unchanged (config overrides).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, list[str]]:
+    commands = {}
+    for pct in args.fractions:
+        name = f"{args.name}_{pct}"
+        commands[name] = [
+            sys.executable, "-m", "spacy", "train", str(args.config),
+            "--output", str(args.out / name),
+            "--paths.train", str(args.corpus / f"train_{pct}.spacy"),
+            "--paths.dev", str(args.corpus / "dev.spacy"),
+            "--training.max_steps", str(args.steps),
+            "--training.eval_frequency", str(args.eval_frequency),
+            "--training.patience", str(args.patience),
+            "--system.seed", str(args.seed),
+            "--gpu-id", str(args.gpu_id),
+            *extra,
+        ]
+    return commands
+
+
+def run_all(commands: dict[str, list[str]], out: Path, jobs: int) -> int:
+    """Runs the commands, at most `jobs` at once; returns the number of failed runs."""
+    env = dict(os.environ)
+    if jobs > 1:  # one thread per run: the runs share the cores
+        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    pending = list(commands.items())
+    running: dict[str, tuple[subprocess.Popen, float, object]] = {}
+    failed = 0
+    while pending or running:
+        while pending and len(running) < jobs:
+            name, command = pending.pop(0)
+            log = open(out / f"{name}.log", "w", encoding="utf8")
+            print(f"[{name}] started, log: {out / (name + '.log')}", flush=True)
+            running[name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), time.time(), log)
+        time.sleep(1.0)
+        for name, (process, started, log) in list(running.items()):
+            if process.poll() is None:
+                continue
+            log.close()
+            del running[name]
+            minutes = (time.time() - started) / 60
+            lines = (out / f"{name}.log").read_text(encoding="utf8", errors="replace").splitlines()
+            if process.returncode == 0:
+                print(f"[{name}] done in {minutes:.1f} min", flush=True)
+                print("\n".join(line for line in lines if line.strip()[:1].isdigit()), flush=True)
+            else:
+                failed += 1
+                print(f"[{name}] FAILED (exit {process.returncode}) after {minutes:.1f} min; last lines:", flush=True)
+                print("\n".join(lines[-30:]), flush=True)
+    return failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1:]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("config", type=Path)
+    parser.add_argument("--name", required=True, help="system name: outputs are {out}/{name}_{pct}")
+    parser.add_argument("--fractions", nargs="+", default=["10", "100"], help="train_{pct}.spacy files to use")
+    parser.add_argument("--corpus", type=Path, required=True, help="folder with train_{pct}.spacy and dev.spacy")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--steps", type=int, default=4000)
+    parser.add_argument("--eval-frequency", type=int, default=400)
+    parser.add_argument("--patience", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--gpu-id", type=int, default=-1)
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (1 on a GPU; up to the CPU cores)")
+    args = parser.parse_args(argv)
+    if not args.config.is_file():
+        parser.error(f"config not found: {args.config}")
+    missing = [str(args.corpus / f"train_{pct}.spacy") for pct in args.fractions if not (args.corpus / f"train_{pct}.spacy").is_file()]
+    if missing or not (args.corpus / "dev.spacy").is_file():
+        parser.error(f"missing corpus files (run the preprocess step): {', '.join(missing) or args.corpus / 'dev.spacy'}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    failed = run_all(train_commands(args, extra), args.out, max(1, args.jobs))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
