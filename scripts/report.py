@@ -154,7 +154,8 @@ def plot_layer_weights(weights: dict, path: Path) -> None:
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(bars))])
         ax.set_xticklabels([label for label, _ in bars], fontsize=8)
         ax.axhline(1.0 / n_layers, color="grey", lw=0.8, ls="--", label="equal")
-        ax.legend(fontsize=8)
+        ax.set_ylim(0, 1.3 * max(max(w) for _, w in bars))  # room for the legend above the bars
+        ax.legend(fontsize=8, ncol=n_layers + 1, loc="upper center")
     ax.set_ylabel("softmax(s) layer weight")
     ax.set_title("Learned ELMo layer weights per component")
     fig.tight_layout()
