@@ -7,7 +7,9 @@ Input lines are word-segmented and POS-tagged, e.g.
 
 The leading ``YYYYMMDD-..../m`` id token (if present) and the ``/tag``
 suffixes are removed; bracketed compounds are kept as their parts
-("中央 人民 广播 电台"), or joined into one word with ``--join-compounds``.
+("中央 人民 广播 电台"), or joined into one word with ``--join-compounds``. Person names, split
+by the corpus into surname and given name ("江/nr 泽民/nr"), are joined ("江泽民") unless
+``--split-names``.
 Each non-empty input line becomes one output line of space-separated words.
 A fixed-seed random ``--heldout-fraction`` of the lines goes to heldout.txt.
 
@@ -26,12 +28,17 @@ ID_TOKEN = re.compile(r"^\d{8}-\d{2}-\d{3}-\d{3}/m$")
 MAX_BYTES = 48
 
 
-def parse_line(line, join_compounds=False):
-    """Return the words of one tagged line."""
+def parse_line(line, join_compounds=False, join_names=True):
+    """Return the words of one tagged line.
+
+    The corpus splits Chinese person names into surname and given name, both tagged /nr
+    ("江/nr 泽民/nr"); with `join_names` a surname of 1-2 characters followed by a given name of
+    1-2 characters becomes one word ("江泽民"), so names can be looked up as words.
+    """
     tokens = line.split()
     if tokens and ID_TOKEN.match(tokens[0]):
         tokens = tokens[1:]
-    words, compound = [], None
+    words, tags, compound = [], [], None
     for token in tokens:
         starts = token.startswith("[") and "/" in token
         if starts:
@@ -40,17 +47,39 @@ def parse_line(line, join_compounds=False):
         ends = compound is not None and re.search(r"\][a-zA-Z]+$", token)
         if ends:
             token = token[: ends.start()]
-        word = token.rsplit("/", 1)[0] if "/" in token else token
+        word, _, tag = token.rpartition("/") if "/" in token else (token, "", "")
         if compound is None:
             words.append(word)
+            tags.append(tag)
         else:
             compound.append(word)
         if ends:
-            words.extend(["".join(compound)] if join_compounds else compound)
+            parts = ["".join(compound)] if join_compounds else compound
+            words.extend(parts)
+            tags.extend([""] * len(parts))
             compound = None
     if compound:
         words.extend(compound)
+        tags.extend([""] * len(compound))
+    if join_names:
+        words = join_person_names(words, tags)
     return [w for w in words if w]
+
+
+def join_person_names(words, tags):
+    """Joins each /nr surname (1-2 characters) with the /nr given name (1-2 characters) after it."""
+    out, i = [], 0
+    while i < len(words):
+        if (
+            i + 1 < len(words) and tags[i] == "nr" and tags[i + 1] == "nr"
+            and 1 <= len(words[i]) <= 2 and 1 <= len(words[i + 1]) <= 2
+        ):
+            out.append(words[i] + words[i + 1])
+            i += 2
+        else:
+            out.append(words[i])
+            i += 1
+    return out
 
 
 def main():
@@ -60,12 +89,13 @@ def main():
     parser.add_argument("--heldout-fraction", type=float, default=0.02)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--join-compounds", action="store_true")
+    parser.add_argument("--split-names", action="store_true", help="keep surname and given name apart, as tagged")
     parser.add_argument("--limit-sents", type=int, default=0, help="keep first N lines")
     args = parser.parse_args()
 
     lines = []
     for raw in args.input.read_text(encoding="utf8").splitlines():
-        words = parse_line(raw, args.join_compounds)
+        words = parse_line(raw, args.join_compounds, join_names=not args.split_names)
         if words:
             lines.append(" ".join(words))
     if args.limit_sents:

@@ -71,3 +71,16 @@ def test_train_ner_reports_a_failed_run(tmp_path, capsys):
     assert code == 1
     assert "[x_10] FAILED" in out and "no_such_factory" in out
     assert (tmp_path / "out" / "x_10.log").is_file()
+
+
+def test_zh_preprocess_strips_tags_and_joins_split_person_names():
+    """People's Daily tags names as surname + given name ("江/nr 泽民/nr"): joined into one word."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import preprocess_zh
+    finally:
+        sys.path.pop(0)
+    line = "19980101-01-001-002/m  主席/n  江/nr  泽民/nr  和/c  [中央/n  人民/n]nt  克林顿/nr  欧阳/nr  修/nr  、/w  李/nr  鹏/nr"
+    assert preprocess_zh.parse_line(line) == ["主席", "江泽民", "和", "中央", "人民", "克林顿", "欧阳修", "、", "李鹏"]
+    assert preprocess_zh.parse_line(line, join_compounds=True)[3] == "中央人民"
+    assert preprocess_zh.parse_line("江/nr  泽民/nr", join_names=False) == ["江", "泽民"]
