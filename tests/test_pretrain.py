@@ -69,6 +69,7 @@ def trained(corpus, tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("tiny_bilm")
     result = pretrain(TINY, out, {
         "paths.train": str(corpus["train"]), "paths.heldout": str(corpus["heldout"]), "export.legacy": True,
+        "training.eval_every": 150,
     }, progress=False)
     return out, result
 
@@ -93,6 +94,10 @@ def test_tiny_config_learns_far_below_unigram_perplexity(trained, corpus):
     assert steps[-1]["step"] == 300 and steps[-1]["loss"] < steps[0]["loss"]
     assert {"ppl", "forward_ppl", "backward_ppl", "words_per_s", "grad_norm", "epoch"} <= steps[0].keys()
     assert records[0]["event"] == "vocab" and records[0]["unigram_heldout_ppl"] == pytest.approx(unigram)
+    # periodic evaluations at 150 and 300; the final result reuses step 300's instead of a second pass
+    evals = [r for r in records if r.get("event") == "eval"]
+    assert [r["step"] for r in evals] == [150, 300] and evals[0]["heldout_ppl"] > evals[1]["heldout_ppl"]
+    assert evals[1]["heldout_ppl"] == result["heldout_ppl"]
     summary = json.loads((out / "pretrain_summary.json").read_text())
     assert summary["heldout_ppl"] == pytest.approx(result["heldout_ppl"]) and summary["words_per_s"] > 0
 

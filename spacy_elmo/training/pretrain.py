@@ -738,6 +738,7 @@ class Pretrainer:
                 "softmax": self.softmax_name, "device": str(self.dist.device),
             })
         window = {"words": 0, "seconds": 0.0, "fwd": 0.0, "bwd": 0.0, "steps": 0}
+        last_eval: dict = {}
         last_saved = self.state.step if self.checkpoint is not None else -1
         try:
             batches = self.corpus.batches(self.state.position)
@@ -767,7 +768,7 @@ class Pretrainer:
                     self.save_checkpoint()
                     last_saved = step
                 if t["eval_every"] and step % t["eval_every"] == 0 and self.heldout_files:
-                    record = self._eval_record()
+                    record = last_eval = self._eval_record()
                     if progress is not None:
                         progress.write(f"step {step}: held-out perplexity {record['heldout_ppl']:.2f}")
         finally:
@@ -781,8 +782,8 @@ class Pretrainer:
             "step": self.state.step, "words": self.state.words, "train_seconds": round(self.state.train_seconds, 3),
             "rank": self.dist.rank,
         }
-        if self.heldout_files:
-            final |= self._eval_record()
+        if self.heldout_files:  # not again if the last periodic evaluation was at this step
+            final |= last_eval if last_eval.get("step") == self.state.step else self._eval_record()
         self.export()
         self.write_summary(final)
         self.dist.barrier()
