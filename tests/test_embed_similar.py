@@ -159,3 +159,19 @@ def test_similar_in_context_averages_each_words_layer_vectors(lm_dir, input_file
     assert "does not occur" in capsys.readouterr().err
     assert main(["similar", str(lm_dir), "cat", "--corpus", str(input_file), "--layer", "7"]) == 2
     assert "layer must be in 0..2" in capsys.readouterr().err
+
+
+def test_contextual_vectors_cover_more_words_than_the_initial_table(lm_dir):
+    """Past 1,024 distinct words the table grows; every word keeps its own average."""
+    from spacy_elmo.training.similar import contextual_word_vectors
+
+    model = ElmoModel.from_pretrained(lm_dir).eval()
+    words = [f"w{i}" for i in range(1500)]
+    sentences = [words[i : i + 30] for i in range(0, 1500, 30)] * 2  # each word twice, same context
+    found, vectors = contextual_word_vectors(model, sentences, layer=1, min_count=2, batch_size=16)
+    assert found == words
+    tokenizer = ElmoTokenizer(max_characters_per_token=20)
+    with torch.no_grad():
+        last = model(**tokenizer([sentences[-1]])).hidden_states[1][0]
+    # differences between words cancel the centring; the last two words were seen twice in this context
+    torch.testing.assert_close(vectors[-1] - vectors[-2], last[-1] - last[-2], atol=1e-5, rtol=1e-5)

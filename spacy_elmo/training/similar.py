@@ -71,23 +71,20 @@ def contextual_word_vectors(
         raise ValueError(f"layer must be in 0..{model.num_layers - 1} for this model, got {layer}")
     tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token)
     device = next(model.parameters()).device
-    index: dict[str, int] = {}
-    sums, counts = [], []
+    width = 2 * model.config.projection_dim
+    index: dict[str, int] = {}  # word -> row of sums/counts (rows grow by doubling)
+    sums, counts = torch.zeros(1024, width), torch.zeros(1024)
     batch: list[list[str]] = []
 
     def flush() -> None:
-        ids = [index.setdefault(w, len(index)) for sentence in batch for w in sentence]
-        while len(sums) * 4096 < len(index):
-            sums.append(torch.zeros(4096, model.config.projection_dim * 2))
-            counts.append(torch.zeros(4096))
+        nonlocal sums, counts
+        ids = torch.tensor([index.setdefault(w, len(index)) for sentence in batch for w in sentence])
+        if len(index) > len(counts):
+            grow = max(len(index), 2 * len(counts)) - len(counts)
+            sums, counts = torch.cat([sums, sums.new_zeros(grow, width)]), torch.cat([counts, counts.new_zeros(grow)])
         out = model(**tokenizer(batch).to(device))
-        vectors = out.hidden_states[layer][out.attention_mask].float().cpu()
-        targets = torch.tensor(ids)
-        for block in range(len(sums)):
-            in_block = (targets // 4096) == block
-            if in_block.any():
-                sums[block].index_add_(0, targets[in_block] % 4096, vectors[in_block])
-                counts[block].index_add_(0, targets[in_block] % 4096, torch.ones(int(in_block.sum())))
+        sums.index_add_(0, ids, out.hidden_states[layer][out.attention_mask].float().cpu())
+        counts.index_add_(0, ids, torch.ones(len(ids)))
         batch.clear()
 
     for sentence in sentences:
@@ -98,8 +95,8 @@ def contextual_word_vectors(
     if batch:
         flush()
     if not index:
-        return [], torch.zeros(0, model.config.projection_dim * 2)
-    total, count = torch.cat(sums)[: len(index)], torch.cat(counts)[: len(index)]
+        return [], torch.zeros(0, width)
+    total, count = sums[: len(index)], counts[: len(index)]
     keep = count >= min_count
     words = [w for w, i in index.items() if keep[i]]
     vectors = total[keep] / count[keep, None]
