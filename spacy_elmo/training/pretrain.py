@@ -289,6 +289,12 @@ class TrainState:
 
 def check_output_dir(output: Path, needed_bytes: int = 0) -> None:
     """Fails early, with a clear message, if `output` cannot hold the run's files."""
+    check_writable(output)
+    check_free_space(output, needed_bytes)
+
+
+def check_writable(output: Path) -> None:
+    """Creates `output` and writes (then removes) a small probe file, or raises PretrainError."""
     try:
         output.mkdir(parents=True, exist_ok=True)
         probe = output / f".write-test-{os.getpid()}"
@@ -299,6 +305,10 @@ def check_output_dir(output: Path, needed_bytes: int = 0) -> None:
         probe.unlink()
     except OSError as err:
         raise PretrainError(f"cannot write to output directory {output}: {err.strerror or err}") from None
+
+
+def check_free_space(output: Path, needed_bytes: int) -> None:
+    """Raises PretrainError if the file system of `output` has less than `needed_bytes` free."""
     free = shutil.disk_usage(output).free
     if needed_bytes and free < needed_bytes:
         raise PretrainError(
@@ -434,7 +444,7 @@ class Pretrainer:
         self.metrics = MetricsLog(self.output / "metrics.jsonl", self.dist.is_main)
         self.state = TrainState()
 
-        check_output_dir(self.output)  # before any slow work
+        check_writable(self.output)  # before any slow work
         self.checkpoint = self.checkpoints.latest()
         if self.checkpoint is not None and not resume:
             raise PretrainError(
@@ -460,6 +470,7 @@ class Pretrainer:
         self._check_disk_space()
         torch.manual_seed(system["seed"])  # the same initial weights in every process
         self.model = self._build_model(init).to(self.dist.device)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = self._build_optimizer()
         self.softmax_fn = self._build_softmax()
         if self.checkpoint is not None:
@@ -473,7 +484,6 @@ class Pretrainer:
             device_ids = [self.dist.device.index] if self.dist.device.type == "cuda" else None
             self.train_model = DistributedDataParallel(self.model, device_ids=device_ids)
         self.corpus = self._corpus(self.train_files, cfg["data"]["batch_tokens"], max_epochs=training["max_epochs"])
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
 
     # ---- setup -------------------------------------------------------------------------------------
 
@@ -561,7 +571,7 @@ class Pretrainer:
         slots = 2 if self.cfg["training"]["optimizer"] == "adam" else 1
         checkpoint = 4 * n_params * (1 + slots)
         needed = checkpoint * (self.cfg["training"]["keep_checkpoints"] + 1) + 4 * n_params * (2 if self.cfg["export"]["legacy"] else 1)
-        check_output_dir(self.output, needed)
+        check_free_space(self.output, needed)
         self.n_params = n_params
 
     def _build_model(self, init: dict | None):
@@ -577,8 +587,7 @@ class Pretrainer:
         return model.train()
 
     def _build_optimizer(self) -> torch.optim.Optimizer:
-        t = self.cfg["training"]
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        t, params = self.cfg["training"], self.params
         if t["optimizer"] == "adagrad":
             return torch.optim.Adagrad(
                 params, lr=t["learning_rate"], initial_accumulator_value=t["adagrad_initial_accumulator"],
