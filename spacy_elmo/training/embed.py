@@ -73,12 +73,12 @@ def dump_embeddings(
     tokenize = make_tokenizer(data_format, lang)
     encode = CharEncoder(model.config.max_characters_per_token)
     from_stdin = str(input_path) == "-"
-    total = None if from_stdin else _count_lines(Path(input_path))
     bar = None
-    if progress:
+    if progress and rank == 0:  # only a shown bar needs the line count (a second pass over the file)
         from tqdm import tqdm
 
-        bar = tqdm(total=total, unit="line", dynamic_ncols=True, mininterval=1.0, disable=rank != 0)
+        total = None if from_stdin else _count_lines(Path(input_path))
+        bar = tqdm(total=total, unit="line", dynamic_ncols=True, mininterval=1.0)
     written = 0
     handle = sys.stdin.buffer if from_stdin else open(input_path, "rb")
     try:
