@@ -458,13 +458,6 @@ def _tanh_(x: torch.Tensor) -> torch.Tensor:
     return x.mul_(2.0).sigmoid_().mul_(2.0).sub_(1.0)
 
 
-def _gate_bias(layer: nn.Module) -> torch.Tensor:
-    hidden = layer.bias.shape[-1] // 4
-    bias = layer.bias.detach().clone()
-    bias[:, 2 * hidden : 3 * hidden] += layer.forget_bias  # TF adds forget_bias at run time
-    return bias
-
-
 # batches with fewer packed rows than this (batch 1, a few short sentences) run their input
 # projection through oneDNN with prepacked input weights (MKL is ~2x slower at so few rows); they
 # are packed on first use only, so workloads without such small batches never pay their memory
@@ -540,7 +533,7 @@ def run_layer_packed(
     exact = not (int8 or torch.is_autocast_enabled(x.device.type))
     packed = prepacked(layer) if exact and x.dtype == torch.float32 else None
     linear = torch.ops.mkldnn._linear_pointwise if packed is not None else None
-    bias = _gate_bias(layer).to(x.dtype)
+    bias = layer.gate_bias().detach().to(x.dtype)
     proj_dim = layer.proj_weight.shape[-1] if has_projection else hidden
     out = x.new_empty(n_dir, layout.size, proj_dim)
     c = c0.to(x.dtype).clone()
@@ -618,11 +611,12 @@ def bilstm_inference(bilstm: nn.Module, tokens: torch.Tensor, mask: torch.Tensor
         c0 = initial_state.c.index_select(2, order)
     x = layout.pack(tokens)
     outputs, finals_h, finals_c = [], [], []
+    if return_state:
+        ranks, where = layout.final_rows()  # the same rows for every layer
     for index, layer in enumerate(bilstm.layers):
         out, c = run_layer_packed(layer, bilstm.dropout(x), layout, h0[index], c0[index])
         if return_state:
             h = h0[index].to(out.dtype).clone()
-            ranks, where = layout.final_rows()
             if ranks.numel():
                 h[:, ranks] = out[:, where]
             finals_h.append(h)

@@ -150,6 +150,13 @@ class ElmoLstmLayer(nn.Module):
         self.proj_weight = nn.Parameter(torch.empty(2, hidden, proj)) if self.has_projection else None
         self.int8 = None  # fast.Int8Weights after fast.quantize_int8 (opt-in, approximate)
 
+    def gate_bias(self) -> torch.Tensor:
+        """[2, 4·lstm_dim] gate biases with the forget gate's `forget_bias` added (TF adds it at run time)."""
+        hidden = self.bias.shape[-1] // 4
+        bias = self.bias.clone()
+        bias[:, 2 * hidden : 3 * hidden] += self.forget_bias
+        return bias
+
     def forward(
         self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], lengths: torch.Tensor | None
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
@@ -160,8 +167,7 @@ class ElmoLstmLayer(nn.Module):
         """
         n_dir, batch, steps, _ = x.shape
         hidden = self.bias.shape[-1] // 4
-        bias = self.bias.clone()
-        bias[:, 2 * hidden : 3 * hidden] += self.forget_bias  # TF adds forget_bias at run time
+        bias = self.gate_bias()
         # every step's input projection in one matmul per direction
         x_proj = torch.baddbmm(bias.unsqueeze(1), x.reshape(n_dir, batch * steps, -1), self.input_weight)
         x_proj = x_proj.view(n_dir, batch, steps, 4 * hidden)
