@@ -122,9 +122,12 @@ def encode_words(encoder: nn.Module, char_ids: torch.Tensor, unique: bool = True
         )
     STATS["words_encoded"] += n
     features = torch.cat(pieces) if len(pieces) > 1 else pieces[0]
-    out = encoder.token_vectors(features.index_select(0, _at_least(torch.arange(n, device=features.device), MIN_ROWS)))
-    out = out[:n].index_select(0, torch.argsort(order))
-    return out if inverse is None else out.index_select(0, inverse.reshape(-1))
+    if n < MIN_ROWS:  # pad with copies of the first row (see MIN_ROWS)
+        features = torch.cat([features, features[:1].expand(MIN_ROWS - n, *features.shape[1:])])
+    back = torch.argsort(order)  # sorted position of each distinct word
+    if inverse is not None:
+        back = back[inverse.reshape(-1)]
+    return encoder.token_vectors(features)[:n].index_select(0, back)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -598,17 +601,11 @@ def bilstm_inference(bilstm: nn.Module, tokens: torch.Tensor, mask: torch.Tensor
     from .modeling_elmo import ElmoState
 
     batch, steps, dim = tokens.shape
-    cfg = bilstm.config
     lengths = mask.sum(dim=1)
     layout = PackedLayout(lengths, steps)
     STATS["lstm_positions"] += layout.size
     order = layout.order
-    if initial_state is None:
-        h0 = tokens.new_zeros(cfg.num_layers, 2, batch, cfg.projection_dim)
-        c0 = tokens.new_zeros(cfg.num_layers, 2, batch, cfg.lstm_dim)
-    else:
-        h0 = initial_state.h.index_select(2, order)
-        c0 = initial_state.c.index_select(2, order)
+    h0, c0 = bilstm.zero_state(batch, tokens) if initial_state is None else initial_state.rows(order)
     x = layout.pack(tokens)
     outputs, finals_h, finals_c = [], [], []
     if return_state:
@@ -629,7 +626,7 @@ def bilstm_inference(bilstm: nn.Module, tokens: torch.Tensor, mask: torch.Tensor
     state = None
     if return_state:
         unsort = torch.argsort(order)
-        state = ElmoState(torch.stack(finals_h).index_select(2, unsort), torch.stack(finals_c).index_select(2, unsort))
+        state = ElmoState(torch.stack(finals_h), torch.stack(finals_c)).rows(unsort)
     return layers, state
 
 
