@@ -40,13 +40,16 @@ def word_to_char_ids(word: str, max_chars: int = 50) -> numpy.ndarray:
 
 
 def batch_to_char_ids(
-    sentences: Sequence[Sequence[str]], max_chars: int = 50
+    sentences: Sequence[Sequence[str]], max_chars: int = 50, cache: dict[str, numpy.ndarray] | None = None
 ) -> tuple[numpy.ndarray, numpy.ndarray]:
-    """Pads a batch of tokenized sentences to `[batch, max_len, max_chars]` ids and a `[batch, max_len]` mask."""
+    """Pads a batch of tokenized sentences to `[batch, max_len, max_chars]` ids and a `[batch, max_len]` mask.
+
+    `cache` (word → ids) is filled and reused, e.g. across the batches of a corpus.
+    """
     max_len = max((len(s) for s in sentences), default=0)
     ids = numpy.zeros((len(sentences), max_len, max_chars), dtype=numpy.int64)
     mask = numpy.zeros((len(sentences), max_len), dtype=bool)
-    cache: dict[str, numpy.ndarray] = {}
+    cache = {} if cache is None else cache
     for i, sentence in enumerate(sentences):
         for j, word in enumerate(sentence):
             if word not in cache:

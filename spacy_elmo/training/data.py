@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy
 import torch
 
-from ..characters import word_to_char_ids
+from ..characters import batch_to_char_ids
 
 SPECIAL_TOKENS = ("<S>", "</S>", "<UNK>")
 BOS_ID, EOS_ID, UNK_ID = 0, 1, 2
@@ -265,20 +265,9 @@ class CharEncoder:
         self.cache: dict[str, numpy.ndarray] = {}
 
     def __call__(self, sentences: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor]:
-        steps = max((len(s) for s in sentences), default=0)
-        ids = numpy.zeros((len(sentences), steps, self.max_chars), dtype=numpy.int64)
-        mask = numpy.zeros((len(sentences), steps), dtype=bool)
-        cache = self.cache
-        for i, sentence in enumerate(sentences):
-            for j, word in enumerate(sentence):
-                chars = cache.get(word)
-                if chars is None:
-                    chars = word_to_char_ids(word, self.max_chars)
-                    if len(cache) >= self.cache_size:
-                        cache.clear()
-                    cache[word] = chars
-                ids[i, j] = chars
-            mask[i, : len(sentence)] = True
+        if len(self.cache) >= self.cache_size:
+            self.cache.clear()
+        ids, mask = batch_to_char_ids(sentences, self.max_chars, self.cache)
         return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
