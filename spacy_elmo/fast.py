@@ -135,8 +135,19 @@ def encode_words(encoder: nn.Module, char_ids: torch.Tensor, unique: bool = True
 # ---------------------------------------------------------------------------------------------
 
 
+def _weights_key(*tensors: torch.Tensor | None) -> tuple:
+    """Changes whenever one of the tensors is replaced or modified in place (for derived-weight caches)."""
+    return tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in tensors if t is not None)
+
+
+def _prepack_directions(weight: torch.Tensor) -> list:
+    """oneDNN-prepacked copies of a [2, in, out] weight, one per direction."""
+    prepack = torch.ops.mkldnn._reorder_linear_weight
+    return [prepack(w.detach().t().contiguous(), 32) for w in weight]
+
+
 def _fingerprint(module: nn.Module) -> tuple:
-    return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in module.parameters())
+    return _weights_key(*module.parameters())
 
 
 class TokenEmbeddingCache:
@@ -258,7 +269,7 @@ class Int8Weights:
 
     def refresh(self) -> None:
         layer = self.layer
-        version = tuple(p._version for p in layer.parameters())
+        version = _weights_key(*layer.parameters())
         if version == self._version:
             return
         self._version = version
@@ -279,7 +290,7 @@ class Int8Linear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled() and self.weight.requires_grad:
             return super().forward(x)
-        version = (self.weight._version, self.weight.data_ptr())
+        version = _weights_key(self.weight)
         if getattr(self, "_q_version", None) != version:
             self._q = _quantize_columns(self.weight.detach().float().t())
             self._q_version = version
@@ -300,6 +311,7 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         if isinstance(module, ElmoLstmLayer):
             module.int8 = Int8Weights(module)
             _PREPACKED.pop(module, None)  # the fp32 prepacked copies are not used while quantized
+            _PREPACKED_INPUT.pop(module, None)
         elif type(module) is nn.Linear and module.in_features >= 64:
             module.__class__ = Int8Linear
     if hasattr(model, "token_cache") and getattr(model, "token_cache") is not None:
@@ -400,16 +412,12 @@ class Prepacked:
 
     def __init__(self, layer: nn.Module):
         self.key = self.key_of(layer)
-        prepack = torch.ops.mkldnn._reorder_linear_weight
-        self.hidden = [prepack(w.detach().t().contiguous(), 32) for w in layer.hidden_weight]
-        self.proj = (
-            [prepack(w.detach().t().contiguous(), 32) for w in layer.proj_weight]
-            if layer.proj_weight is not None else None
-        )
+        self.hidden = _prepack_directions(layer.hidden_weight)
+        self.proj = _prepack_directions(layer.proj_weight) if layer.proj_weight is not None else None
 
     @staticmethod
     def key_of(layer: nn.Module) -> tuple:
-        return tuple((p.data_ptr(), p._version, p.dtype) for p in (layer.hidden_weight, layer.proj_weight) if p is not None)
+        return _weights_key(layer.hidden_weight, layer.proj_weight)
 
 
 def prepacked(layer: nn.Module) -> Prepacked | None:
@@ -469,12 +477,11 @@ _PREPACKED_INPUT: "weakref.WeakKeyDictionary[nn.Module, tuple]" = weakref.WeakKe
 
 
 def _prepacked_input(layer: nn.Module):
-    key = (layer.input_weight.data_ptr(), layer.input_weight._version)
+    key = _weights_key(layer.input_weight)
     cached = _PREPACKED_INPUT.get(layer)
     if cached is None or cached[0] != key:
         _PREPACKED_INPUT.pop(layer, None)
-        prepack = torch.ops.mkldnn._reorder_linear_weight
-        cached = _PREPACKED_INPUT[layer] = (key, [prepack(w.detach().t().contiguous(), 32) for w in layer.input_weight])
+        cached = _PREPACKED_INPUT[layer] = (key, _prepack_directions(layer.input_weight))
     return cached[1]
 
 
@@ -495,7 +502,7 @@ def _low_precision_weight(layer: nn.Module, name: str, dtype: torch.dtype) -> to
     re-casts per-direction views at every call)."""
     weight = getattr(layer, name)
     cache = _LOW_PRECISION.setdefault(layer, {})
-    key = (weight.data_ptr(), weight._version, dtype, weight.device)
+    key = (_weights_key(weight), dtype)
     hit = cache.get(name)
     if hit is None or hit[0] != key:
         cache[name] = None
