@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
@@ -40,36 +41,32 @@ def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, list
     return commands
 
 
+def run_one(name: str, command: list[str], out: Path, env: dict) -> bool:
+    """Runs one training with its output in `{out}/{name}.log`; prints a summary; True if it succeeded."""
+    path = out / f"{name}.log"
+    print(f"[{name}] started, log: {path}", flush=True)
+    started = time.time()
+    with open(path, "w", encoding="utf8") as log:
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    minutes = (time.time() - started) / 60
+    lines = path.read_text(encoding="utf8", errors="replace").splitlines()
+    if code == 0:
+        scores = "\n".join(line for line in lines if line.strip()[:1].isdigit())
+        print(f"[{name}] done in {minutes:.1f} min\n{scores}", flush=True)
+    else:
+        tail = "\n".join(lines[-30:])
+        print(f"[{name}] FAILED (exit {code}) after {minutes:.1f} min; last lines:\n{tail}", flush=True)
+    return code == 0
+
+
 def run_all(commands: dict[str, list[str]], out: Path, jobs: int) -> int:
     """Runs the commands, at most `jobs` at once; returns the number of failed runs."""
     env = dict(os.environ)
     if jobs > 1:  # one thread per run: the runs share the cores
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    pending = list(commands.items())
-    running: dict[str, tuple[subprocess.Popen, float, object]] = {}
-    failed = 0
-    while pending or running:
-        while pending and len(running) < jobs:
-            name, command = pending.pop(0)
-            log = open(out / f"{name}.log", "w", encoding="utf8")
-            print(f"[{name}] started, log: {out / (name + '.log')}", flush=True)
-            running[name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), time.time(), log)
-        time.sleep(1.0)
-        for name, (process, started, log) in list(running.items()):
-            if process.poll() is None:
-                continue
-            log.close()
-            del running[name]
-            minutes = (time.time() - started) / 60
-            lines = (out / f"{name}.log").read_text(encoding="utf8", errors="replace").splitlines()
-            if process.returncode == 0:
-                print(f"[{name}] done in {minutes:.1f} min", flush=True)
-                print("\n".join(line for line in lines if line.strip()[:1].isdigit()), flush=True)
-            else:
-                failed += 1
-                print(f"[{name}] FAILED (exit {process.returncode}) after {minutes:.1f} min; last lines:", flush=True)
-                print("\n".join(lines[-30:]), flush=True)
-    return failed
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        succeeded = list(pool.map(lambda item: run_one(*item, out, env), commands.items()))
+    return succeeded.count(False)
 
 
 def main(argv: list[str] | None = None) -> int:
