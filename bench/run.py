@@ -241,7 +241,7 @@ def render(started, info, before, after, limits, rows, train, args) -> str:
         "",
         "words/s counts sentence words (~25 per sentence); the roofline uses positions/s (words + <S>, </S>) × "
         "`bench.flops.forward_flops_per_token` ÷ the GEMM rate. *Executed* counts the char-CNN work actually done "
-        "(unique words, columns cut after the word; see spacy_elmo/fast.py), *nominal* the full 50-column CNN per position. "
+        "(unique words, columns cut after the word; see spacy_elmo/kernels/char_cnn.py), *nominal* the full 50-column CNN per position. "
         "Bandwidth bound (batch 1): recurrent weights read once per time step, the rest once per sentence, at the measured "
         "read bandwidth. exact/int8/bf16 rows: token cache off, nearly all-distinct words; cache row: default settings on Zipfian text.",
     ]

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
 _ACTIVATIONS = ("relu", "tanh")
+# which code evaluates the biLSTM (as `attn_implementation` chooses attention kernels in HF):
+# "eager" = the readable autograd definition in modeling_elmo.py; "packed" = the exact inference
+# kernel (spacy_elmo.kernels.packed_lstm, no autograd); "auto" = packed when nothing can need a
+# gradient and the model is in eval mode, else eager
+LSTM_IMPLEMENTATIONS = ("auto", "eager", "packed")
 _INT_FIELDS = (
     "n_characters", "max_characters_per_token", "char_embedding_dim", "n_highway", "num_layers",
     "lstm_dim", "projection_dim", "num_output_representations", "vocab_size",
@@ -55,6 +63,8 @@ class ElmoConfig(PreTrainedConfig):
     vocab_size: int = 0
     dropout: float | int = 0.1
     initializer_range: float = 0.02
+    # biLSTM kernel: "auto" | "eager" | "packed" (see LSTM_IMPLEMENTATIONS)
+    lstm_implementation: str = "auto"
 
     def __post_init__(self, **kwargs):
         if not isinstance(self.filters, (list, tuple)) or not all(
@@ -78,6 +88,10 @@ class ElmoConfig(PreTrainedConfig):
             problems.append("use_skip_connections and scalar_mix_layer_norm must be true/false")
         if problems:
             raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
+        if self.lstm_implementation not in LSTM_IMPLEMENTATIONS:
+            problems.append(
+                f"lstm_implementation must be one of {LSTM_IMPLEMENTATIONS}, got {self.lstm_implementation!r}"
+            )
         if self.activation not in _ACTIVATIONS:
             problems.append(f"activation must be one of {_ACTIVATIONS}, got {self.activation!r}")
         if not self.filters:
@@ -159,4 +173,15 @@ class ElmoConfig(PreTrainedConfig):
         return options
 
 
-__all__ = ["ElmoConfig"]
+def read_json_object(path: Path, error: type[Exception]) -> dict:
+    """A JSON file that must hold an object; `error` names the file when it does not."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise error(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise error(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+__all__ = ["ElmoConfig", "LSTM_IMPLEMENTATIONS", "read_json_object"]

@@ -12,7 +12,8 @@ import h5py
 import numpy
 import torch
 
-from .configuration_elmo import ElmoConfig
+from .configuration_elmo import ElmoConfig, read_json_object
+from .modeling_elmo import ElmoModel
 
 
 class LegacyFormatError(ValueError):
@@ -21,17 +22,6 @@ class LegacyFormatError(ValueError):
 
 def _rnn_prefix(direction: int, layer: int) -> str:
     return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
-
-
-def read_json_object(path: Path, error: type[Exception]) -> dict:
-    """A JSON file that must hold an object; `error` names the file when it does not."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise error(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise error(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
 
 
 def read_options(options_file: str | Path) -> dict:
@@ -147,7 +137,6 @@ def read_legacy_state_dict(config: ElmoConfig, weights_file: str | Path) -> dict
 
 def load_legacy(options_file: str | Path, weights_file: str | Path, **config_overrides):
     """Builds an `ElmoModel` from legacy files (in eval mode); outputs match the reference implementation."""
-    from .modeling_elmo import ElmoModel
 
     config = config_from_options(options_file, **config_overrides)
     model = ElmoModel(config)
@@ -160,7 +149,6 @@ def load_legacy(options_file: str | Path, weights_file: str | Path, **config_ove
 
 def save_legacy(model, directory: str | Path) -> tuple[Path, Path]:
     """Writes options.json + lm_weights.hdf5 that bilm-tf / AllenNLP loaders read (softmax included when present)."""
-    from .modeling_elmo import ElmoModel
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

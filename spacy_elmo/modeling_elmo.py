@@ -24,10 +24,9 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
+from . import kernels
 from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
-from . import fast
-from .configuration_elmo import ElmoConfig
-from .legacy import read_json_object
+from .configuration_elmo import ElmoConfig, read_json_object
 
 
 class ElmoState(NamedTuple):
@@ -107,13 +106,17 @@ class ElmoCharacterEncoder(nn.Module):
             else nn.Identity()
         )
 
-        self.filters = [list(f) for f in config.filters]
+        self.widest_filter = max(width for width, _ in config.filters)
 
-    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, char_ids: torch.Tensor, unique: bool = True) -> torch.Tensor:
+        """[..., max_chars] ids → [..., projection_dim]: `token_vectors(char_features(ids))`.
+
+        Evaluated by `kernels.encode_words`: each distinct word once (`unique`), with the character
+        columns that no convolution window can tell apart from the padding dropped (exact).
+        """
         shape = char_ids.shape[:-1]
-        # each distinct word once, with the character columns that no convolution window can tell
-        # apart from the padding dropped (exact; see fast.encode_words)
-        x = fast.encode_words(self, char_ids.reshape(-1, char_ids.shape[-1]))
+        flat = char_ids.reshape(-1, char_ids.shape[-1])
+        x = kernels.encode_words(flat, self.widest_filter, self.char_features, self.token_vectors, unique)
         return x.reshape(*shape, x.shape[-1])
 
     def char_features(self, char_ids: torch.Tensor) -> torch.Tensor:
@@ -148,7 +151,7 @@ class ElmoLstmLayer(nn.Module):
         self.hidden_weight = nn.Parameter(torch.empty(2, proj, 4 * hidden))
         self.bias = nn.Parameter(torch.zeros(2, 4 * hidden))
         self.proj_weight = nn.Parameter(torch.empty(2, hidden, proj)) if self.has_projection else None
-        self.int8 = None  # fast.Int8Weights after fast.quantize_int8 (opt-in, approximate)
+        self.int8 = None  # kernels.Int8Weights after quantization.quantize_int8 (opt-in, approximate)
 
     def gate_bias(self) -> torch.Tensor:
         """[2, 4·lstm_dim] gate biases with the forget gate's `forget_bias` added (TF adds it at run time)."""
@@ -156,6 +159,13 @@ class ElmoLstmLayer(nn.Module):
         bias = self.bias.clone()
         bias[:, 2 * hidden : 3 * hidden] += self.forget_bias
         return bias
+
+    def kernel_weights(self) -> kernels.LstmWeights:
+        """This layer's tensors for the kernels (plain tensors; the layer keys their caches)."""
+        return kernels.LstmWeights(
+            self.input_weight, self.hidden_weight, self.proj_weight, self.gate_bias().detach(),
+            self.cell_clip, self.proj_clip, owner=self, int8=self.int8,
+        )
 
     def forward(
         self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], lengths: torch.Tensor | None
@@ -228,6 +238,25 @@ class ElmoBiLstm(nn.Module):
             like.new_zeros(cfg.num_layers, 2, batch, cfg.lstm_dim),
         )
 
+    def implementation(self, tokens: torch.Tensor, initial_state: ElmoState | None = None) -> str:
+        """The kernel `forward` uses for these inputs: `config.lstm_implementation`, with "auto"
+        resolved to "packed" only when nothing can need a gradient (inputs, initial state, *any*
+        parameter) and the model is in eval mode (training applies dropout through eager)."""
+        choice = self.config.lstm_implementation
+        needs_grad = torch.is_grad_enabled() and (
+            tokens.requires_grad
+            or any(p.requires_grad for p in self.parameters())
+            or (initial_state is not None and any(t.requires_grad for t in initial_state))
+        )
+        if choice == "auto":
+            return "eager" if needs_grad or self.training else "packed"
+        if choice == "packed" and needs_grad:
+            raise RuntimeError(
+                "lstm_implementation='packed' is an inference kernel without autograd, but a gradient "
+                "is needed here; use 'eager' or 'auto', or run under torch.no_grad()"
+            )
+        return choice
+
     def forward(
         self,
         tokens: torch.Tensor,
@@ -240,11 +269,15 @@ class ElmoBiLstm(nn.Module):
         Returns one [batch, time, 2·projection_dim] output per layer (zero at padding) and,
         if asked, the state after each row's last token.
         """
-        inputs = [tokens, self.layers[0].input_weight, *(initial_state or ())]
-        if not (torch.is_grad_enabled() and any(t.requires_grad for t in inputs)):
-            # inference: the same computation over a packed, length-sorted batch (fast.bilstm_inference)
-            return fast.bilstm_inference(self, tokens, mask, initial_state, return_state)
         batch, steps, _ = tokens.shape
+        if self.implementation(tokens, initial_state) == "packed":
+            # the same computation over a packed, length-sorted batch, in place (kernels.packed_lstm)
+            state = initial_state if initial_state is not None else self.zero_state(batch, tokens)
+            layers, final = kernels.bilstm_packed(
+                [layer.kernel_weights() for layer in self.layers], tokens, mask, state.h, state.c,
+                skip_connections=self.use_skip_connections, dropout=self.dropout, return_state=return_state,
+            )
+            return layers, ElmoState(*final) if final is not None else None
         lengths = mask.sum(dim=1)
         state = initial_state if initial_state is not None else self.zero_state(batch, tokens)
         rev = _reverse_index(lengths, steps)
@@ -449,12 +482,12 @@ class ElmoModel(ElmoPreTrainedModel):
     # Inference keeps an LRU of token vectors per distinct word (exact; cleared whenever the
     # character encoder's weights change; never used in training mode or when gradients flow).
     token_cache_size: int = 20_000
-    token_cache: fast.TokenEmbeddingCache | None = None
+    token_cache: kernels.TokenEmbeddingCache | None = None
 
     def enable_token_cache(self, max_words: int = 20_000) -> None:
         """Sets the size (in words) of the automatic inference token-embedding cache."""
         self.token_cache_size = int(max_words)
-        self.token_cache = fast.TokenEmbeddingCache(max_words)
+        self.token_cache = kernels.TokenEmbeddingCache(max_words)
 
     def disable_token_cache(self) -> None:
         """Turns the inference token-embedding cache off (every word goes through the char CNN)."""
@@ -464,13 +497,14 @@ class ElmoModel(ElmoPreTrainedModel):
     def _embed_real_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
         """Token vectors for [words, max_chars] ids, through the cache when inferring."""
         encoder = self.token_encoder
-        needs_grad = torch.is_grad_enabled() and encoder.char_embedding.weight.requires_grad
+        weights = list(encoder.parameters())
+        needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in weights)
         autocast = torch.is_autocast_enabled(char_ids.device.type)  # cache only exact fp32 vectors
         if self.training or needs_grad or autocast or self.token_cache_size <= 0:
             return encoder(char_ids)
         if self.token_cache is None or self.token_cache.max_words != self.token_cache_size:
-            self.token_cache = fast.TokenEmbeddingCache(self.token_cache_size)
-        return self.token_cache.lookup(encoder, char_ids, lambda ids: fast.encode_words(encoder, ids, unique=False))
+            self.token_cache = kernels.TokenEmbeddingCache(self.token_cache_size)
+        return self.token_cache.lookup(weights, char_ids, lambda ids: encoder(ids, unique=False))
 
     def forward(
         self,

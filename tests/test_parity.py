@@ -22,9 +22,12 @@ def _reference(fixtures_dir, name):
     return d, load_legacy(d / "options.json", d / "lm_weights.hdf5"), json.loads((d / sentence_file).read_text())
 
 
+@pytest.mark.parametrize("implementation", ["eager", "packed"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_all_30_top_layer_outputs_match_with_state_carried_per_row(fixtures_dir, name):
+def test_all_30_top_layer_outputs_match_with_state_carried_per_row(fixtures_dir, name, implementation):
+    """Both LSTM kernels reproduce the reference outputs."""
     d, model, sentences = _reference(fixtures_dir, name)
+    model.config.lstm_implementation = implementation
     expected = [h5py.File(d / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
     state, compared, worst = None, 0, 0.0
     for i in range(10):  # batch i = row k of each list, run in order with per-row state carried

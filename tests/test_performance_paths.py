@@ -1,4 +1,4 @@
-"""The fast inference paths (spacy_elmo/fast.py) compute what the readable forward pass computes.
+"""The fast inference kernels (spacy_elmo/kernels/) compute what the readable forward pass computes.
 
 Packed/length-sorted LSTM, prepacked oneDNN products, column-cut char CNN, token-embedding cache:
 identical outputs (float rounding only).  int8 and bf16: bounded error.  Runs on CUDA too when
@@ -12,7 +12,9 @@ import random
 import pytest
 import torch
 
-from spacy_elmo import ElmoConfig, ElmoModel, fast, load_legacy
+from spacy_elmo import ElmoConfig, ElmoModel, load_legacy
+from spacy_elmo.kernels import packed_lstm
+from spacy_elmo.quantization import dequantize, quantize_int8
 from spacy_elmo.characters import batch_to_char_ids
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -54,11 +56,14 @@ def _batch(sentences, device="cpu"):
 
 
 def _reference(model, ids, mask, **kwargs):
-    """The readable forward pass: autograd on, so neither the packed LSTM nor the cache is used."""
+    """The readable forward pass: the eager LSTM, no token cache."""
     model.disable_token_cache()
-    with torch.enable_grad():
-        out = model(ids, mask, **kwargs)
-    return out
+    model.config.lstm_implementation = "eager"
+    try:
+        with torch.no_grad():
+            return model(ids, mask, **kwargs)
+    finally:
+        model.config.lstm_implementation = "auto"
 
 
 def _fast(model, ids, mask, **kwargs):
@@ -90,16 +95,16 @@ def test_packed_lstm_matches_reference(request, which, device):
 
 def test_prepacked_and_plain_products_agree(random_model, monkeypatch):
     ids, mask = _batch(_sentences(20, seed=3))
-    monkeypatch.setattr(fast, "PREPACKED_MIN_ROWS", 1)
+    monkeypatch.setattr(packed_lstm, "PREPACKED_MIN_ROWS", 1)
     packed = _fast(random_model, ids, mask, return_state=True)
-    monkeypatch.setattr(fast, "USE_PREPACKED", False)
+    monkeypatch.setattr(packed_lstm, "USE_PREPACKED", False)
     plain = _fast(random_model, ids, mask, return_state=True)
     assert _max_diff(packed.hidden_states, plain.hidden_states) < ATOL
     assert _max_diff(packed.state, plain.state) < ATOL
 
 
 def test_prepacked_weights_follow_weight_changes(random_model, monkeypatch):
-    monkeypatch.setattr(fast, "PREPACKED_MIN_ROWS", 1)
+    monkeypatch.setattr(packed_lstm, "PREPACKED_MIN_ROWS", 1)
     model = ElmoModel(random_model.config).eval()
     model.load_state_dict(random_model.state_dict())
     ids, mask = _batch(_sentences(9, seed=4))
@@ -134,7 +139,7 @@ def test_column_cut_char_cnn_is_exact(fixture_model, random_model):
         with torch.no_grad():
             full = encoder.token_vectors(encoder.char_features(ids))  # all 50 columns, every row
             assert float((encoder(ids) - full).abs().max()) < ATOL
-            assert float((fast.encode_words(encoder, ids, unique=False) - full).abs().max()) < ATOL
+            assert float((encoder(ids, unique=False) - full).abs().max()) < ATOL
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -180,13 +185,13 @@ def test_int8_error_is_bounded_and_reversible(fixture_model):
     keys = list(model.state_dict())
     ids, mask = _batch(_sentences(8, seed=8))
     exact = _fast(model, ids, mask).hidden_states
-    fast.quantize_int8(model)
+    quantize_int8(model)
     assert list(model.state_dict()) == keys
     approx = _fast(model, ids, mask).hidden_states
     scale = max(float(h.abs().max()) for h in exact)
     error = _max_diff(exact, approx)
     assert 0 < error < 0.05 * scale
-    fast.dequantize(model)
+    dequantize(model)
     assert _max_diff(exact, _fast(model, ids, mask).hidden_states) < ATOL
 
 

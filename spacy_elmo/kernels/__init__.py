@@ -1,0 +1,39 @@
+"""Exact fast kernels for the biLM of `spacy_elmo.modeling_elmo` (and its opt-in approximations).
+
+The readable forward pass in `modeling_elmo.py` is the definition; everything here computes the
+same function (up to float rounding, ~1e-7) unless it says otherwise, and is chosen explicitly by
+the model (`ElmoConfig.lstm_implementation`), never by a side effect.  This package imports
+nothing from the model: it works on plain tensors and callables.
+
+* `char_cnn`     – the char CNN on distinct words only, with the columns no window can see cut.
+* `token_cache`  – a bounded LRU of token vectors keyed by a word's character ids.
+* `packed_lstm`  – the biLSTM over a packed, length-sorted batch, in place, without autograd.
+* `int8`         – int8 weights × dynamic int8 activations (opt-in, approximate, CPU).
+* `weights`      – derived-weight caches (oneDNN-prepacked, low-precision copies) and scratch buffers.
+* `capabilities` – checks for the private torch APIs used above, with exact fallbacks.
+"""
+
+from .capabilities import autocast_dtype, int_mm_available, onednn_linear_available
+from .char_cnn import encode_words, used_columns
+from .int8 import Int8Linear, Int8Weights, int8_matmul
+from .packed_lstm import LstmWeights, PackedLayout, bilstm_packed, run_layer_packed
+from .token_cache import TokenEmbeddingCache
+from .weights import release_scratch, weights_key
+
+__all__ = [
+    "autocast_dtype",
+    "int_mm_available",
+    "onednn_linear_available",
+    "encode_words",
+    "used_columns",
+    "Int8Linear",
+    "Int8Weights",
+    "int8_matmul",
+    "LstmWeights",
+    "PackedLayout",
+    "bilstm_packed",
+    "run_layer_packed",
+    "TokenEmbeddingCache",
+    "release_scratch",
+    "weights_key",
+]

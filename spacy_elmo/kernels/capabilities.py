@@ -1,0 +1,114 @@
+"""The private torch APIs the kernels use, each behind a capability check with an exact fallback.
+
+| API                                        | used for                        | fallback (exact)               |
+| ------------------------------------------ | ------------------------------- | ------------------------------ |
+| `torch.ops.mkldnn._reorder_linear_weight`, | oneDNN-prepacked recurrent and  | plain `addmm` / `mm` (MKL)      |
+| `torch.ops.mkldnn._linear_pointwise`       | small-batch input products      |                                |
+| `torch._int_mm`                            | int8 × int8 → int32 products    | int32 → float matmul of the    |
+|                                            |                                 | same integers (exact in fp32   |
+|                                            |                                 | below 2^24 per sum)            |
+| `Tensor._version`                          | noticing in-place weight edits  | no derived-weight caching      |
+| `torch.get_autocast_dtype`                 | the autocast dtype              | bf16 on CPU, fp16 on CUDA       |
+
+Each fallback is logged once (no silent fallbacks). Tests force every fallback (`FORCE_FALLBACK`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+logger = logging.getLogger("spacy_elmo.kernels")
+
+# names of capabilities that tests switch off to run the fallbacks
+FORCE_FALLBACK: set[str] = set()
+_logged: set[str] = set()
+
+
+def _fallback(name: str, why: str) -> bool:
+    if name not in _logged:
+        _logged.add(name)
+        logger.info("spacy_elmo.kernels: %s unavailable (%s); using the exact fallback", name, why)
+    return False
+
+
+def _probe_onednn() -> str | None:
+    try:
+        if not torch.backends.mkldnn.is_available():
+            return "oneDNN not built"
+        ops = torch.ops.mkldnn
+        weight = ops._reorder_linear_weight(torch.ones(4, 3), 2)
+        out = ops._linear_pointwise(torch.ones(2, 3), weight, None, "none", [], "")
+        if out.shape != (2, 4) or not torch.equal(out, torch.full((2, 4), 3.0)):
+            return "unexpected result"
+        out = ops._linear_pointwise.binary(torch.ones(2, 3), torch.ones(2, 4), weight, None, "add")
+        if not torch.equal(out, torch.full((2, 4), 4.0)):
+            return "unexpected result of the binary variant"
+    except (AttributeError, RuntimeError, TypeError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def _probe_int_mm() -> str | None:
+    try:
+        a = torch.ones(32, 32, dtype=torch.int8)
+        out = torch._int_mm(a, a)
+        if out.dtype != torch.int32 or int(out[0, 0]) != 32:
+            return "unexpected result"
+    except (AttributeError, RuntimeError, TypeError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+_ONEDNN_PROBLEM = _probe_onednn()
+_INT_MM_PROBLEM = _probe_int_mm()
+_HAS_VERSION = hasattr(torch.ones(1), "_version")
+
+
+def onednn_linear_available() -> bool:
+    """oneDNN's prepacked linear (CPU fp32)."""
+    if "onednn" in FORCE_FALLBACK:
+        return _fallback("onednn", "switched off")
+    if _ONEDNN_PROBLEM is not None:
+        return _fallback("onednn", _ONEDNN_PROBLEM)
+    return True
+
+
+def int_mm_available() -> bool:
+    """`torch._int_mm` (int8 × int8 → int32)."""
+    if "int_mm" in FORCE_FALLBACK:
+        return _fallback("int_mm", "switched off")
+    if _INT_MM_PROBLEM is not None:
+        return _fallback("int_mm", _INT_MM_PROBLEM)
+    return True
+
+
+def int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """int8 [M, K] × int8 [K, N] → int32 [M, N] (falls back to an exact float product: int8 sums
+    of K ≤ 1024 terms stay below 2^24, so fp32 holds them exactly)."""
+    if int_mm_available() and a.device.type == "cpu":
+        return torch._int_mm(a, b)
+    if a.shape[1] * 127 * 127 >= 2**24:
+        return (a.double() @ b.double()).to(torch.int32)
+    return (a.float() @ b.float()).to(torch.int32)
+
+
+def tensor_version(tensor: torch.Tensor) -> int | None:
+    """The in-place modification counter, or None where torch does not expose it."""
+    if "version" in FORCE_FALLBACK:
+        return _fallback("version", "switched off") or None
+    if not _HAS_VERSION:
+        return _fallback("version", "Tensor._version missing") or None
+    return tensor._version
+
+
+def autocast_dtype(device_type: str) -> torch.dtype:
+    """The dtype autocast computes in on this device type."""
+    getter = getattr(torch, "get_autocast_dtype", None)
+    if getter is not None and "autocast_dtype" not in FORCE_FALLBACK:
+        return getter(device_type)
+    _fallback("autocast_dtype", "torch.get_autocast_dtype missing")
+    if device_type == "cuda":
+        return torch.get_autocast_gpu_dtype()
+    return torch.get_autocast_cpu_dtype()

@@ -1,0 +1,293 @@
+"""The biLSTM over a *packed* batch, without autograd (inference).
+
+Rows are sorted by length and laid out time-major, so step t computes only the rows still inside
+their sentence: no padding is computed and no `torch.where` bookkeeping is needed for the final
+state.  Input projections for many steps run as one batched matmul per layer (both directions in
+one `baddbmm`); recurrent products use oneDNN-prepacked weights on CPU; every step works in place
+on preallocated buffers.  Computes what `ElmoLstmLayer` / `ElmoBiLstm` compute (≤ 1e-6).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple, Sequence
+
+import torch
+
+from .capabilities import autocast_dtype, onednn_linear_available
+from .int8 import Int8Weights, int8_matmul
+from .weights import DerivedWeights, scratch, weights_key
+
+
+class LstmWeights(NamedTuple):
+    """One layer of the biLSTM for both directions (index 0 forward, 1 backward), TF orientation
+    (x·W) and gate order i, j, f, o.  `bias` already holds the forget bias.  `owner` keys the
+    derived-weight caches (any weak-referenceable object that lives as long as the weights)."""
+
+    input_weight: torch.Tensor  # [2, input_dim, 4·hidden]
+    hidden_weight: torch.Tensor  # [2, proj, 4·hidden]
+    proj_weight: torch.Tensor | None  # [2, hidden, proj] or None (no cell projection)
+    bias: torch.Tensor  # [2, 4·hidden]
+    cell_clip: float | None
+    proj_clip: float | None
+    owner: object
+    int8: Int8Weights | None = None
+
+
+class PackedLayout:
+    """Rows sorted by length (longest first), laid out time-major: step t holds `counts[t]` rows.
+
+    `forward_index` / `backward_index` give, for each packed position, the flat [batch·time]
+    position of its token in the forward and in the (within-length reversed) backward direction.
+    """
+
+    def __init__(self, lengths: torch.Tensor, steps: int):
+        batch = lengths.shape[0]
+        self.batch, self.steps = batch, steps
+        sorted_lengths, self.order = torch.sort(lengths, descending=True, stable=True)
+        longest = int(sorted_lengths[0]) if batch else 0
+        time = torch.arange(longest, device=lengths.device)
+        active = torch.arange(batch, device=lengths.device).unsqueeze(0) < (
+            sorted_lengths.unsqueeze(0) > time.unsqueeze(1)
+        ).sum(dim=1, keepdim=True)
+        self.counts = active.sum(dim=1).tolist()
+        self.offsets = [0]
+        for count in self.counts:
+            self.offsets.append(self.offsets[-1] + count)
+        t, rank = active.nonzero(as_tuple=True)
+        rows = self.order[rank]
+        self.forward_index = rows * steps + t
+        self.backward_index = rows * steps + lengths[rows] - 1 - t
+        self.sorted_lengths = sorted_lengths
+        self.size = self.offsets[-1]
+
+    def pack(self, tokens: torch.Tensor) -> torch.Tensor:
+        """[batch, steps, dim] → [2, packed, dim] (direction 1 reversed within each length)."""
+        flat = tokens.reshape(-1, tokens.shape[-1])
+        return torch.stack([flat.index_select(0, self.forward_index), flat.index_select(0, self.backward_index)])
+
+    def unpack(self, packed: torch.Tensor) -> torch.Tensor:
+        """[2, packed, dim] → [batch, steps, 2·dim], zero at padding."""
+        dim = packed.shape[-1]
+        out = packed.new_zeros(self.batch * self.steps, 2, dim)
+        out[:, 0].index_copy_(0, self.forward_index, packed[0])
+        out[:, 1].index_copy_(0, self.backward_index, packed[1])
+        return out.view(self.batch, self.steps, 2 * dim)
+
+    def final_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """For each sorted rank with length > 0: (rank, packed position of its last step)."""
+        lengths = self.sorted_lengths.tolist()
+        ranks = [r for r, length in enumerate(lengths) if length > 0]
+        where = [self.offsets[lengths[r] - 1] + r for r in ranks]
+        device = self.order.device
+        return torch.tensor(ranks, device=device, dtype=torch.long), torch.tensor(where, device=device, dtype=torch.long)
+
+
+# rows (per direction) of packed input projections computed by one matmul; bounds scratch memory
+PROJECTION_ROWS = 512
+# the recurrent products of at least this many rows use oneDNN with prepacked weights on CPU
+# (≈2x MKL for the skinny [rows, 512]·[512, 16384] shapes); fewer rows are matrix-vector-like
+# and memory bound, where MKL's plain GEMM is faster
+PREPACKED_MIN_ROWS = 8
+# batches with fewer packed rows than this (batch 1, a few short sentences) run their input
+# projection through oneDNN with prepacked input weights (MKL is ~2x slower at so few rows); they
+# are packed on first use only, so workloads without such small batches never pay their memory
+PREPACKED_INPUT_MAX_ROWS = 128
+USE_PREPACKED = True
+
+_DERIVED = DerivedWeights()
+
+
+def _prepack_directions(weight: torch.Tensor) -> list:
+    """oneDNN-prepacked copies of a [2, in, out] weight, one per direction."""
+    prepack = torch.ops.mkldnn._reorder_linear_weight
+    return [prepack(w.detach().t().contiguous(), 32) for w in weight]
+
+
+def _use_onednn(weights: LstmWeights, x: torch.Tensor) -> bool:
+    return (
+        USE_PREPACKED
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and weights.hidden_weight.dtype == torch.float32
+        and onednn_linear_available()
+    )
+
+
+def _prepacked(weights: LstmWeights, name: str) -> list | None:
+    tensor = getattr(weights, name)
+    if tensor is None:
+        return None
+    return _DERIVED.get(weights.owner, "prepacked_" + name, weights_key(tensor), lambda: _prepack_directions(tensor))
+
+
+def drop_derived(owner) -> None:
+    """Frees the derived copies (prepacked, low-precision) kept for `owner`."""
+    _DERIVED.drop(owner)
+
+
+def _low_precision(weights: LstmWeights, name: str, dtype: torch.dtype) -> torch.Tensor:
+    """A weight cast to the autocast dtype, cached until it changes (autocast itself re-casts
+    per-direction views at every call)."""
+    tensor = getattr(weights, name)
+    key = weights_key(tensor)
+    return _DERIVED.get(weights.owner, f"{name}_{dtype}", key and (key, dtype), lambda: tensor.detach().to(dtype))
+
+
+def _matmul(weights: LstmWeights, name: str, x: torch.Tensor, direction: int | None = None) -> torch.Tensor:
+    """x · weights.<name> for both directions ([2, rows, in]) or one (`direction`, [rows, in]):
+    int8 when the layer was quantized (CPU), else in the autocast dtype."""
+    if weights.int8 is not None and x.device.type == "cpu":
+        if direction is None:
+            return weights.int8.bmm(x, name)
+        return weights.int8.mm(x, name, direction)
+    weight = _low_precision(weights, name, autocast_dtype(x.device.type))
+    x = x.to(weight.dtype)
+    return torch.bmm(x, weight) if direction is None else torch.mm(x, weight[direction])
+
+
+def _tanh_(x: torch.Tensor) -> torch.Tensor:
+    """In-place tanh as 2·σ(2x) − 1 (same values within ~1e-7; PyTorch's CPU sigmoid is ~6x faster)."""
+    return x.mul_(2.0).sigmoid_().mul_(2.0).sub_(1.0)
+
+
+def _input_projection(weights: LstmWeights, x: torch.Tensor, bias: torch.Tensor, exact: bool, onednn: bool, small: bool):
+    """[2, rows, in] → [2, rows, 4·hidden] gate pre-activations from the inputs (+ bias)."""
+    if exact and small and onednn:
+        packed = _prepacked(weights, "input_weight")
+        linear = torch.ops.mkldnn._linear_pointwise
+        return [linear(x[d], packed[d], bias[d], "none", [], "") for d in range(x.shape[0])]
+    if exact:
+        out = scratch("gates", (x.shape[0], x.shape[1], weights.input_weight.shape[-1]), x)
+        return torch.baddbmm(bias.unsqueeze(1), x, weights.input_weight, out=out)
+    return _matmul(weights, "input_weight", x).float().add_(bias.unsqueeze(1))
+
+
+def run_layer_packed(
+    weights: LstmWeights, x: torch.Tensor, layout: PackedLayout, h0: torch.Tensor, c0: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One LSTM layer (both directions) over packed inputs x [2, packed, input_dim].
+
+    h0 [2, batch, proj] / c0 [2, batch, hidden] are in sorted row order.  Returns the packed
+    outputs [2, packed, proj] and the final cells [2, batch, hidden] (each row's, after its last
+    step; rows that stop early simply stop being updated).
+    """
+    n_dir = x.shape[0]
+    hidden = weights.bias.shape[-1] // 4
+    has_projection = weights.proj_weight is not None
+    int8 = weights.int8 is not None and x.device.type == "cpu"
+    if int8:
+        weights.int8.refresh(
+            input_weight=weights.input_weight, hidden_weight=weights.hidden_weight, proj_weight=weights.proj_weight
+        )
+    exact = not (int8 or torch.is_autocast_enabled(x.device.type))
+    onednn = exact and _use_onednn(weights, x)
+    packed_hidden = _prepacked(weights, "hidden_weight") if onednn else None
+    packed_proj = _prepacked(weights, "proj_weight") if onednn else None
+    linear = torch.ops.mkldnn._linear_pointwise if onednn else None
+    bias = weights.bias.detach().to(x.dtype)
+    proj_dim = weights.proj_weight.shape[-1] if has_projection else hidden
+    out = x.new_empty(n_dir, layout.size, proj_dim)
+    c = c0.to(x.dtype).clone()
+    cell_out = x.new_empty(n_dir, layout.batch, hidden)
+    h_prev = h0.to(x.dtype)
+    cell_clip, proj_clip = weights.cell_clip, weights.proj_clip
+    steps = len(layout.counts)
+    small_batch = layout.size < PREPACKED_INPUT_MAX_ROWS
+    t = 0
+    while t < steps:
+        # input projections for a block of steps in one batched matmul (both directions at once)
+        start = layout.offsets[t]
+        end_t = t + 1
+        while end_t < steps and layout.offsets[end_t + 1] - start <= PROJECTION_ROWS:
+            end_t += 1
+        block = _input_projection(weights, x[:, start : layout.offsets[end_t]], bias, exact, onednn, small_batch)
+        for step in range(t, end_t):
+            n = layout.counts[step]
+            offset = layout.offsets[step]
+            for d in range(n_dir):
+                gates = block[d][offset - start : offset - start + n]  # [n, 4·hidden], contiguous
+                h = h_prev[d, :n]
+                use_packed = onednn and n >= PREPACKED_MIN_ROWS
+                if use_packed:
+                    gates = linear.binary(h, gates, packed_hidden[d], None, "add")
+                elif exact:
+                    gates.addmm_(h, weights.hidden_weight[d])
+                else:
+                    gates.add_(_matmul(weights, "hidden_weight", h, d))
+                i, j, f = gates[:, :hidden], gates[:, hidden : 2 * hidden], gates[:, 2 * hidden : 3 * hidden]
+                i.sigmoid_()
+                gates[:, 2 * hidden :].sigmoid_()  # f and o together
+                _tanh_(j)
+                cell = c[d, :n]
+                cell.mul_(f).addcmul_(i, j)
+                if cell_clip:
+                    cell.clamp_(-cell_clip, cell_clip)
+                m = cell_out[d, :n]
+                _tanh_(m.copy_(cell)).mul_(gates[:, 3 * hidden :])
+                h_new = out[d, offset : offset + n]
+                if has_projection:
+                    if use_packed:
+                        projected = linear(m, packed_proj[d], None, "none", [], "")
+                    elif exact:
+                        projected = torch.mm(m, weights.proj_weight[d], out=h_new)
+                    else:
+                        projected = _matmul(weights, "proj_weight", m, d)
+                    if projected.dtype != h_new.dtype:  # autocast: low-precision product
+                        projected = h_new.copy_(projected)
+                    if proj_clip:
+                        torch.clamp(projected, -proj_clip, proj_clip, out=h_new)
+                    elif projected is not h_new:
+                        h_new.copy_(projected)
+                else:
+                    h_new.copy_(m)
+            h_prev = out[:, offset : offset + n]
+        t = end_t
+    return out, c
+
+
+def bilstm_packed(
+    layers: Sequence[LstmWeights],
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    *,
+    skip_connections: bool,
+    dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    return_state: bool = False,
+) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor] | None]:
+    """The L-layer biLSTM over tokens [batch, time, dim] (left-aligned rows, `mask` [batch, time]).
+
+    h0 [L, 2, batch, proj] / c0 [L, 2, batch, hidden] are the initial states.  Returns one
+    [batch, time, 2·proj] output per layer (zero at padding) and, with `return_state`, the final
+    (h, c) of each row after its last real step.
+    """
+    batch, steps, _ = tokens.shape
+    lengths = mask.sum(dim=1)
+    layout = PackedLayout(lengths, steps)
+    order = layout.order
+    h0, c0 = h0[:, :, order], c0[:, :, order]
+    x = layout.pack(tokens)
+    outputs, finals_h, finals_c = [], [], []
+    if return_state:
+        ranks, where = layout.final_rows()  # the same rows for every layer
+    for index, weights in enumerate(layers):
+        out, c = run_layer_packed(weights, dropout(x) if dropout is not None else x, layout, h0[index], c0[index])
+        if return_state:
+            h = h0[index].to(out.dtype).clone()
+            if ranks.numel():
+                h[:, ranks] = out[:, where]
+            finals_h.append(h)
+            finals_c.append(c)
+        if skip_connections and index > 0:
+            out += x
+        outputs.append(out)
+        x = out
+    result = [layout.unpack(out) for out in outputs]
+    if not return_state:
+        return result, None
+    unsort = torch.argsort(order)
+    return result, (torch.stack(finals_h)[:, :, unsort], torch.stack(finals_c)[:, :, unsort])
+
+
+__all__ = ["LstmWeights", "PackedLayout", "run_layer_packed", "bilstm_packed", "drop_derived", "int8_matmul"]

@@ -1,0 +1,285 @@
+"""Every LSTM kernel computes the readable definition (`eager`), over the whole configuration space,
+and any freeze pattern trains through `eager` with the gradients of the fully trainable model."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+import torch
+
+from spacy_elmo import ElmoConfig, ElmoModel, ElmoState
+from spacy_elmo.characters import batch_to_char_ids
+
+TOL = 1e-6
+IMPLEMENTATIONS = ["packed"]  # every kernel besides the definition
+LENGTHS = [5, 0, 1, 9, 3, 1]  # ragged, with empty and one-token rows
+
+
+def _config(skip: bool, cell_projection: bool, cnn_projection: bool, clip: bool, **extra) -> ElmoConfig:
+    filters = [[1, 4], [2, 4], [3, 8]]  # 16 filters
+    return ElmoConfig(
+        lstm_dim=24,
+        projection_dim=(12 if cell_projection else 24) if cnn_projection else 16,
+        n_highway=1,
+        filters=filters,
+        char_embedding_dim=4,
+        use_skip_connections=skip,
+        cell_clip=0.5 if clip else None,
+        proj_clip=0.4 if clip else None,
+        **extra,
+    )
+
+
+SPACE = [
+    pytest.param(skip, cell_proj, cnn_proj, clip, id=f"skip{int(skip)}-cellproj{int(cell_proj)}-cnnproj{int(cnn_proj)}-clip{int(clip)}")
+    for skip, cell_proj, cnn_proj, clip in itertools.product([True, False], repeat=4)
+    # without a CNN projection the token vectors are 16-wide, so the LSTM projects 24 → 16
+    if cnn_proj or cell_proj
+]
+
+
+def _model(config: ElmoConfig, seed: int = 0) -> ElmoModel:
+    torch.manual_seed(seed)
+    model = ElmoModel(config).eval()
+    with torch.no_grad():  # larger weights than the init, so gates saturate and clipping bites
+        for layer in model.encoder.layers:
+            for p in (layer.input_weight, layer.hidden_weight, layer.proj_weight):
+                if p is not None:
+                    p.uniform_(-0.6, 0.6)
+            layer.bias.uniform_(-1, 1)
+    return model
+
+
+def _inputs(batch: int, seed: int, config: ElmoConfig):
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("abcdefg") for _ in range(rng.randint(1, 6))) for _ in range(20)]
+    sentences = [[rng.choice(words) for _ in range(n)] for n in LENGTHS[:batch]]
+    ids, mask = batch_to_char_ids(sentences, config.max_characters_per_token)
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def _state(config: ElmoConfig, batch: int, seed: int) -> ElmoState:
+    g = torch.Generator().manual_seed(seed)
+    return ElmoState(
+        torch.rand(config.num_layers, 2, batch, config.projection_dim, generator=g) - 0.5,
+        torch.rand(config.num_layers, 2, batch, config.lstm_dim, generator=g) - 0.5,
+    )
+
+
+def _run(model, implementation, ids, mask, **kwargs):
+    model.config.lstm_implementation = implementation
+    try:
+        with torch.no_grad():
+            return model(ids, mask, **kwargs)
+    finally:
+        model.config.lstm_implementation = "auto"
+
+
+def _diff(a, b) -> float:
+    """Largest difference relative to the reference's scale (at least 1): float rounding of
+    unclipped cells grows with their magnitude."""
+    return max(float((x - y).abs().max()) / max(1.0, float(x.abs().max())) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize("skip,cell_proj,cnn_proj,clip", SPACE)
+def test_kernels_equal_eager_over_the_configuration_space(skip, cell_proj, cnn_proj, clip, implementation):
+    config = _config(skip, cell_proj, cnn_proj, clip)
+    assert (config.projection_dim != config.lstm_dim) == cell_proj
+    model = _model(config)
+    model.disable_token_cache()
+    assert model.encoder.layers[0].has_projection == cell_proj
+    ids, mask = _inputs(len(LENGTHS), seed=1, config=config)
+    # the bare biLSTM, with an all-padding row (length 0) and one-token rows
+    tokens = torch.randn(len(LENGTHS), max(LENGTHS), config.projection_dim)
+    lstm_mask = torch.arange(max(LENGTHS)).unsqueeze(0) < torch.tensor(LENGTHS).unsqueeze(1)
+    tokens = tokens * lstm_mask.unsqueeze(-1)
+    for initial in (None, _state(config, len(LENGTHS), seed=2)):
+        for return_state in (False, True):
+            outs = {}
+            for impl in ("eager", implementation):
+                model.config.lstm_implementation = impl
+                with torch.no_grad():
+                    outs[impl] = model.encoder(tokens, lstm_mask, initial, return_state)
+            model.config.lstm_implementation = "auto"
+            (ref_layers, ref_state), (got_layers, got_state) = outs["eager"], outs[implementation]
+            assert _diff(ref_layers, got_layers) <= TOL
+            if return_state:
+                assert _diff(ref_state, got_state) <= TOL
+                if initial is not None:  # the empty row keeps its initial state
+                    assert torch.equal(got_state.h[:, :, 1], initial.h[:, :, 1])
+            else:
+                assert ref_state is None and got_state is None
+            # the whole model (boundaries, char CNN), with and without an initial state
+            state = None if initial is None else _state(config, len(LENGTHS), seed=3)
+            ref = _run(model, "eager", ids, mask, initial_state=state, return_state=return_state)
+            got = _run(model, implementation, ids, mask, initial_state=state, return_state=return_state)
+            assert _diff(ref.hidden_states, got.hidden_states) <= TOL
+            if return_state:
+                assert _diff(ref.state, got.state) <= TOL
+
+
+def test_auto_picks_packed_only_when_nothing_needs_a_gradient_in_eval_mode():
+    config = _config(True, True, True, True)
+    model = _model(config)
+    tokens = torch.randn(2, 3, config.projection_dim)
+    bilstm = model.encoder
+    with torch.no_grad():
+        assert bilstm.implementation(tokens) == "packed"
+    assert bilstm.implementation(tokens) == "eager"  # parameters need gradients
+    model.requires_grad_(False)
+    assert bilstm.implementation(tokens) == "packed"
+    model.encoder.layers[1].hidden_weight.requires_grad_(True)  # one parameter deep in the stack
+    assert bilstm.implementation(tokens) == "eager"
+    model.requires_grad_(False)
+    assert bilstm.implementation(tokens.requires_grad_(True)) == "eager"
+    state = _state(config, 2, 0)
+    assert bilstm.implementation(tokens.detach(), ElmoState(state.h.requires_grad_(True), state.c)) == "eager"
+    model.train()  # dropout is applied by eager in training, with or without gradients
+    with torch.no_grad():
+        assert bilstm.implementation(tokens.detach()) == "eager"
+    model.eval()
+    model.config.lstm_implementation = "packed"
+    model.encoder.layers[0].input_weight.requires_grad_(True)
+    with pytest.raises(RuntimeError, match="packed"):
+        bilstm.implementation(tokens.detach())
+
+
+def test_dropout_applies_in_training_without_gradients():
+    config = _config(True, True, True, False, dropout=0.5)
+    model = _model(config)
+    ids, mask = _inputs(3, seed=4, config=config)
+    with torch.no_grad():
+        model.eval()
+        a, b = model(ids, mask).last_hidden_state, model(ids, mask).last_hidden_state
+        assert torch.equal(a, b)
+        model.train()
+        c = model(ids, mask).last_hidden_state
+    assert not torch.allclose(a, c)
+
+
+FREEZE_PATTERNS = {
+    "none": lambda m: None,
+    "char_encoder": lambda m: m.token_encoder.requires_grad_(False),
+    "char_encoder+layer0": lambda m: (m.token_encoder.requires_grad_(False), m.encoder.layers[0].requires_grad_(False)),
+}
+
+
+@pytest.mark.parametrize("pattern", sorted(FREEZE_PATTERNS))
+def test_freeze_patterns_train_with_the_full_models_gradients(pattern):
+    """Gradual unfreezing: any frozen prefix trains, and the trainable parameters get exactly the
+    gradients they get in the fully trainable model."""
+    config = _config(True, True, True, True)
+    ids, mask = _inputs(len(LENGTHS), seed=5, config=config)
+    full = _model(config).train()
+    full.config.dropout = 0.0
+    full.encoder.dropout.p = 0.0
+    loss = sum((h * torch.linspace(-1, 1, h.shape[-1])).sum() for h in full(ids, mask).hidden_states[1:])
+    loss.backward()
+    reference = {n: p.grad.clone() for n, p in full.named_parameters() if p.grad is not None}
+
+    model = _model(config).train()
+    model.encoder.dropout.p = 0.0
+    FREEZE_PATTERNS[pattern](model)
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    loss = sum((h * torch.linspace(-1, 1, h.shape[-1])).sum() for h in model(ids, mask).hidden_states[1:])
+    loss.backward()
+    trained = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trained and all(model.get_parameter(n).grad is not None for n in trained)
+    for name in trained:
+        got, want = model.get_parameter(name).grad, reference[name]
+        assert float((got - want).abs().max()) <= TOL * max(1.0, float(want.abs().max())), name
+    optimizer.step()
+    for name, p in model.named_parameters():
+        changed = not torch.equal(p.detach(), before[name])
+        assert changed == (name in trained and bool(p.grad.abs().sum() > 0)), name
+
+
+@pytest.mark.parametrize("capability", ["onednn", "int_mm", "version", "autocast_dtype"])
+def test_private_torch_api_fallbacks_are_exact(capability, monkeypatch, caplog):
+    """Each private torch API sits behind a capability check; its fallback gives the same result
+    (exact fp32, the same int8 approximation, bf16 autocast) and is logged once."""
+    from spacy_elmo.kernels import capabilities, packed_lstm
+    from spacy_elmo.quantization import quantize_int8
+
+    config = _config(True, True, True, True)
+    ids, mask = _inputs(len(LENGTHS), seed=6, config=config)
+    monkeypatch.setattr(packed_lstm, "PREPACKED_MIN_ROWS", 1)
+
+    def outputs():
+        model = _model(config)
+        results = [_run(model, "packed", ids, mask, return_state=True).hidden_states]
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            results.append(model(ids, mask).hidden_states)
+        quantize_int8(model)
+        results.append(_run(model, "packed", ids, mask).hidden_states)
+        return results
+
+    expected = outputs()
+    monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {capability})
+    monkeypatch.setattr(capabilities, "_logged", set())
+    with caplog.at_level("INFO", logger="spacy_elmo.kernels"):
+        got = outputs()
+    assert [r.getMessage() for r in caplog.records if capability in r.getMessage()]
+    for want, have in zip(expected, got):
+        assert _diff(want, have) <= TOL
+
+
+def test_no_import_cycles_and_kernels_import_nothing_from_the_model():
+    """Imports point one way: kernels ← modeling ← everything else (walks every module's imports)."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "spacy_elmo"
+    graph: dict[str, set[str]] = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        is_package = path.name == "__init__.py"
+        edges = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = name.split(".") if is_package else name.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                # `from . import kernels` imports the submodule; `from .x import Y` the module x
+                targets = [(target, f"{target}.{alias.name}") for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            edges.update(t for t in targets)
+    modules = set(graph)
+
+    def resolve(target):
+        if isinstance(target, tuple):
+            return target[1] if target[1] in modules else target[0]
+        return target
+
+    graph = {m: {resolve(t) for t in ts} for m, ts in graph.items()}
+    graph = {m: {t for t in ts if t in modules and t != m} for m, ts in graph.items()}
+    for module, targets in graph.items():
+        if module.startswith("spacy_elmo.kernels"):
+            assert all(t.startswith("spacy_elmo.kernels") for t in targets), (module, targets)
+    assert not any(t.startswith("spacy_elmo.legacy") for t in graph["spacy_elmo.modeling_elmo"])
+
+    state: dict[str, int] = {}
+
+    def visit(module, path):
+        state[module] = 1
+        for target in graph[module]:
+            if state.get(target) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(path + [module, target]))
+            if target not in state:
+                visit(target, path + [module])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
