@@ -11,9 +11,10 @@ from transformers import PreTrainedConfig
 _ACTIVATIONS = ("relu", "tanh")
 # which code evaluates the biLSTM (as `attn_implementation` chooses attention kernels in HF):
 # "eager" = the readable autograd definition in modeling_elmo.py; "packed" = the exact inference
-# kernel (spacy_elmo.kernels.packed_lstm, no autograd); "auto" = packed when nothing can need a
-# gradient and the model is in eval mode, else eager
-LSTM_IMPLEMENTATIONS = ("auto", "eager", "packed")
+# kernel (spacy_elmo.kernels.packed_lstm, no autograd); "cuda_graphs" = eager captured once per
+# bucketed shape in a CUDA graph and replayed (inference on CUDA; spacy_elmo.kernels.cuda_graphs);
+# "auto" = packed when nothing can need a gradient and the model is in eval mode, else eager
+LSTM_IMPLEMENTATIONS = ("auto", "eager", "packed", "cuda_graphs")
 _INT_FIELDS = (
     "n_characters", "max_characters_per_token", "char_embedding_dim", "n_highway", "num_layers",
     "lstm_dim", "projection_dim", "num_output_representations", "vocab_size",

@@ -250,10 +250,15 @@ class ElmoBiLstm(nn.Module):
         )
         if choice == "auto":
             return "eager" if needs_grad or self.training else "packed"
-        if choice == "packed" and needs_grad:
+        if choice in ("packed", "cuda_graphs") and needs_grad:
             raise RuntimeError(
-                "lstm_implementation='packed' is an inference kernel without autograd, but a gradient "
+                f"lstm_implementation={choice!r} is an inference kernel without autograd, but a gradient "
                 "is needed here; use 'eager' or 'auto', or run under torch.no_grad()"
+            )
+        if choice == "cuda_graphs" and (tokens.device.type != "cuda" or self.training):
+            raise RuntimeError(
+                "lstm_implementation='cuda_graphs' runs inference (eval mode) on a CUDA device; "
+                f"the inputs are on {tokens.device.type} and the model is in {'train' if self.training else 'eval'} mode"
             )
         return choice
 
@@ -269,17 +274,26 @@ class ElmoBiLstm(nn.Module):
         Returns one [batch, time, 2·projection_dim] output per layer (zero at padding) and,
         if asked, the state after each row's last token.
         """
-        batch, steps, _ = tokens.shape
-        if self.implementation(tokens, initial_state) == "packed":
+        implementation = self.implementation(tokens, initial_state)
+        state = initial_state if initial_state is not None else self.zero_state(tokens.shape[0], tokens)
+        if implementation == "packed":
             # the same computation over a packed, length-sorted batch, in place (kernels.packed_lstm)
-            state = initial_state if initial_state is not None else self.zero_state(batch, tokens)
             layers, final = kernels.bilstm_packed(
                 [layer.kernel_weights() for layer in self.layers], tokens, mask, state.h, state.c,
                 skip_connections=self.use_skip_connections, dropout=self.dropout, return_state=return_state,
             )
             return layers, ElmoState(*final) if final is not None else None
+        if implementation == "cuda_graphs":
+            return self._graphed(tokens, mask, state, return_state)
+        return self._eager(tokens, mask, state, return_state)
+
+    def _eager(
+        self, tokens: torch.Tensor, mask: torch.Tensor, state: ElmoState, return_state: bool
+    ) -> tuple[list[torch.Tensor], ElmoState | None]:
+        """The definition: both directions step by step (the backward one over each row reversed
+        within its length), layer after layer, with residual connections from layer 1 up."""
+        batch, steps, _ = tokens.shape
         lengths = mask.sum(dim=1)
-        state = initial_state if initial_state is not None else self.zero_state(batch, tokens)
         rev = _reverse_index(lengths, steps)
         gather = rev.unsqueeze(-1).expand(-1, -1, tokens.shape[-1])
         x = torch.stack([tokens, tokens.gather(1, gather)])
@@ -298,6 +312,34 @@ class ElmoBiLstm(nn.Module):
         gather = rev.unsqueeze(-1).expand(-1, -1, self.config.projection_dim)
         layers = [torch.cat([out[0], out[1].gather(1, gather)], dim=-1) * keep for out in outputs]
         final = ElmoState(torch.stack(finals_h), torch.stack(finals_c)) if return_state else None
+        return layers, final
+
+    def _graphed(
+        self, tokens: torch.Tensor, mask: torch.Tensor, state: ElmoState, return_state: bool
+    ) -> tuple[list[torch.Tensor], ElmoState | None]:
+        """`_eager` replayed from a CUDA graph captured per bucketed (batch, steps): extra rows are
+        empty and extra steps padding, which leave the real rows' values unchanged."""
+        batch, steps, dim = tokens.shape
+        rows, time = kernels.cuda_graphs.bucket(batch), kernels.cuda_graphs.bucket(steps)
+        padded = tokens.new_zeros(rows, time, dim)
+        padded[:batch, :steps] = tokens
+        padded_mask = mask.new_zeros(rows, time)
+        padded_mask[:batch, :steps] = mask
+        h = state.h.new_zeros(*state.h.shape[:2], rows, state.h.shape[-1])
+        c = state.c.new_zeros(*state.c.shape[:2], rows, state.c.shape[-1])
+        h[:, :, :batch], c[:, :, :batch] = state.h, state.c
+        key = (
+            rows, time, tokens.dtype, mask.dtype, return_state, torch.is_autocast_enabled("cuda"),
+            kernels.autocast_dtype("cuda"), tuple(p.data_ptr() for p in self.parameters()),
+        )
+
+        def run(x, m, h0, c0):
+            layers, final = self._eager(x, m, ElmoState(h0, c0), return_state)
+            return layers + (list(final) if final is not None else [])
+
+        outputs = kernels.cuda_graphs.graphed_call(self, key, run, [padded, padded_mask, h, c])
+        layers = [out[:batch, :steps] for out in outputs[: len(self.layers)]]
+        final = ElmoState(*(t[:, :, :batch] for t in outputs[len(self.layers) :])) if return_state else None
         return layers, final
 
 

@@ -13,7 +13,10 @@ from spacy_elmo import ElmoConfig, ElmoModel, ElmoState
 from spacy_elmo.characters import batch_to_char_ids
 
 TOL = 1e-6
-IMPLEMENTATIONS = ["packed"]  # every kernel besides the definition
+# every kernel besides the definition, on every device it runs on (CUDA ones run where CUDA exists)
+KERNELS = [("cpu", "packed")]
+if torch.cuda.is_available():
+    KERNELS += [("cuda", "packed"), ("cuda", "cuda_graphs")]
 LENGTHS = [5, 0, 1, 9, 3, 1]  # ragged, with empty and one-token rows
 
 
@@ -83,20 +86,21 @@ def _diff(a, b) -> float:
     return max(float((x - y).abs().max()) / max(1.0, float(x.abs().max())) for x, y in zip(a, b))
 
 
-@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize("device,implementation", KERNELS)
 @pytest.mark.parametrize("skip,cell_proj,cnn_proj,clip", SPACE)
-def test_kernels_equal_eager_over_the_configuration_space(skip, cell_proj, cnn_proj, clip, implementation):
+def test_kernels_equal_eager_over_the_configuration_space(skip, cell_proj, cnn_proj, clip, device, implementation):
     config = _config(skip, cell_proj, cnn_proj, clip)
     assert (config.projection_dim != config.lstm_dim) == cell_proj
-    model = _model(config)
+    model = _model(config).to(device)
     model.disable_token_cache()
     assert model.encoder.layers[0].has_projection == cell_proj
-    ids, mask = _inputs(len(LENGTHS), seed=1, config=config)
+    ids, mask = (t.to(device) for t in _inputs(len(LENGTHS), seed=1, config=config))
     # the bare biLSTM, with an all-padding row (length 0) and one-token rows
     tokens = torch.randn(len(LENGTHS), max(LENGTHS), config.projection_dim)
     lstm_mask = torch.arange(max(LENGTHS)).unsqueeze(0) < torch.tensor(LENGTHS).unsqueeze(1)
-    tokens = tokens * lstm_mask.unsqueeze(-1)
-    for initial in (None, _state(config, len(LENGTHS), seed=2)):
+    tokens, lstm_mask = (tokens * lstm_mask.unsqueeze(-1)).to(device), lstm_mask.to(device)
+    initial_state = _state(config, len(LENGTHS), seed=2)
+    for initial in (None, ElmoState(*(t.to(device) for t in initial_state))):
         for return_state in (False, True):
             outs = {}
             for impl in ("eager", implementation):
@@ -113,7 +117,7 @@ def test_kernels_equal_eager_over_the_configuration_space(skip, cell_proj, cnn_p
             else:
                 assert ref_state is None and got_state is None
             # the whole model (boundaries, char CNN), with and without an initial state
-            state = None if initial is None else _state(config, len(LENGTHS), seed=3)
+            state = None if initial is None else ElmoState(*(t.to(device) for t in _state(config, len(LENGTHS), seed=3)))
             ref = _run(model, "eager", ids, mask, initial_state=state, return_state=return_state)
             got = _run(model, implementation, ids, mask, initial_state=state, return_state=return_state)
             assert _diff(ref.hidden_states, got.hidden_states) <= TOL

@@ -10,9 +10,11 @@ nothing from the model: it works on plain tensors and callables.
 * `packed_lstm`  – the biLSTM over a packed, length-sorted batch, in place, without autograd.
 * `int8`         – int8 weights × dynamic int8 activations (opt-in, approximate, CPU).
 * `weights`      – derived-weight caches (oneDNN-prepacked, low-precision copies) and scratch buffers.
+* `cuda_graphs`  – CUDA graphs of a tensor function, one per bucketed input shape (GPU inference).
 * `capabilities` – checks for the private torch APIs used above, with exact fallbacks.
 """
 
+from . import cuda_graphs
 from .capabilities import autocast_dtype, int_mm_available, onednn_linear_available
 from .char_cnn import encode_words, used_columns
 from .int8 import Int8Linear, Int8Weights, int8_matmul
@@ -21,6 +23,7 @@ from .token_cache import TokenEmbeddingCache
 from .weights import release_scratch, weights_key
 
 __all__ = [
+    "cuda_graphs",
     "autocast_dtype",
     "int_mm_available",
     "onednn_linear_available",
