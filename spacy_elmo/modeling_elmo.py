@@ -386,6 +386,14 @@ def _check_config_file(source: str) -> None:
         raise ElmoLoadError(f"{path}: unknown field(s) {unknown}; known ELMo fields are {sorted(known)}")
 
 
+def _weights_name(source: str) -> str:
+    """The weights file of a local directory (what an error should name), else `source` itself."""
+    for name in ("model.safetensors", "model.safetensors.index.json"):
+        if (Path(source) / name).is_file():
+            return str(Path(source) / name)
+    return source
+
+
 class ElmoPreTrainedModel(PreTrainedModel):
     """Shared HF machinery: config class, weight init, safetensors save/load."""
 
@@ -413,16 +421,17 @@ class ElmoPreTrainedModel(PreTrainedModel):
             raise ElmoLoadError(f"{source}: invalid config.json: {err.__cause__ or err}") from None
         except RuntimeError as err:
             if "mismatch" in str(err).lower():
-                raise ElmoLoadError(f"{source}: weight shapes do not match config.json ({err})") from None
+                raise ElmoLoadError(f"{_weights_name(source)}: weight shapes do not match config.json ({err})") from None
             raise
+        weights = _weights_name(source)
         missing = [k for k in info["missing_keys"] if not k.startswith(cls._optional_weights)]
         if missing:
-            raise ElmoLoadError(f"{source}: the weights file lacks tensors {sorted(missing)[:8]} required by config.json")
+            raise ElmoLoadError(f"{weights}: the weights file lacks tensors {sorted(missing)[:8]} required by config.json")
         if info.get("mismatched_keys"):
-            raise ElmoLoadError(f"{source}: weight shapes do not match config.json: {info['mismatched_keys'][:4]}")
+            raise ElmoLoadError(f"{weights}: weight shapes do not match config.json: {info['mismatched_keys'][:4]}")
         bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
         if bad:
-            raise ElmoLoadError(f"{source}: weights contain NaN/inf values in {bad[:8]}")
+            raise ElmoLoadError(f"{weights}: weights contain NaN/inf values in {bad[:8]}")
         return (model, info) if want_info else model
 
     @torch.no_grad()
