@@ -24,6 +24,7 @@ import numpy
 import srsly
 import torch
 from spacy.tokens import Doc
+from spacy.training.batchers import minibatch_by_padded_size
 from thinc.api import (
     ArgsKwargs,
     Model,
@@ -166,7 +167,7 @@ def _convert_outputs(model: Model, X_Ytorch, is_train: bool):
     return Y, backprop
 
 
-# --- segmentation and batching -------------------------------------------------------------------
+# --- segmentation ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -217,20 +218,6 @@ def plan_segments(docs: Sequence[Doc], max_length: int, overlap: int) -> List[Se
             for span in window_spans(start, end, max_length, overlap):
                 segments.append(Segment(i, *span))
     return segments
-
-
-def batch_segments(segments: Sequence[Segment], max_batch_tokens: int) -> List[List[int]]:
-    """Indices of `segments` grouped longest first so rows × longest row ≤ `max_batch_tokens`."""
-    order = sorted(range(len(segments)), key=lambda i: -len(segments[i]))
-    batches: List[List[int]] = []
-    for i in order:
-        if batches:
-            batch = batches[-1]
-            if (len(batch) + 1) * len(segments[batch[0]]) <= max_batch_tokens:
-                batch.append(i)
-                continue
-        batches.append([i])
-    return batches
 
 
 def doc_key(model: Model, doc: Doc):
@@ -356,8 +343,9 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
     words = [[t.text for t in doc] for doc in docs]
     outputs = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
     callbacks = []
-    for batch in batch_segments(segments, model.attrs["max_batch_tokens"]):
-        segs = [segments[i] for i in batch]
+    # spaCy's padded-size batcher over all segments at once: rows × longest row ≤ max_batch_tokens
+    # (a longer segment runs alone), similar lengths together
+    for segs in minibatch_by_padded_size(segments, model.attrs["max_batch_tokens"], buffer=max(1, len(segments))):
         ids, mask = batch_to_char_ids([words[s.doc][s.start : s.end] for s in segs], max_chars)
         Y, backprop_batch = wrapper((ids, mask), is_train=is_train)
         for row, s in enumerate(segs):
@@ -402,7 +390,6 @@ def predict_cached(model: Model, docs: Sequence[Doc], cache: Optional[LayerCache
 __all__ = [
     "ElmoLayerStack",
     "Segment",
-    "batch_segments",
     "build_bilm",
     "bilm_from_bytes",
     "bilm_to_bytes",
