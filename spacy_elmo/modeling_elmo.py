@@ -343,8 +343,30 @@ class ElmoBiLstm(nn.Module):
         return layers, final
 
 
+def scalar_mix(layers: Sequence[torch.Tensor] | torch.Tensor, scalar_parameters: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    """γ · Σ_j softmax(s)_j · h_j (paper eq. 1): the one definition of the mix, for `ScalarMix` and
+    the thinc layer `spacy-elmo.ScalarMix.v1` (which runs it on its own parameters through torch)."""
+    if len(layers) != scalar_parameters.shape[0]:
+        raise ValueError(f"ScalarMix has {scalar_parameters.shape[0]} weights but got {len(layers)} layers")
+    mixed = 0.0
+    for weight, layer in zip(torch.softmax(scalar_parameters, dim=0), layers):
+        mixed = mixed + weight * layer
+    return gamma * mixed
+
+
+def scalar_mix_penalty(scalar_parameters: torch.Tensor, l2: float) -> torch.Tensor:
+    """λ‖s‖²: the paper's λ‖w‖²₂ (§3.3; §5.1 on λ) on the *unnormalized* layer weights s.
+
+    This is what the reference code penalizes: bilm-tf's `weight_layers` regularizes its `ELMo_W`
+    variable (the logits, softmax-normalized afterwards) with `l2_coef · Σ W²`, and AllenNLP's
+    configs put an L2 regularizer (alpha · Σ p²) on `scalar_parameters`. γ is not penalized.
+    Pulling s toward 0 pulls softmax(s) toward the equal average of the layers; the gradient is 2λs.
+    """
+    return l2 * (scalar_parameters * scalar_parameters).sum()
+
+
 class ScalarMix(nn.Module):
-    """γ · Σ_j softmax(s)_j · h_j over the L+1 biLM layers (paper eq. 1).
+    """γ · Σ_j softmax(s)_j · h_j over the L+1 biLM layers (`scalar_mix`, paper eq. 1).
 
     With `layer_norm=True`, each layer is first normalized with the mean and variance over all real
     tokens *of its own sentence* (keeps outputs independent of the rest of the batch).
@@ -365,22 +387,13 @@ class ScalarMix(nn.Module):
         return torch.softmax(self.scalar_parameters, dim=0)
 
     def forward(self, layers: Sequence[torch.Tensor] | torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        if len(layers) != self.scalar_parameters.shape[0]:
-            raise ValueError(f"ScalarMix has {self.scalar_parameters.shape[0]} weights but got {len(layers)} layers")
-        weights = self.weights
-        mixed = 0.0
-        for weight, layer in zip(weights, layers):
-            if self.layer_norm:
-                layer = _masked_sentence_norm(layer, mask)
-            mixed = mixed + weight * layer
-        return self.gamma * mixed
+        if self.layer_norm:
+            layers = [_masked_sentence_norm(layer, mask) for layer in layers]
+        return scalar_mix(layers, self.scalar_parameters, self.gamma)
 
-    def regularization(self, l2_coef: float, centered: bool = True) -> torch.Tensor:
-        """λ‖s − mean(s)‖² (or λ‖s‖² when not centered): pulls the mix toward an equal average."""
-        s = self.scalar_parameters
-        if centered:
-            s = s - s.mean()
-        return l2_coef * (s * s).sum()
+    def regularization(self, l2_coef: float) -> torch.Tensor:
+        """λ‖s‖² on the unnormalized layer weights (`scalar_mix_penalty`): add it to the loss."""
+        return scalar_mix_penalty(self.scalar_parameters, l2_coef)
 
 
 def _masked_sentence_norm(layer: torch.Tensor, mask: torch.Tensor | None, eps: float = 1e-12) -> torch.Tensor:
@@ -428,6 +441,14 @@ def _check_config_file(source: str) -> None:
         raise ElmoLoadError(f"{path}: unknown field(s) {unknown}; known ELMo fields are {sorted(known)}")
 
 
+def _weights_name(source: str) -> str:
+    """The weights file of a local directory (what an error should name), else `source` itself."""
+    for name in ("model.safetensors", "model.safetensors.index.json"):
+        if (Path(source) / name).is_file():
+            return str(Path(source) / name)
+    return source
+
+
 class ElmoPreTrainedModel(PreTrainedModel):
     """Shared HF machinery: config class, weight init, safetensors save/load."""
 
@@ -455,16 +476,17 @@ class ElmoPreTrainedModel(PreTrainedModel):
             raise ElmoLoadError(f"{source}: invalid config.json: {err.__cause__ or err}") from None
         except RuntimeError as err:
             if "mismatch" in str(err).lower():
-                raise ElmoLoadError(f"{source}: weight shapes do not match config.json ({err})") from None
+                raise ElmoLoadError(f"{_weights_name(source)}: weight shapes do not match config.json ({err})") from None
             raise
+        weights = _weights_name(source)
         missing = [k for k in info["missing_keys"] if not k.startswith(cls._optional_weights)]
         if missing:
-            raise ElmoLoadError(f"{source}: the weights file lacks tensors {sorted(missing)[:8]} required by config.json")
+            raise ElmoLoadError(f"{weights}: the weights file lacks tensors {sorted(missing)[:8]} required by config.json")
         if info.get("mismatched_keys"):
-            raise ElmoLoadError(f"{source}: weight shapes do not match config.json: {info['mismatched_keys'][:4]}")
+            raise ElmoLoadError(f"{weights}: weight shapes do not match config.json: {info['mismatched_keys'][:4]}")
         bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
         if bad:
-            raise ElmoLoadError(f"{source}: weights contain NaN/inf values in {bad[:8]}")
+            raise ElmoLoadError(f"{weights}: weights contain NaN/inf values in {bad[:8]}")
         return (model, info) if want_info else model
 
     @torch.no_grad()
@@ -696,6 +718,8 @@ __all__ = [
     "ElmoModelOutput",
     "ElmoLMOutput",
     "ScalarMix",
+    "scalar_mix",
+    "scalar_mix_penalty",
     "ElmoLoadError",
     "ElmoPreTrainedModel",
     "ElmoModel",

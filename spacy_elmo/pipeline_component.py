@@ -30,12 +30,12 @@ from thinc.api import Config, Model, Optimizer
 from .architectures import ElmoModel_v1
 from .data_classes import ElmoDocData, LayerCache, register_extensions
 from .layers.bilm import (
-    elmo_from_bytes,
-    elmo_to_bytes,
+    bilm_from_bytes,
+    bilm_to_bytes,
     get_elmo_model,
-    load_elmo_dir,
+    load_bilm,
     predict_cached,
-    save_elmo_dir,
+    save_bilm,
     set_elmo_model,
 )
 from .layers.listener import ElmoListener
@@ -287,18 +287,23 @@ class Elmo(TrainablePipe):
 
     # --- serialization ------------------------------------------------------------------------------
 
+    # The biLM is written one way: `bilm/` is the HF directory of `save_pretrained` (config.json,
+    # model.safetensors, tokenizer_config.json), read by `from_pretrained` with its strict checks;
+    # the bytes are the same files (layers.bilm.bilm_to_bytes).
+
     def to_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = tuple()) -> None:
-        """Writes `bilm/` (config.json, model.safetensors, tokenizer_config.json) and `cfg`."""
+        """Writes `bilm/` (an HF directory: config.json, model.safetensors, tokenizer_config.json) and `cfg`."""
         serialize = {
             "cfg": lambda p: srsly.write_json(p, self.cfg),
-            "bilm": lambda p: save_elmo_dir(get_elmo_model(self.model), p),
+            "bilm": lambda p: save_bilm(get_elmo_model(self.model), p),
         }
         util.to_disk(path, serialize, exclude)
 
     def from_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = tuple()) -> "Elmo":
+        """Reads `bilm/` with `ElmoModel.from_pretrained`: a bad file fails here, naming it."""
         deserialize = {
             "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
-            "bilm": lambda p: set_elmo_model(self.model, load_elmo_dir(p)),
+            "bilm": lambda p: set_elmo_model(self.model, load_bilm(p)),
         }
         util.from_disk(path, deserialize, exclude)
         self.cache.clear()
@@ -307,13 +312,13 @@ class Elmo(TrainablePipe):
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         serialize = {
             "cfg": lambda: srsly.json_dumps(self.cfg),
-            "bilm": lambda: elmo_to_bytes(get_elmo_model(self.model)),
+            "bilm": lambda: bilm_to_bytes(get_elmo_model(self.model)),
         }
         return util.to_bytes(serialize, exclude)
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "Elmo":
         def load_bilm(data: bytes) -> None:
-            elmo = elmo_from_bytes(data)
+            elmo = bilm_from_bytes(data)
             if elmo is not None:
                 set_elmo_model(self.model, elmo)
 

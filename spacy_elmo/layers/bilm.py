@@ -13,15 +13,18 @@ saved pipeline therefore never needs the original files.
 
 from __future__ import annotations
 
-import json
 import os
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy
 import srsly
 import torch
 from spacy.tokens import Doc
+from spacy.training.batchers import minibatch_by_padded_size
 from thinc.api import (
     ArgsKwargs,
     Model,
@@ -49,72 +52,94 @@ class ElmoLayerStack(torch.nn.Module):
         return torch.stack([h.float() for h in out.hidden_states])
 
 
-# --- serialization of the torch biLM: config + safetensors, no pickle ---------------------------
+# --- serialization of the torch biLM: one HF directory, as files or as bytes ---------------------
+#
+# On disk the biLM is the directory `save_pretrained` writes (config.json, model.safetensors) plus
+# the tokenizer's settings; it is read back by `ElmoModel.from_pretrained` (local files,
+# safetensors only, and that method's strict checks: unknown config fields, missing or mis-shaped
+# tensors, NaN/inf). As bytes it is the same files, {name: content} in msgpack: no pickle, no archive.
 
 
-def elmo_to_bytes(elmo) -> bytes:
-    """msgpack({config, safetensors weights}) of an `ElmoModel` (or of nothing, when None)."""
-    from safetensors.torch import save
+@contextmanager
+def _quiet_hf():
+    """Without transformers' progress bars (they would clutter `spacy train` and `nlp.to_disk`)."""
+    from transformers.utils import logging as hf_logging
 
-    if elmo is None:
-        return srsly.msgpack_dumps({"config": None})
-    state = {k: v.detach().cpu().contiguous() for k, v in elmo.state_dict().items()}
-    return srsly.msgpack_dumps({"config": elmo.config.to_json_string(), "weights": save(state)})
-
-
-def elmo_from_bytes(data: bytes, device: Optional[torch.device] = None):
-    """The `ElmoModel` serialized by `elmo_to_bytes` (None if it held none), in eval mode."""
-    from safetensors.torch import load
-
-    from ..configuration_elmo import ElmoConfig
-    from ..modeling_elmo import ElmoModel
-
-    msg = srsly.msgpack_loads(data)
-    if msg.get("config") is None:
-        return None
-    elmo = ElmoModel(ElmoConfig.from_dict(json.loads(msg["config"])))
-    elmo.load_state_dict(load(msg["weights"]))
-    return elmo.to(device or get_torch_default_device()).eval()
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
 
 
-def save_elmo_dir(elmo, path) -> None:
-    """Writes the biLM in the HF layout: config.json, model.safetensors, tokenizer_config.json."""
-    from pathlib import Path
-
-    from safetensors.torch import save_file
-
+def save_bilm(elmo, path: Union[str, Path]) -> None:
+    """Writes the biLM as an HF directory: `save_pretrained` (config.json, model.safetensors) + tokenizer."""
     from ..tokenization_elmo import ElmoTokenizer
 
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    elmo.config.to_json_file(str(path / "config.json"))
-    state = {k: v.detach().cpu().contiguous() for k, v in elmo.state_dict().items()}
-    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
-    tokenizer = ElmoTokenizer(max_characters_per_token=elmo.config.max_characters_per_token)
-    tokenizer.save_pretrained(str(path))
+    with _quiet_hf():
+        elmo.save_pretrained(str(path))
+    ElmoTokenizer(max_characters_per_token=elmo.config.max_characters_per_token).save_pretrained(str(path))
 
 
-def load_elmo_dir(path, device: Optional[torch.device] = None):
-    """The biLM written by `save_elmo_dir` (local files only), in eval mode."""
-    from pathlib import Path
+def load_bilm(path: Union[str, Path], device: Optional[torch.device] = None):
+    """The biLM in the local HF directory `path` (`ElmoModel.from_pretrained`, safetensors only), in eval mode.
 
-    from safetensors.torch import load_file
-
-    from ..configuration_elmo import ElmoConfig
+    A broken directory raises `ElmoLoadError` naming the file and the problem.
+    """
     from ..modeling_elmo import ElmoModel
 
-    path = Path(path)
-    elmo = ElmoModel(ElmoConfig.from_json_file(str(path / "config.json")))
-    elmo.load_state_dict(load_file(str(path / "model.safetensors")))
+    with _quiet_hf():
+        elmo = ElmoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True)
     return elmo.to(device or get_torch_default_device()).eval()
+
+
+def bilm_to_bytes(elmo) -> bytes:
+    """msgpack({"files": {name: content}}) of the directory `save_bilm` writes ({"files": None} for no biLM)."""
+    if elmo is None:
+        return srsly.msgpack_dumps({"files": None})
+    with tempfile.TemporaryDirectory() as tmp:
+        save_bilm(elmo, tmp)
+        files = {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir()) if p.is_file()}
+    return srsly.msgpack_dumps({"files": files})
+
+
+def bilm_from_bytes(data: bytes, device: Optional[torch.device] = None):
+    """The biLM serialized by `bilm_to_bytes` (None if it held none), read by `load_bilm`.
+
+    Also reads release 0.1.0's bytes, {"config": config.json text, "weights": safetensors}.
+    """
+    from ..modeling_elmo import ElmoLoadError
+
+    msg = srsly.msgpack_loads(data)
+    if not isinstance(msg, dict) or not ("files" in msg or "config" in msg):
+        raise ElmoLoadError("elmo bytes: not a serialized biLM (expected msgpack with 'files')")
+    if "files" in msg:
+        files = msg["files"]
+    elif msg["config"] is None:
+        files = None
+    else:
+        files = {"config.json": msg["config"].encode("utf8"), "model.safetensors": msg.get("weights", b"")}
+    if files is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, content in files.items():
+            if not isinstance(name, str) or name in ("", ".", "..") or Path(name).name != name:
+                raise ElmoLoadError(f"elmo bytes: invalid file name {name!r}")
+            (Path(tmp) / name).write_bytes(content)
+        try:
+            return load_bilm(tmp, device)
+        except (ElmoLoadError, OSError) as err:  # name the bytes, not the temporary directory
+            raise ElmoLoadError(str(err).replace(tmp, "elmo bytes")) from None
 
 
 def _serialize_stack(stack: ElmoLayerStack) -> bytes:
-    return elmo_to_bytes(stack.elmo)
+    return bilm_to_bytes(stack.elmo)
 
 
 def _deserialize_stack(stack: ElmoLayerStack, data: bytes, device) -> ElmoLayerStack:
-    elmo = elmo_from_bytes(data, device)
+    elmo = bilm_from_bytes(data, device)
     if elmo is not None:
         stack.elmo = elmo
     return stack
@@ -142,7 +167,7 @@ def _convert_outputs(model: Model, X_Ytorch, is_train: bool):
     return Y, backprop
 
 
-# --- segmentation and batching -------------------------------------------------------------------
+# --- segmentation ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -193,20 +218,6 @@ def plan_segments(docs: Sequence[Doc], max_length: int, overlap: int) -> List[Se
             for span in window_spans(start, end, max_length, overlap):
                 segments.append(Segment(i, *span))
     return segments
-
-
-def batch_segments(segments: Sequence[Segment], max_batch_tokens: int) -> List[List[int]]:
-    """Indices of `segments` grouped longest first so rows × longest row ≤ `max_batch_tokens`."""
-    order = sorted(range(len(segments)), key=lambda i: -len(segments[i]))
-    batches: List[List[int]] = []
-    for i in order:
-        if batches:
-            batch = batches[-1]
-            if (len(batch) + 1) * len(segments[batch[0]]) <= max_batch_tokens:
-                batch.append(i)
-                continue
-        batches.append([i])
-    return batches
 
 
 def doc_key(model: Model, doc: Doc):
@@ -295,18 +306,11 @@ def get_elmo_model(model: Model, load: bool = True):
 
 
 def _load_quietly(name: str):
-    """`util.load_model` without transformers' progress bars (they would clutter `spacy train`)."""
-    from transformers.utils import logging as hf_logging
-
+    """`util.load_model` without transformers' progress bars."""
     from ..util import load_model
 
-    shown = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
+    with _quiet_hf():
         return load_model(name)
-    finally:
-        if shown:
-            hf_logging.enable_progress_bar()
 
 
 def bilm_init(model: Model, X=None, Y=None) -> None:
@@ -339,8 +343,9 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
     words = [[t.text for t in doc] for doc in docs]
     outputs = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
     callbacks = []
-    for batch in batch_segments(segments, model.attrs["max_batch_tokens"]):
-        segs = [segments[i] for i in batch]
+    # spaCy's padded-size batcher over all segments at once: rows × longest row ≤ max_batch_tokens
+    # (a longer segment runs alone), similar lengths together
+    for segs in minibatch_by_padded_size(segments, model.attrs["max_batch_tokens"], buffer=max(1, len(segments))):
         ids, mask = batch_to_char_ids([words[s.doc][s.start : s.end] for s in segs], max_chars)
         Y, backprop_batch = wrapper((ids, mask), is_train=is_train)
         for row, s in enumerate(segs):
@@ -385,14 +390,13 @@ def predict_cached(model: Model, docs: Sequence[Doc], cache: Optional[LayerCache
 __all__ = [
     "ElmoLayerStack",
     "Segment",
-    "batch_segments",
     "build_bilm",
-    "elmo_from_bytes",
-    "elmo_to_bytes",
+    "bilm_from_bytes",
+    "bilm_to_bytes",
     "get_elmo_model",
     "is_loaded",
-    "load_elmo_dir",
-    "save_elmo_dir",
+    "load_bilm",
+    "save_bilm",
     "plan_segments",
     "predict_cached",
     "set_elmo_model",

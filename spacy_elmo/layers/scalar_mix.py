@@ -1,16 +1,22 @@
 """Learned scalar mix of the biLM layers (Peters et al., 2018, eq. 1) as a thinc layer.
 
 ELMo_k = γ · Σ_j softmax(s)_j · h_{k,j}, per token, for a list of Docs' layers [L+1, n, dim].
-Training adds dropout on the mixed vectors and λ‖s‖² on the layer weights (its gradient, 2λs,
-is added in backprop: thinc layers have no loss of their own).
+The mix and its penalty λ‖s‖² are `modeling_elmo.scalar_mix` / `scalar_mix_penalty`, the same
+functions as the torch `ScalarMix`, run through torch on this layer's thinc parameters (`s`,
+`gamma`, kept as thinc params so saved pipelines keep their format). Training adds dropout on
+the mixed vectors; the penalty's gradient (2λs) is added in backprop, since thinc layers have no
+loss of their own.
 """
 
 from __future__ import annotations
 
 from typing import Callable, List, Optional, Tuple
 
-from thinc.api import Model
+import torch
+from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d, Floats3d
+
+from ..modeling_elmo import scalar_mix, scalar_mix_penalty
 
 
 def build_scalar_mix(
@@ -46,9 +52,7 @@ def scalar_mix_init(model: Model, X: Optional[List[Floats3d]] = None, Y=None) ->
 
 def layer_weights(model: Model):
     """softmax(s): the normalized layer weights."""
-    s = model.get_param("s")
-    e = model.ops.xp.exp(s - s.max())
-    return e / e.sum()
+    return torch2xp(torch.softmax(xp2torch(model.get_param("s")), dim=0), ops=model.ops)
 
 
 def scalar_mix_forward(model: Model, Xs: List[Floats3d], is_train: bool) -> Tuple[List[Floats2d], Callable]:
@@ -56,33 +60,32 @@ def scalar_mix_forward(model: Model, Xs: List[Floats3d], is_train: bool) -> Tupl
     xp = ops.xp
     if not Xs:
         return [], lambda dYs: []
-    gamma = float(model.get_param("gamma")[0])
-    weights = layer_weights(model)
     lengths = [x.shape[1] for x in Xs]
-    X = xp.concatenate(Xs, axis=1) if len(Xs) > 1 else Xs[0]  # [L+1, N, dim]
-    mixed = xp.tensordot(weights, X, axes=1).astype("f", copy=False)  # [N, dim]
+    X = xp.concatenate(Xs, axis=1)  # [L+1, N, dim], a copy (cached layers are read-only)
+    s = xp2torch(model.get_param("s"), requires_grad=is_train)
+    gamma = xp2torch(model.get_param("gamma"), requires_grad=is_train)
+    X_torch = xp2torch(X, requires_grad=is_train)
+    with torch.set_grad_enabled(is_train):
+        Y_torch = scalar_mix(X_torch, s, gamma)  # [N, dim]
+    Y = torch2xp(Y_torch, ops=ops)
     rate = model.attrs["elmo_dropout"] if is_train else 0.0
-    mask = ops.get_dropout_mask(mixed.shape, rate) if rate > 0 else None
-    Y = gamma * mixed
+    mask = ops.get_dropout_mask(Y.shape, rate) if rate > 0 else None
     if mask is not None:
         Y = Y * mask
-    Ys = _split(ops, Y, lengths)
 
     def backprop(dYs: List[Floats2d]) -> List[Floats3d]:
         dY = xp.concatenate(dYs, axis=0) if len(dYs) > 1 else dYs[0]
         if mask is not None:
             dY = dY * mask
-        d_gamma = (dY * mixed).sum()
-        d_mixed = gamma * dY
-        d_weights = xp.tensordot(X, d_mixed, axes=([1, 2], [0, 1]))  # [L+1]
-        d_s = weights * (d_weights - (weights * d_weights).sum())
-        d_s = d_s + 2.0 * model.attrs["l2"] * model.get_param("s")
-        model.inc_grad("s", d_s.astype("f"))
-        model.inc_grad("gamma", xp.asarray(d_gamma, dtype="f").reshape((1,)))
-        dX = weights[:, None, None].astype("f") * d_mixed[None]
-        return _split(ops, dX, lengths, axis=1)
+        penalty = scalar_mix_penalty(s, model.attrs["l2"])
+        d_s, d_gamma, dX = torch.autograd.grad(
+            (Y_torch, penalty), (s, gamma, X_torch), (xp2torch(ops.asarray(dY, dtype="f")), torch.ones_like(penalty))
+        )
+        model.inc_grad("s", torch2xp(d_s, ops=ops))
+        model.inc_grad("gamma", torch2xp(d_gamma, ops=ops))
+        return _split(ops, torch2xp(dX, ops=ops), lengths, axis=1)
 
-    return Ys, backprop
+    return _split(ops, Y, lengths), backprop
 
 
 def _split(ops, array, lengths: List[int], axis: int = 0) -> list:

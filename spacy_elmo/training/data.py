@@ -272,19 +272,11 @@ class CharEncoder:
 
 
 def pack_by_length(sequences: list[list[str]], budget: int) -> list[list[list[str]]]:
-    """Groups length-sorted sequences into batches of at most `budget` padded words (rows × longest)."""
-    batches: list[list[list[str]]] = []
-    current: list[list[str]] = []
-    longest = 0
-    for seq in sorted(sequences, key=len):
-        if current and (len(current) + 1) * max(longest, len(seq)) > budget:
-            batches.append(current)
-            current, longest = [], 0
-        current.append(seq)
-        longest = max(longest, len(seq))
-    if current:
-        batches.append(current)
-    return batches
+    """Batches of at most `budget` padded words (rows × longest row), similar lengths together:
+    spaCy's `minibatch_by_padded_size` over the whole list (the same batcher as the spaCy layer)."""
+    from spacy.training.batchers import minibatch_by_padded_size
+
+    return list(minibatch_by_padded_size(sequences, budget, buffer=max(1, len(sequences))))
 
 
 class Corpus:

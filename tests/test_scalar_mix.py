@@ -1,0 +1,72 @@
+"""One scalar mix: the torch `ScalarMix` (HF face) and the thinc layer `spacy-elmo.ScalarMix.v1`
+(spaCy face) compute the same mix γ·Σ softmax(s)_j·h_j and the same penalty λ‖s‖² on the
+unnormalized weights s (bilm-tf's l2_coef·ΣW²), with the same gradients."""
+
+from __future__ import annotations
+
+import numpy
+import pytest
+import torch
+
+from spacy_elmo import ScalarMix
+from spacy_elmo.layers.scalar_mix import build_scalar_mix, layer_weights
+
+S = [0.3, -0.7, 1.1]
+GAMMA = 1.4
+L2 = 0.25
+
+
+def faces(l2: float = L2):
+    mix = ScalarMix(3, initial_weights=S)
+    with torch.no_grad():
+        mix.gamma.fill_(GAMMA)
+    layer = build_scalar_mix(3, l2=l2)
+    layer.set_dim("nO", 5)
+    layer.initialize()
+    layer.set_param("s", numpy.asarray(S, dtype="f"))
+    layer.set_param("gamma", numpy.asarray([GAMMA], dtype="f"))
+    return mix, layer
+
+
+def test_both_faces_mix_alike_and_penalize_alike():
+    rng = numpy.random.default_rng(0)
+    docs = [rng.normal(size=(3, n, 5)).astype("f") for n in (4, 1, 6)]
+    d_out = [rng.normal(size=(n, 5)).astype("f") for n in (4, 1, 6)]
+    mix, layer = faces()
+
+    outputs, backprop = layer.begin_update(docs)
+    d_docs = backprop(d_out)
+
+    layers = [torch.tensor(d, requires_grad=True) for d in docs]
+    torch_out = [mix(list(x)) for x in layers]
+    loss = sum((y * torch.from_numpy(d)).sum() for y, d in zip(torch_out, d_out)) + mix.regularization(L2)
+    loss.backward()
+
+    for y_thinc, y_torch in zip(outputs, torch_out):
+        numpy.testing.assert_allclose(y_thinc, y_torch.detach().numpy(), atol=1e-6, rtol=0)
+    for dx_thinc, x in zip(d_docs, layers):
+        numpy.testing.assert_allclose(dx_thinc, x.grad.numpy(), atol=1e-6, rtol=0)
+    numpy.testing.assert_allclose(layer.get_grad("s"), mix.scalar_parameters.grad.numpy(), atol=1e-5, rtol=1e-6)
+    numpy.testing.assert_allclose(layer.get_grad("gamma"), mix.gamma.grad.numpy(), atol=1e-5, rtol=1e-6)
+    numpy.testing.assert_allclose(layer_weights(layer), mix.weights.detach().numpy(), atol=1e-7)
+
+
+def test_the_penalty_is_l2_of_the_unnormalized_weights():
+    """λ‖s‖² (not centered, not on softmax(s)): with no data gradient, both faces give 2λs."""
+    mix, layer = faces()
+    assert float(mix.regularization(L2).detach()) == pytest.approx(L2 * sum(v * v for v in S), rel=1e-6)
+    docs = [numpy.ones((3, 2, 5), dtype="f")]
+    _, backprop = layer.begin_update(docs)
+    backprop([numpy.zeros((2, 5), dtype="f")])
+    numpy.testing.assert_allclose(layer.get_grad("s"), 2 * L2 * numpy.asarray(S, dtype="f"), rtol=1e-6)
+    mix.regularization(L2).backward()
+    numpy.testing.assert_allclose(mix.scalar_parameters.grad.numpy(), 2 * L2 * numpy.asarray(S, dtype="f"), rtol=1e-6)
+
+
+def test_prediction_needs_no_gradient_and_keeps_cached_arrays_intact():
+    _, layer = faces()
+    cached = numpy.random.default_rng(1).normal(size=(3, 4, 5)).astype("f")
+    cached.flags.writeable = False  # as the layer cache stores them
+    (y,) = layer.predict([cached])
+    weights = torch.softmax(torch.tensor(S), 0).numpy()
+    numpy.testing.assert_allclose(y, GAMMA * numpy.tensordot(weights, cached, axes=1), atol=1e-6)
