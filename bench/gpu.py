@@ -40,6 +40,7 @@ from bench.worker import make_sentences  # noqa: E402
 
 
 DEVICE = "cuda"  # `--device cpu` runs the same code on the CPU (a check of the script itself)
+PROFILE_DIR: Path | None = None  # `--profile DIR`: torch.profiler tables of one batch / step
 
 
 def _sync():
@@ -123,8 +124,41 @@ def inference(model, batch_size: int, batches: int, repeats: int, rates: dict) -
                 scale = max(float(r.abs().max()) for rs in reference for r in rs)
                 entry.update(max_abs_error_vs_packed_fp32=worst, relative_error_vs_packed_fp32=worst / scale)
             results[name] = entry
+    # where a bf16 batch's time goes: the token encoder (char CNN, highway, projection) vs the biLSTM
+    ids, mask = (t.to(DEVICE) for t in encoded[0])
+    breakdown = {}
+    with torch.inference_mode(), torch.autocast(DEVICE, dtype=torch.bfloat16):
+        from spacy_elmo.modeling_elmo import add_sentence_boundaries
+
+        char_ids, full_mask = add_sentence_boundaries(ids, mask.bool())
+        real = char_ids[full_mask]
+        breakdown["token_encoder_s"] = statistics.median(_sync_time(lambda: model.embed_tokens(real), repeats))
+        tokens = torch.randn(*full_mask.shape, model.config.projection_dim, device=DEVICE)
+        for implementation in ("packed", "cuda_graphs", "eager") if DEVICE == "cuda" else ("packed", "eager"):
+            model.config.lstm_implementation = implementation
+            breakdown[f"bilstm_{implementation}_s"] = statistics.median(
+                _sync_time(lambda: model.encoder(tokens, full_mask), repeats)
+            )
+        breakdown["whole_model_s"] = statistics.median(_sync_time(lambda: model(ids, mask), repeats))
+        if PROFILE_DIR is not None:
+            from torch.profiler import ProfilerActivity, profile
+
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEVICE == "cuda" else [])
+            for implementation in ("cuda_graphs", "eager") if DEVICE == "cuda" else ("eager",):
+                model.config.lstm_implementation = implementation
+                model(ids, mask)
+                with profile(activities=activities) as prof:
+                    model(ids, mask)
+                    _sync()
+                sort = "cuda_time_total" if DEVICE == "cuda" else "cpu_time_total"
+                (PROFILE_DIR / f"profile_inference_{implementation}_bf16.txt").write_text(
+                    prof.key_averages().table(sort_by=sort, row_limit=30), encoding="utf-8"
+                )
     model.config.lstm_implementation = "auto"
-    return {"batch": batch_size, "words_per_batch": words, "flops_per_position": per_position, "modes": results}
+    return {
+        "batch": batch_size, "words_per_batch": words, "flops_per_position": per_position, "modes": results,
+        "breakdown_bf16": breakdown,
+    }
 
 
 def training(config, implementations, vocab: int, rows: int, steps: int, repeats: int) -> dict:
@@ -159,6 +193,17 @@ def training(config, implementations, vocab: int, rows: int, steps: int, repeats
             name = f"{implementation}_{precision}"
             try:
                 seconds = statistics.median(_sync_time(step, repeats, warmup=3))
+                if PROFILE_DIR is not None and precision == "bf16" and rows >= 512:
+                    from torch.profiler import ProfilerActivity, profile
+
+                    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEVICE == "cuda" else [])
+                    with profile(activities=activities) as prof:
+                        step()
+                        _sync()
+                    sort = "cuda_time_total" if DEVICE == "cuda" else "cpu_time_total"
+                    (PROFILE_DIR / f"profile_training_{implementation}_bf16_{rows}.txt").write_text(
+                        prof.key_averages().table(sort_by=sort, row_limit=30), encoding="utf-8"
+                    )
             except Exception as err:  # noqa: BLE001
                 results[name] = {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()[-2000:]}
                 continue
@@ -213,9 +258,15 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny architecture, few repeats (a smoke run)")
     parser.add_argument("--commit", default=os.environ.get("SPACY_ELMO_COMMIT", "unknown"))
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--profile", default=None, help="folder for torch.profiler tables")
+    parser.add_argument("--only", default="", help="comma-separated parts to run (inference,training,pipe)")
     args = parser.parse_args(argv)
-    global DEVICE
+    global DEVICE, PROFILE_DIR
     DEVICE = args.device
+    PROFILE_DIR = Path(args.profile) if args.profile else None
+    if PROFILE_DIR is not None:
+        PROFILE_DIR.mkdir(parents=True, exist_ok=True)
+    parts = set(filter(None, args.only.split(","))) or {"inference", "training", "pipe"}
     if DEVICE == "cuda" and not torch.cuda.is_available():
         raise SystemExit("bench.gpu needs a CUDA device")
     from spacy_elmo import ElmoModel, ElmoTokenizer
@@ -243,21 +294,24 @@ def main(argv=None) -> int:
     config = config_for(arch)
     model = ElmoModel(config).to(DEVICE).eval()
     repeats = 2 if args.quick else 5
-    report["inference"] = inference(model, 128, 4, repeats, rates)
-    save()
+    if "inference" in parts:
+        report["inference"] = inference(model, 128, 4, repeats, rates)
+        save()
     from spacy_elmo.configuration_elmo import LSTM_IMPLEMENTATIONS
 
     trainers = [name for name in LSTM_IMPLEMENTATIONS if name in ("eager", "fused")]
-    report["training"] = [
-        training(config, trainers, 793_471 if not args.quick else 20_000, rows, 20, repeats)
-        for rows in ((128,) if args.quick else (128, 512))
-    ]
-    save()
-    with tempfile.TemporaryDirectory() as tmp:
-        model.save_pretrained(tmp)
-        ElmoTokenizer().save_pretrained(tmp)
-        report["pipe"] = pipe(Path(tmp), 128, 4)
-    save()
+    if "training" in parts:
+        report["training"] = [
+            training(config, trainers, 793_471 if not args.quick else 20_000, rows, 20, repeats)
+            for rows in ((128,) if args.quick else (128, 512))
+        ]
+        save()
+    if "pipe" in parts:
+        with tempfile.TemporaryDirectory() as tmp:
+            model.save_pretrained(tmp)
+            ElmoTokenizer().save_pretrained(tmp)
+            report["pipe"] = pipe(Path(tmp), 128, 4)
+        save()
     return 0
 
 

@@ -42,9 +42,11 @@ class full_fp32_convolutions:
 # freshly computed ones.
 MIN_ROWS = 16
 
-# words per char-CNN call: keeps each convolution's output (words × filters × columns) small
-# enough to be recycled by the allocator instead of page-faulted in afresh (≤ 32 MB)
-CNN_CHUNK = 128
+# words per char-CNN call: on a CPU, keeps each convolution's output (words × filters × columns)
+# small enough to be recycled by the allocator instead of page-faulted in afresh (≤ 32 MB); a GPU
+# wants few large calls (each call is a handful of kernel launches)
+CNN_CHUNK = {"cpu": 128}
+CNN_CHUNK_OTHER = 8192
 
 
 def _at_least(rows: torch.Tensor, count: int) -> torch.Tensor:
@@ -60,8 +62,9 @@ def column_plan(char_ids: torch.Tensor, widest_filter: int) -> tuple[torch.Tenso
     order = torch.argsort(used)
     used_sorted = used[order].tolist()
     chunks = []
-    for start in range(0, n, CNN_CHUNK):
-        stop = min(start + CNN_CHUNK, n)
+    chunk = CNN_CHUNK.get(char_ids.device.type, CNN_CHUNK_OTHER)
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
         chunks.append((start, stop, min(max_chars, int(used_sorted[stop - 1]) + widest_filter)))
     return order, chunks
 
