@@ -25,9 +25,9 @@ from spacy_elmo.cli import main
 from spacy_elmo.training.data import (
     Corpus, DataPosition, Vocabulary, iter_sequences, read_block, resolve_files, unigram_perplexity,
 )
-from spacy_elmo.training.pretrain import (
-    Checkpoints, PretrainError, learning_rate_at, load_settings, parse_overrides, pretrain,
-)
+from spacy_elmo.training.checkpoints import Checkpoints
+from spacy_elmo.training.pretrain import pretrain
+from spacy_elmo.training.settings import PretrainError, learning_rate_at, load_settings, parse_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "pretrain_tiny.cfg"
