@@ -21,6 +21,7 @@ import errno
 import io
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,9 +102,24 @@ def read_tensor_file(path: Path, map_location=None) -> Any:
         return torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:
         raise CheckpointError(f"{path}: missing") from None
-    except Exception as err:  # pickle.UnpicklingError, RuntimeError (not a torch file), ...
-        first = " ".join(str(err).split())[:300]
-        raise CheckpointError(f"{path}: refused to load (not a tensors-only torch file: {first})") from None
+    except Exception as err:  # pickle.UnpicklingError (a pickled object), RuntimeError (not a torch file), ...
+        text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(err)).split())
+        found = re.search(r"WeightsUnpickler error: (.*?)(?: was not an allowed| Please|$)", text)
+        reason = found.group(1) if found else text[:200]
+        raise CheckpointError(f"{path}: refused to load, not a tensors-only torch file ({reason})") from None
+
+
+def _os_error(err: Exception, path: Path) -> OSError | None:
+    """The OSError behind `err`: itself, its context, or the errno safetensors' SafetensorError quotes."""
+    if isinstance(err, OSError):
+        return err
+    if isinstance(err.__context__, OSError):
+        return err.__context__
+    found = re.search(r"os error (\d+)", str(err))
+    if found:
+        number = int(found.group(1))
+        return OSError(number, os.strerror(number), str(path))
+    return None
 
 
 def _failure(err: OSError, final: Path, previous: Path | None) -> str:
@@ -179,15 +195,12 @@ class Checkpoints:
             fault_point("before-latest", step, self.root / "latest")
             write_text_atomic(self.root / "latest", name + "\n")
             fsync_dir(self.root, step)
-        except OSError as err:
+        except Exception as err:
             shutil.rmtree(tmp, ignore_errors=True)  # frees the space a partial write took
-            raise CheckpointError(_failure(err, final, previous)) from err
-        except Exception as err:  # safetensors / transformers wrap some I/O errors in their own types
-            shutil.rmtree(tmp, ignore_errors=True)
-            cause = err.__context__ if isinstance(err.__context__, OSError) else None
-            if cause is not None:
-                raise CheckpointError(_failure(cause, final, previous)) from err
-            raise
+            cause = _os_error(err, tmp / "model.safetensors")
+            if cause is None:
+                raise
+            raise CheckpointError(_failure(cause, final, previous)) from err
         self._prune(final)
         return final
 
@@ -207,7 +220,12 @@ class Checkpoints:
         """The checkpoint's model with LM head: HF's strict `from_pretrained`, safetensors only."""
         from ..modeling_elmo import ElmoForBidirectionalLM
 
-        return ElmoForBidirectionalLM.from_pretrained(str(path), use_safetensors=True).to(device).train()
+        try:
+            model = ElmoForBidirectionalLM.from_pretrained(str(path), use_safetensors=True)
+        except Exception as err:  # ElmoLoadError, OSError (no safetensors file), SafetensorError, ...
+            first = " ".join(str(err).split())[:300]
+            raise CheckpointError(f"cannot resume from {path}: the model does not load ({first})") from None
+        return model.to(device).train()
 
     @staticmethod
     def load_optimizer(path: Path, device: torch.device) -> dict:
