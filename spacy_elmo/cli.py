@@ -59,7 +59,8 @@ def cmd_embed(args) -> int:
 
 
 def _run_pretrain(args, init_from=None) -> int:
-    from .training.pretrain import TrainingDiverged, parse_overrides, pretrain
+    from .training.pretrain import pretrain
+    from .training.settings import TrainingDiverged, parse_overrides
 
     try:
         result = pretrain(

@@ -25,9 +25,9 @@ from spacy_elmo.cli import main
 from spacy_elmo.training.data import (
     Corpus, DataPosition, Vocabulary, iter_sequences, read_block, resolve_files, unigram_perplexity,
 )
-from spacy_elmo.training.pretrain import (
-    Checkpoints, PretrainError, learning_rate_at, load_settings, parse_overrides, pretrain,
-)
+from spacy_elmo.training.checkpoints import Checkpoints
+from spacy_elmo.training.pretrain import pretrain
+from spacy_elmo.training.settings import PretrainError, learning_rate_at, load_settings, parse_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "pretrain_tiny.cfg"
@@ -328,3 +328,34 @@ def test_kill_9_during_pretraining_loses_at_most_one_interval(corpus, tmp_path):
     starts = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if '"start"' in line]
     assert starts[-1]["resumed"] and starts[-1]["step"] == saved
     assert not list((out / "checkpoints").glob(".*tmp*"))
+
+
+def test_settings_schema_follows_elmo_config_and_errors_name_setting_expected_and_found():
+    import dataclasses
+
+    from transformers import PreTrainedConfig
+
+    from spacy_elmo import ElmoConfig
+    from spacy_elmo.training.settings import MODEL_EXCLUDED, MODEL_KEYS
+
+    inherited = {f.name for f in dataclasses.fields(PreTrainedConfig)}
+    own = [f.name for f in dataclasses.fields(ElmoConfig) if f.name not in inherited]
+    assert list(MODEL_KEYS) == [name for name in own if name not in MODEL_EXCLUDED]
+    cases = {
+        "training.optimizer": ("sgd", "training.optimizer: expected 'adagrad' or 'adam', found 'sgd'"),
+        "data.shuffle": (1, "data.shuffle: expected a valid boolean, found 1"),
+        "data.min_count": (0, "data.min_count: expected greater than or equal to 1, found 0"),
+        "model.filters": ("x", "model.filters: expected a valid list or a valid tuple, found 'x'"),
+        "model.lstm_dim": (0, "[model] lstm_dim must be >= 1, got 0"),
+    }
+    for key, (value, message) in cases.items():
+        with pytest.raises(PretrainError) as info:
+            load_settings(TINY, {key: value})
+        assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
+    with pytest.raises(PretrainError, match=r"training\.max_stpes: unknown setting \(expected one of max_steps, "):
+        load_settings(None, text="[training]\nmax_stpes = 3\n")
+    with pytest.raises(PretrainError, match=r"\[bogus\]: unknown section"):
+        load_settings(None, text="[bogus]\nx = 1\n")
+    # [model] keeps only what the config sets, so null (no clipping) is a value, not "unset"
+    assert load_settings(TINY, {"model.cell_clip": None})["model"]["cell_clip"] is None
+    assert "lstm_implementation" not in load_settings(TINY)["model"]

@@ -21,6 +21,7 @@ from typing import BinaryIO, Iterator
 import torch
 
 from .data import CharEncoder, make_tokenizer
+from .distributed import Distributed
 
 
 def _count_lines(path: Path) -> int:
@@ -57,18 +58,12 @@ def dump_embeddings(
 
     from ..util import load_model
 
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    if world > 1:
-        import torch.distributed as dist
-
-        if not dist.is_initialized():
-            dist.init_process_group("gloo")
+    procs = Distributed.from_env("auto")  # the same torchrun/device set-up as pretraining
+    world, rank, device = procs.world_size, procs.rank, procs.device
     output = Path(output_path)
     output.parent.mkdir(parents=True, exist_ok=True)
     target = rank_file(output, rank, world) if world > 1 else output
     tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else torch.device("cpu")
     model = load_model(model_ref).to(device).eval()
     tokenize = make_tokenizer(data_format, lang)
     encode = CharEncoder(model.config.max_characters_per_token)
@@ -119,12 +114,10 @@ def dump_embeddings(
         if tmp.exists():
             tmp.unlink()
     if world > 1:
-        import torch.distributed as dist
-
-        dist.barrier()
-        if rank == 0:
+        procs.barrier()
+        if procs.is_main:
             _link_shards(output, world)
-        dist.barrier()
+        procs.barrier()
     return written
 
 

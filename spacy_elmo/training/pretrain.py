@@ -1,16 +1,12 @@
-"""Pretraining (and fine-tuning) loop for the ELMo biLM.
+"""Pretraining (and fine-tuning) of the ELMo biLM: the run itself.
 
-One `Pretrainer` owns everything a run needs, as explicit state:
-
-- settings: a confection config (`configs/pretrain_*.cfg`) checked against `DEFAULTS`;
-- the vocabulary (`vocab.txt` in the output directory), the `ElmoForBidirectionalLM`, the optimizer;
-- `TrainState`: step, words seen, training time and the `DataPosition` of the stream.
-
-Checkpoints (`OUTPUT/checkpoints/step-NNNNNNNN/`) hold model.safetensors, optimizer.pt and rng.pt
-(tensors only: `torch.load(weights_only=True)`), state.json (ints) and the configs. A checkpoint is
-written into a temporary directory, renamed into place, and only then named in
-`checkpoints/latest`, so a kill at any moment leaves the previous checkpoint intact. `--resume`
-restores model, optimizer, RNG states and data position, so the run continues exactly.
+One `Pretrainer` owns everything a run needs, as explicit state: the settings (`settings.py`: a
+confection config validated by a pydantic schema), this process's place in a torchrun job
+(`distributed.py`), the vocabulary (`vocab.txt` in the output directory), the
+`ElmoForBidirectionalLM`, the optimizer, and the `TrainState` (step, words seen, training time,
+data position). Checkpoints, the `latest` pointer, resume and metrics.jsonl live in
+`checkpoints.py`; `--resume` restores model, optimizer, RNG states and data position, so the run
+continues exactly.
 
 Under `torchrun` (WORLD_SIZE > 1) the model is wrapped in DistributedDataParallel (gloo on CPU,
 NCCL on GPU); every process builds the same global batches and trains on its own rows, and the
@@ -21,415 +17,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
-import torch.distributed as dist
 
-from .data import Corpus, DataPosition, Vocabulary, make_tokenizer, resolve_files, unigram_perplexity, iter_sequences, write_text_atomic
-
-MODEL_KEYS = (
-    "n_characters", "max_characters_per_token", "char_embedding_dim", "filters", "n_highway", "activation",
-    "num_layers", "lstm_dim", "projection_dim", "cell_clip", "proj_clip", "use_skip_connections",
-    "forget_bias", "dropout", "initializer_range",
-)
-
-# Every setting a pretraining config may hold, with its default (None = not set).
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "paths": {"train": None, "heldout": None, "vocab": None, "init_from": None},
-    "system": {"seed": 0, "threads": 0, "device": "auto"},
-    "data": {
-        "format": "tokenized",  # "tokenized": one whitespace-tokenized sentence per line; "text": spaCy tokenizer
-        "lang": "en",  # spaCy language of the tokenizer for format "text"
-        "min_count": 1,  # words seen fewer times are <UNK> (as targets)
-        "max_vocab": 0,  # at most this many ids, specials included (0 = no limit)
-        "max_tokens": 100,  # longer lines are split into sequences of this many words
-        "max_line_bytes": 1 << 20,  # longer lines are cut
-        "batch_tokens": 2048,  # padded words per process and step (rows × longest row)
-        "block_lines": 10000,  # lines read, shuffled and bucketed by length together
-        "shuffle": True,
-    },
-    "model": {key: None for key in MODEL_KEYS},
-    "training": {
-        "max_steps": 1000,  # 0 = until max_epochs
-        "max_epochs": 0,  # 0 = no limit
-        "optimizer": "adagrad",  # "adagrad" (bilm-tf) or "adam"
-        "learning_rate": 0.2,
-        "lr_schedule": "constant",  # "constant", or "linear": decays to 0 at max_steps after lr_decay_start
-        "lr_decay_start": 0.5,  # fraction of max_steps at which the linear decay begins
-        "warmup_steps": 0,  # linear warm-up from 0 over this many steps
-        "adagrad_initial_accumulator": 1.0,
-        "adam_betas": [0.9, 0.999],
-        "adam_eps": 1e-8,
-        "weight_decay": 0.0,
-        "clip_norm": 10.0,  # global gradient norm (0 = no clipping)
-        "softmax": "auto",  # "full", "sampled", or "auto" (full up to full_softmax_max_vocab ids)
-        "full_softmax_max_vocab": 32768,
-        "n_negative_samples": 8192,
-        "checkpoint_every": 500,
-        "keep_checkpoints": 2,
-        "eval_every": 0,  # 0 = evaluate on paths.heldout at the end only
-        "eval_batch_tokens": 4096,
-        "log_every": 10,
-    },
-    "export": {"legacy": False},
-}
-# Settings a resumed run must share with the run that wrote the checkpoint.
-RESUME_FIXED = ("data", "system.seed")
-
-
-class PretrainError(ValueError):
-    """A run cannot start: bad settings, unusable output directory, missing data or checkpoint."""
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss or the gradient became NaN/inf; training stopped without saving the bad state."""
-
-
-# --------------------------------------------------------------------------------------------------
-# Settings
-
-
-def parse_overrides(args: list[str]) -> dict[str, Any]:
-    """`--section.key value` / `--section.key=value` command-line pairs → {"section.key": value}.
-
-    Values are read as JSON when they parse (numbers, true/false, null, lists), else as strings.
-    """
-    overrides: dict[str, Any] = {}
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if not arg.startswith("--") or "." not in arg:
-            raise PretrainError(f"unrecognized argument {arg!r}: config overrides look like --section.key value")
-        if "=" in arg:
-            key, value = arg[2:].split("=", 1)
-            i += 1
-        else:
-            if i + 1 >= len(args) or (args[i + 1].startswith("--") and "." in args[i + 1]):
-                raise PretrainError(f"config override {arg} needs a value")
-            key, value = arg[2:], args[i + 1]
-            i += 2
-        try:
-            overrides[key] = json.loads(value)
-        except ValueError:
-            overrides[key] = value
-    return overrides
-
-
-def load_settings(config_path: str | Path | None, overrides: dict[str, Any] | None = None, text: str | None = None):
-    """Reads a pretraining config (file or `text`), applies dotted overrides, fills in and checks defaults.
-
-    Returns the confection `Config` with every section of `DEFAULTS` complete; unknown sections or
-    keys are errors (a typo must not be silently ignored).
-    """
-    from confection import Config
-
-    overrides = dict(overrides or {})
-    for key in overrides:
-        section, _, name = key.partition(".")
-        if section not in DEFAULTS or name not in DEFAULTS[section]:
-            raise PretrainError(f"unknown config setting {key!r} in overrides (sections: {', '.join(DEFAULTS)})")
-    if text is None:
-        path = Path(config_path)
-        if not path.is_file():
-            raise PretrainError(f"config file not found: {path}")
-        text = path.read_text(encoding="utf-8")
-    try:
-        config = Config().from_str(text, overrides=overrides)
-    except Exception as err:  # confection raises several error types for syntax problems
-        raise PretrainError(f"{config_path or 'config'}: cannot parse ({err})") from None
-    for section, values in config.items():
-        if section not in DEFAULTS:
-            raise PretrainError(f"unknown config section [{section}] (expected {', '.join(DEFAULTS)})")
-        unknown = sorted(set(values) - set(DEFAULTS[section]))
-        if unknown:
-            raise PretrainError(f"unknown setting(s) in [{section}]: {', '.join(unknown)}")
-    full = Config({s: {**defaults, **config.get(s, {})} for s, defaults in DEFAULTS.items()})
-    full["model"] = {k: v for k, v in full["model"].items() if v is not None}
-    _check_settings(full)
-    return full
-
-
-def _check_settings(cfg) -> None:
-    data, training = cfg["data"], cfg["training"]
-    problems = []
-    if data["format"] not in ("tokenized", "text"):
-        problems.append(f"data.format must be 'tokenized' or 'text', got {data['format']!r}")
-    for section, key, low in (
-        ("data", "min_count", 1), ("data", "max_tokens", 1), ("data", "batch_tokens", 1), ("data", "block_lines", 1),
-        ("data", "max_line_bytes", 16), ("training", "checkpoint_every", 1), ("training", "keep_checkpoints", 1),
-        ("training", "log_every", 1), ("training", "eval_batch_tokens", 1), ("training", "n_negative_samples", 1),
-    ):
-        value = cfg[section][key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            problems.append(f"{section}.{key} must be an integer >= {low}, got {value!r}")
-    if data["max_tokens"] > data["batch_tokens"]:
-        problems.append(f"data.max_tokens ({data['max_tokens']}) cannot exceed data.batch_tokens ({data['batch_tokens']})")
-    if training["max_steps"] <= 0 and training["max_epochs"] <= 0:
-        problems.append("set training.max_steps or training.max_epochs (both are 0)")
-    if training["optimizer"] not in ("adagrad", "adam"):
-        problems.append(f"training.optimizer must be 'adagrad' or 'adam', got {training['optimizer']!r}")
-    if training["softmax"] not in ("auto", "full", "sampled"):
-        problems.append(f"training.softmax must be 'auto', 'full' or 'sampled', got {training['softmax']!r}")
-    if training["lr_schedule"] not in ("constant", "linear"):
-        problems.append(f"training.lr_schedule must be 'constant' or 'linear', got {training['lr_schedule']!r}")
-    elif training["lr_schedule"] == "linear" and training["max_steps"] <= 0:
-        problems.append("training.lr_schedule 'linear' needs training.max_steps > 0 (it decays to 0 there)")
-    start = training["lr_decay_start"]
-    if isinstance(start, bool) or not isinstance(start, (int, float)) or not 0.0 <= start < 1.0:
-        problems.append(f"training.lr_decay_start must be a number in [0, 1), got {start!r}")
-    warmup = training["warmup_steps"]
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        problems.append(f"training.warmup_steps must be an integer >= 0, got {warmup!r}")
-    if not training["learning_rate"] > 0:
-        problems.append(f"training.learning_rate must be > 0, got {training['learning_rate']!r}")
-    if cfg["system"]["device"] not in ("auto", "cpu", "cuda"):
-        problems.append(f"system.device must be 'auto', 'cpu' or 'cuda', got {cfg['system']['device']!r}")
-    if problems:
-        raise PretrainError("invalid pretraining config: " + "; ".join(problems))
-
-
-def learning_rate_at(training: dict, step: int) -> float:
-    """The rate of optimizer step `step` (1-based): warm-up, then constant or a linear decay to 0.
-
-    A pure function of the step, so a resumed run follows the same schedule exactly.
-    """
-    rate = float(training["learning_rate"])
-    warmup = training["warmup_steps"]
-    if warmup and step <= warmup:
-        rate *= step / warmup
-    if training["lr_schedule"] == "linear":
-        total = training["max_steps"]
-        start = int(training["lr_decay_start"] * total)
-        if step > start:
-            rate *= max(total - step + 1, 0) / (total - start + 1)
-    return rate
-
-
-def _get(cfg, dotted: str):
-    section, _, key = dotted.partition(".")
-    return cfg[section] if not key else cfg[section][key]
-
-
-# --------------------------------------------------------------------------------------------------
-# Processes
-
-
-@dataclass
-class Distributed:
-    """This process's place in a torchrun job (rank 0 of 1 without torchrun) and its device."""
-
-    rank: int = 0
-    world_size: int = 1
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-
-    @classmethod
-    def from_env(cls, device: str = "auto") -> "Distributed":
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
-        if use_cuda and not torch.cuda.is_available():
-            raise PretrainError("system.device is 'cuda' but no CUDA device is available")
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        dev = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
-        if use_cuda:
-            torch.cuda.set_device(dev)
-        if world > 1 and not dist.is_initialized():
-            dist.init_process_group("nccl" if use_cuda else "gloo")
-        rank = dist.get_rank() if world > 1 else 0
-        return cls(rank, world, dev)
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-    def sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.world_size > 1:
-            dist.all_reduce(tensor)
-        return tensor
-
-    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        """[world_size, *shape]: `tensor` from every process (same shape everywhere)."""
-        if self.world_size == 1:
-            return tensor.unsqueeze(0)
-        parts = [torch.empty_like(tensor) for _ in range(self.world_size)]
-        dist.all_gather(parts, tensor)
-        return torch.stack(parts)
-
-    def barrier(self) -> None:
-        if self.world_size > 1:
-            dist.barrier()
-
-
-@dataclass
-class TrainState:
-    """The plain-number part of a run: what state.json of a checkpoint holds."""
-
-    step: int = 0
-    words: int = 0
-    train_seconds: float = 0.0
-    position: DataPosition = field(default_factory=DataPosition)
-
-    def to_dict(self) -> dict:
-        return {"step": self.step, "words": self.words, "train_seconds": self.train_seconds, "position": self.position.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "TrainState":
-        return cls(int(data["step"]), int(data["words"]), float(data["train_seconds"]), DataPosition.from_dict(data["position"]))
-
-
-# --------------------------------------------------------------------------------------------------
-# Output directory and checkpoints
-
-
-def check_output_dir(output: Path, needed_bytes: int = 0) -> None:
-    """Fails early, with a clear message, if `output` cannot hold the run's files."""
-    check_writable(output)
-    check_free_space(output, needed_bytes)
-
-
-def check_writable(output: Path) -> None:
-    """Creates `output` and writes (then removes) a small probe file, or raises PretrainError."""
-    try:
-        output.mkdir(parents=True, exist_ok=True)
-        probe = output / f".write-test-{os.getpid()}"
-        with open(probe, "wb") as handle:
-            handle.write(b"\0" * (1 << 16))
-            handle.flush()
-            os.fsync(handle.fileno())
-        probe.unlink()
-    except OSError as err:
-        raise PretrainError(f"cannot write to output directory {output}: {err.strerror or err}") from None
-
-
-def check_free_space(output: Path, needed_bytes: int) -> None:
-    """Raises PretrainError if the file system of `output` has less than `needed_bytes` free."""
-    free = shutil.disk_usage(output).free
-    if needed_bytes and free < needed_bytes:
-        raise PretrainError(
-            f"not enough free disk space in {output}: {free / 2**20:,.0f} MiB free, the checkpoints and "
-            f"model need about {needed_bytes / 2**20:,.0f} MiB"
-        )
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _save_tensor_file(obj, path: Path) -> None:
-    with open(path, "wb") as handle:
-        torch.save(obj, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-class Checkpoints:
-    """`OUTPUT/checkpoints`: step-NNNNNNNN directories and the `latest` pointer, written atomically."""
-
-    def __init__(self, root: Path, keep: int = 2):
-        self.root, self.keep = root, keep
-
-    def latest(self) -> Path | None:
-        """The newest complete checkpoint (per `latest`, else the newest step directory with state.json)."""
-        pointer = self.root / "latest"
-        if pointer.is_file():
-            candidate = self.root / pointer.read_text(encoding="utf-8").strip()
-            if (candidate / "state.json").is_file():
-                return candidate
-        done = sorted(p for p in self.root.glob("step-*") if p.is_dir() and (p / "state.json").is_file())
-        return done[-1] if done else None
-
-    def save(self, step: int, files: dict[str, Any]) -> Path:
-        """Writes `files` ({name: bytes | str | (writer, obj)}) as checkpoint `step`; returns its directory."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        name = f"step-{step:08d}"
-        final, tmp = self.root / name, self.root / f".{name}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        for filename, content in files.items():
-            path = tmp / filename
-            if isinstance(content, tuple):
-                writer, obj = content
-                writer(obj, path)
-            else:
-                with open(path, "w", encoding="utf-8") as handle:
-                    handle.write(content)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-        _fsync_dir(tmp)
-        if final.exists():  # re-saving the same step (e.g. a resumed run that had nothing left to do)
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        _fsync_dir(self.root)
-        write_text_atomic(self.root / "latest", name + "\n")
-        _fsync_dir(self.root)
-        self._prune(final)
-        return final
-
-    def _prune(self, newest: Path) -> None:
-        done = sorted(p for p in self.root.glob("step-*") if p.is_dir())
-        for old in [p for p in done if p != newest][: max(0, len(done) - self.keep)]:
-            shutil.rmtree(old, ignore_errors=True)
-        for tmp in self.root.glob(".step-*.tmp"):
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _save_safetensors(state: dict[str, torch.Tensor], path: Path) -> None:
-    from safetensors.torch import save_file
-
-    save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(path))
-    with open(path, "rb+") as handle:
-        os.fsync(handle.fileno())
-
-
-class MetricsLog:
-    """`metrics.jsonl`: one JSON object per line (training records have "step", evaluations "heldout_ppl")."""
-
-    def __init__(self, path: Path, enabled: bool = True):
-        self.path, self.enabled = path, enabled
-
-    def truncate_after(self, step: int) -> None:
-        """Drops records past `step` (a resumed run rewrites them)."""
-        if not self.enabled or not self.path.is_file():
-            return
-        kept = [r for r in self.records() if r.get("step", 0) <= step]  # (a line torn by a kill is dropped)
-        write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
-
-    def records(self) -> list[dict]:
-        """Every complete record of the log."""
-        if not self.path.is_file():
-            return []
-        out = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-        return out
-
-    def write(self, record: dict) -> None:
-        if self.enabled:
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
-
-
-# --------------------------------------------------------------------------------------------------
-# The run
-
+from .checkpoints import Checkpoints, MetricsLog, TrainState, check_free_space, check_writable, fault_point
+from .data import Corpus, DataPosition, Vocabulary, iter_sequences, make_tokenizer, resolve_files, unigram_perplexity, write_text_atomic
+from .distributed import Distributed
+from .settings import PretrainError, TrainingDiverged, check_resumable, learning_rate_at, load_settings
 
 class Pretrainer:
     """A pretraining or fine-tuning run writing to `output` (see the module docstring)."""
@@ -439,7 +36,10 @@ class Pretrainer:
         system, training = cfg["system"], cfg["training"]
         if system["threads"]:
             torch.set_num_threads(int(system["threads"]))
-        self.dist = Distributed.from_env(system["device"])
+        try:
+            self.dist = Distributed.from_env(system["device"])
+        except ValueError as err:
+            raise PretrainError(str(err)) from None
         self.checkpoints = Checkpoints(self.output / "checkpoints", training["keep_checkpoints"])
         self.metrics = MetricsLog(self.output / "metrics.jsonl", self.dist.is_main)
         self.state = TrainState()
@@ -469,7 +69,7 @@ class Pretrainer:
         self.model_config = self._model_config(init)
         self._check_disk_space()
         torch.manual_seed(system["seed"])  # the same initial weights in every process
-        self.model = self._build_model(init).to(self.dist.device)
+        self.model = self._build_model(init)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = self._build_optimizer()
         self.softmax_fn = self._build_softmax()
@@ -491,12 +91,7 @@ class Pretrainer:
         from confection import Config
 
         saved = Config().from_disk(self.checkpoint / "pretrain.cfg", interpolate=False)
-        for dotted in RESUME_FIXED:
-            if _get(saved, dotted) != _get(self.cfg, dotted):
-                raise PretrainError(
-                    f"cannot resume {self.checkpoint}: [{dotted}] differs from the run that wrote it "
-                    f"(was {_get(saved, dotted)!r}, now {_get(self.cfg, dotted)!r}); the data position would not match"
-                )
+        check_resumable(saved, self.cfg, self.checkpoint)
 
     def _init_source(self) -> dict | None:
         """What `paths.init_from` provides: config, weights, and (with an LM head) its vocabulary."""
@@ -577,6 +172,8 @@ class Pretrainer:
     def _build_model(self, init: dict | None):
         from ..modeling_elmo import ElmoForBidirectionalLM
 
+        if self.checkpoint is not None:
+            return self.checkpoints.load_model(self.checkpoint, self.dist.device)
         if init is not None and init["kind"] == "lm":
             model = ElmoForBidirectionalLM.from_pretrained(str(init["path"]), config=self.model_config)
         else:
@@ -584,7 +181,7 @@ class Pretrainer:
             if init is not None:
                 weights = {k: v for k, v in init["elmo"].state_dict().items() if not k.startswith("scalar_mixes.")}
                 model.elmo.load_state_dict(weights)
-        return model.train()
+        return model.to(self.dist.device).train()
 
     def _build_optimizer(self) -> torch.optim.Optimizer:
         t, params = self.cfg["training"], self.params
@@ -633,23 +230,15 @@ class Pretrainer:
         if not self.dist.is_main:
             return None
         state = self.state.to_dict() | {"world_size": self.dist.world_size}
-        path = self.checkpoints.save(self.state.step, {
-            "model.safetensors": (_save_safetensors, self.model.state_dict()),
-            "optimizer.pt": (_save_tensor_file, self.optimizer.state_dict()),
-            "rng.pt": (_save_tensor_file, rng),
-            "config.json": self.model_config.to_json_string(),
-            "pretrain.cfg": self.cfg.to_str(),
-            "state.json": json.dumps(state, indent=2),
-        })
-        return path
+        return self.checkpoints.save(
+            self.state.step, self.model, self.optimizer.state_dict(), rng,
+            {"pretrain.cfg": self.cfg.to_str(), "state.json": json.dumps(state, indent=2)},
+        )
 
     def _load_checkpoint(self, path: Path) -> None:
-        from safetensors.torch import load_file
-
-        self.model.load_state_dict(load_file(str(path / "model.safetensors"), device=str(self.dist.device)))
-        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=self.dist.device, weights_only=True))
-        saved = json.loads((path / "state.json").read_text(encoding="utf-8"))
-        self.state = TrainState.from_dict(saved)
+        """Optimizer, RNG and train state of checkpoint `path` (its model was loaded by `_build_model`)."""
+        self.optimizer.load_state_dict(self.checkpoints.load_optimizer(path, self.dist.device))
+        self.state, saved = self.checkpoints.load_state(path)
         if saved.get("world_size", 1) != self.dist.world_size:
             # the global batch (batch_tokens × processes) changes, and with it how a block is cut into
             # batches: continue from the start of the current block (it may be partly seen again)
@@ -657,7 +246,7 @@ class Pretrainer:
             if self.dist.is_main:
                 print(f"resuming {saved.get('world_size', 1)}-process checkpoint on {self.dist.world_size} processes: "
                       "the global batch size changes; the current data block restarts", file=sys.stderr)
-        rng = torch.load(path / "rng.pt", weights_only=True)
+        rng = self.checkpoints.load_rng(path)
         rank = self.dist.rank
         if rank < rng["cpu"].shape[0]:
             torch.set_rng_state(rng["cpu"][rank])
@@ -763,6 +352,7 @@ class Pretrainer:
                 self.state.words += batch.global_words
                 self.state.train_seconds += seconds
                 self.state.position = position
+                fault_point("step", self.state.step)
                 for key, value in (("words", batch.global_words), ("seconds", seconds), ("fwd", fwd), ("bwd", bwd), ("steps", 1)):
                     window[key] += value
                 step = self.state.step
@@ -867,11 +457,7 @@ def pretrain(config_path, output, overrides: dict | None = None, *, resume: bool
         return trainer.run()
     finally:
         torch.set_num_threads(threads)  # system.threads is for this run only
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        Distributed.close()
 
 
-__all__ = [
-    "DEFAULTS", "PretrainError", "TrainingDiverged", "parse_overrides", "load_settings",
-    "Pretrainer", "TrainState", "Checkpoints", "check_output_dir", "pretrain",
-]
+__all__ = ["Pretrainer", "pretrain"]
