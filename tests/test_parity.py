@@ -96,7 +96,8 @@ def test_batch_invariance_and_padding(tiny_model, fixtures_dir):
             alone_ids, _ = batch_to_char_ids([words])
             alone = tiny_model(torch.from_numpy(alone_ids)).hidden_states
             for layer_t, layer_a in zip(together, alone):
-                assert torch.abs(layer_t[i, : len(words)] - layer_a[0]).max() <= 1e-6
+                # ≤ 1e-6 of the layer's scale: another CPU's GEMM kernels round differently per row count
+                assert torch.abs(layer_t[i, : len(words)] - layer_a[0]).max() <= 1e-6 * max(1.0, float(layer_a.abs().max()))
                 assert torch.all(layer_t[i, len(words) :] == 0)
 
 
