@@ -7,6 +7,7 @@ and real subprocesses where a process must die (kill -9).
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import signal
@@ -163,6 +164,18 @@ def test_resume_continues_exactly(corpus, tmp_path):
     assert logged == list(range(5, 61, 5))  # records past the checkpoint were replaced, not duplicated
     rates = [json.loads(line)["lr"] for line in (part / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
     assert rates[:2] == pytest.approx([0.01 * 5 / 30, 0.01 * 10 / 30]) and rates[-1] == pytest.approx(0.01)
+
+
+def test_bf16_precision_trains_under_autocast(corpus, tmp_path):
+    """`training.precision = "bf16"` runs the forward pass under bf16 autocast: the run learns
+    (finite loss, falling) and its parameters differ from the fp32 run's beyond float rounding."""
+    settings = {"paths.train": str(corpus["train"]), "training.max_steps": 12, "training.log_every": 4}
+    fp32 = pretrain(TINY, tmp_path / "fp32", settings, progress=False)
+    bf16 = pretrain(TINY, tmp_path / "bf16", settings | {"training.precision": "bf16"}, progress=False)
+    losses = [json.loads(line)["loss"] for line in (tmp_path / "bf16" / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]
+    assert bf16["step"] == fp32["step"] == 12
+    assert max_difference(params(tmp_path / "bf16"), params(tmp_path / "fp32")) > 1e-4
 
 
 def test_learning_rate_schedule():

@@ -262,9 +262,11 @@ class Pretrainer:
         """One optimizer step on this process's rows; returns the global batch's (forward, backward) mean
         loss and the gradient norm before clipping."""
         batch.to(self.dist.device)
-        out = self.train_model(
-            input_ids=batch.char_ids, attention_mask=batch.mask, labels=batch.word_ids, softmax_fn=self.softmax_fn
-        )
+        device = self.dist.device.type
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=self.cfg["training"]["precision"] == "bf16"):
+            out = self.train_model(
+                input_ids=batch.char_ids, attention_mask=batch.mask, labels=batch.word_ids, softmax_fn=self.softmax_fn
+            )
         # sums over this process's targets; scaled so DDP's gradient average is the global mean's gradient
         sums = torch.stack([out.forward_loss, out.backward_loss]) * out.num_targets * batch.weight
         loss = sums.sum() / (2 * batch.global_targets) * self.dist.world_size
