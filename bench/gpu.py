@@ -212,6 +212,48 @@ def training(config, implementations, vocab: int, rows: int, steps: int, repeats
     return {"rows": rows, "steps": steps, "words_per_step": words, "vocab": vocab, "negatives": 8192, "modes": results}
 
 
+def pretrain_cli(workdir: Path, precision: str, steps: int, batch_tokens: int, quick: bool) -> dict:
+    """`spacy-elmo pretrain configs/pretrain_original.cfg` end to end (data loading, char ids, the
+    step, logging) on generated Zipfian text over a 400,000-word vocabulary; words/s of the logged
+    windows after the first."""
+    import random
+
+    from bench.worker import make_vocabulary
+    from spacy_elmo.training.pretrain import pretrain
+
+    train = workdir / "train.txt"
+    if not train.exists():
+        rng = random.Random(4)
+        vocabulary = make_vocabulary(20_000 if quick else 400_000, 4)
+        weights = [1.0 / (rank + 1) ** 1.05 for rank in range(len(vocabulary))]
+        words = rng.choices(vocabulary, weights, k=(20_000 if quick else 1_500_000))
+        lines, i = [], 0
+        while i < len(words):
+            n = rng.randint(10, 40)
+            lines.append(" ".join(words[i : i + n]))
+            i += n
+        train.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = workdir / f"run-{precision}"
+    config = ROOT / "configs" / ("pretrain_tiny.cfg" if quick else "pretrain_original.cfg")
+    try:
+        pretrain(config, out, {
+            "paths.train": str(train), "data.min_count": 1, "data.batch_tokens": batch_tokens,
+            "training.max_steps": steps, "training.log_every": 5, "training.checkpoint_every": 100_000,
+            "training.softmax": "sampled", "training.n_negative_samples": 8192 if not quick else 512,
+            "training.precision": precision, "system.device": DEVICE, "export.legacy": False,
+        }, progress=False)
+    except Exception as err:  # noqa: BLE001
+        return {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()[-3000:]}
+    summary = json.loads((out / "pretrain_summary.json").read_text(encoding="utf-8"))
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rates = [r["words_per_s"] for r in records if "words_per_s" in r][1:]
+    return {
+        "precision": precision, "steps": steps, "batch_tokens": batch_tokens, "vocab": summary.get("vocab_size"),
+        "softmax": summary.get("softmax"), "words_per_s_median_window": statistics.median(rates) if rates else None,
+        "words_per_s_whole_run": summary.get("words_per_s"),
+    }
+
+
 def pipe(model_dir: Path, batch_size: int, batches: int) -> dict:
     try:
         import spacy
@@ -266,7 +308,7 @@ def main(argv=None) -> int:
     PROFILE_DIR = Path(args.profile) if args.profile else None
     if PROFILE_DIR is not None:
         PROFILE_DIR.mkdir(parents=True, exist_ok=True)
-    parts = set(filter(None, args.only.split(","))) or {"inference", "training", "pipe"}
+    parts = set(filter(None, args.only.split(","))) or {"inference", "training", "pretrain", "pipe"}
     if DEVICE == "cuda" and not torch.cuda.is_available():
         raise SystemExit("bench.gpu needs a CUDA device")
     from spacy_elmo import ElmoModel, ElmoTokenizer
@@ -305,6 +347,13 @@ def main(argv=None) -> int:
             training(config, trainers, 793_471 if not args.quick else 20_000, rows, 20, repeats)
             for rows in ((128,) if args.quick else (128, 512))
         ]
+        save()
+    if "pretrain" in parts:
+        with tempfile.TemporaryDirectory() as tmp:
+            report["pretrain_cli"] = [
+                pretrain_cli(Path(tmp), precision, 40 if not args.quick else 6, 10240 if not args.quick else 1024, args.quick)
+                for precision in ("bf16", "fp32")
+            ]
         save()
     if "pipe" in parts:
         with tempfile.TemporaryDirectory() as tmp:

@@ -68,6 +68,24 @@ def render(report: dict, source: str) -> str:
             else:
                 lines.append(f"| {kernel} | {precision} | {_num(entry['words_per_s'])} | {entry['seconds_per_step']:.3f} |")
         lines.append("")
+    runs = report.get("pretrain_cli")
+    if runs:
+        lines += [
+            "`spacy-elmo pretrain configs/pretrain_original.cfg` end to end (generated Zipfian text, data loading and "
+            "char ids included; median words/s of the logged windows after the first):",
+            "",
+            "| precision | words per step | vocabulary | softmax | words/s (windows) | words/s (whole run) |",
+            "| --- | ---: | ---: | --- | ---: | ---: |",
+        ]
+        for run in runs:
+            if "error" in run:
+                lines.append(f"| | | | failed: {run['error'][:100]} | | |")
+                continue
+            lines.append(
+                f"| {run['precision']} | {run['batch_tokens']:,} | {run['vocab']:,} | {run['softmax']} | "
+                f"{_num(run['words_per_s_median_window'])} | {_num(run['words_per_s_whole_run'])} |"
+            )
+        lines.append("")
     pipe = report.get("pipe")
     if pipe:
         if "error" in pipe:
