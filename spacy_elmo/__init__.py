@@ -2,6 +2,8 @@
 
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+from . import model_card as _model_card
+
 from .configuration_elmo import ElmoConfig
 from .legacy import LegacyFormatError, load_legacy, save_legacy
 from .modeling_elmo import (
@@ -16,6 +18,9 @@ from .modeling_elmo import (
 from .tokenization_elmo import ElmoTokenizer
 
 __version__ = "0.1.0"
+
+# save_pretrained / push_to_hub also write the README.md model card (spacy_elmo.model_card)
+_model_card.install(ElmoPreTrainedModel)
 
 AutoConfig.register("elmo", ElmoConfig, exist_ok=True)
 AutoModel.register(ElmoConfig, ElmoModel, exist_ok=True)

@@ -12,8 +12,9 @@ def cmd_convert(args) -> int:
     from . import ElmoTokenizer, load_legacy
 
     model = load_legacy(args.options, args.weights)
-    model.save_pretrained(args.output)
-    ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token).save_pretrained(args.output)
+    card = {"source": f"`{args.options.name}` + `{args.weights.name}`", "license": args.license, "language": args.lang}
+    model.save_pretrained(args.output, model_card=card)
+    ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token, lang=args.lang).save_pretrained(args.output)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"Saved ELMo ({model.config.num_layers} layers, dim {model.config.output_dim}, {n_params:,} parameters) to {args.output}")
     return 0
@@ -121,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("options", type=Path, help="legacy options.json")
     p.add_argument("weights", type=Path, help="legacy lm_weights.hdf5")
     p.add_argument("output", type=Path, help="output directory (HF layout)")
+    p.add_argument("--lang", default="en", help="spaCy language whose tokenizer splits raw text (saved with the tokenizer)")
+    p.add_argument("--license", help="licence of the weights for the model card, e.g. apache-2.0")
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("embed", help=cmd_embed.__doc__)

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..model_card import write_model_card
 from .data import Corpus, DataPosition, Vocabulary, make_tokenizer, resolve_files, unigram_perplexity, iter_sequences, write_text_atomic
 
 MODEL_KEYS = (
@@ -795,6 +796,10 @@ class Pretrainer:
             final |= last_eval if last_eval.get("step") == self.state.step else self._eval_record()
         self.export()
         self.write_summary(final)
+        if self.dist.is_main:  # README.md model card, now with the training text and its perplexity
+            corpus = next((r["train_words"] for r in self.metrics.records() if r.get("event") == "vocab"), None)
+            write_model_card(self.output, self.model, language=self.cfg["data"]["lang"],
+                             training={"text": self.train_files, "corpus_words": corpus, **final})
         self.dist.barrier()
         return final
 
@@ -836,7 +841,7 @@ class Pretrainer:
 
         self.model.eval()
         self.model.save_pretrained(str(self.output))
-        ElmoTokenizer(max_characters_per_token=self.model_config.max_characters_per_token).save_pretrained(str(self.output))
+        ElmoTokenizer(max_characters_per_token=self.model_config.max_characters_per_token, lang=self.cfg["data"]["lang"]).save_pretrained(str(self.output))
         write_text_atomic(self.output / "pretrain.cfg", self.cfg.to_str())
         if self.cfg["export"]["legacy"]:
             legacy = self.output / "legacy"
