@@ -178,11 +178,19 @@ def main(argv: list[str] | None = None) -> int:
     args.overrides = extra
     if extra and not getattr(args, "accepts_overrides", False):
         build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
+    from transformers.utils import logging as hf_logging
+
+    hide_bars = getattr(args, "no_progress", False) and hf_logging.is_progress_bar_enabled()
+    if hide_bars:  # --no-progress also hides transformers' and huggingface_hub's bars
+        hf_logging.disable_progress_bar()
     try:
         return args.func(args)
     except (LegacyFormatError, FileNotFoundError, ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    finally:
+        if hide_bars:
+            hf_logging.enable_progress_bar()
 
 
 if __name__ == "__main__":

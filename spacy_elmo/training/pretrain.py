@@ -867,8 +867,15 @@ def pretrain(config_path, output, overrides: dict | None = None, *, resume: bool
         overrides["paths.init_from"] = str(init_from)
     cfg = load_settings(config_path, overrides)
     threads = torch.get_num_threads()
+    created = [p for p in (Path(output), *Path(output).parents) if not p.exists()]  # deepest first
     try:
-        trainer = Pretrainer(cfg, output, resume=resume, progress=progress)
+        try:
+            trainer = Pretrainer(cfg, output, resume=resume, progress=progress)
+        except Exception:  # refused on its settings or data: leave no empty folder behind
+            for folder in created:
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
+            raise
         return trainer.run()
     finally:
         torch.set_num_threads(threads)  # system.threads is for this run only
