@@ -96,8 +96,8 @@ def cmd_similar(args) -> int:
     from .util import load_model
 
     if args.corpus is None:
+        model = load_model(args.model)  # first: a wrong model reference is the likelier mistake
         vocab = similar.find_vocab(args.model, args.vocab)
-        model = load_model(args.model)
         found = similar.most_similar(model, args.word, vocab, args.n)
     else:
         if not args.corpus.is_file():
@@ -173,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .legacy import LegacyFormatError
+    from .util import ModelNotFoundError
 
     args, extra = build_parser().parse_known_args(argv)
     args.overrides = extra
@@ -185,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         hf_logging.disable_progress_bar()
     try:
         return args.func(args)
+    except ModelNotFoundError as err:  # the model reference names nothing loadable
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except (LegacyFormatError, FileNotFoundError, ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -285,8 +285,9 @@ def get_elmo_model(model: Model, load: bool = True):
         name = model.attrs.get("name")
         if not name:
             raise ValueError(
-                "The ELMo biLM has no weights yet and no `name` to load them from: set the "
-                "component's `model` to an HF directory, a hub id or 'options.json,weights.hdf5'."
+                "elmo: no biLM to load: set the component's `model` setting (in a training config "
+                "`[paths] elmo`, e.g. `--paths.elmo DIR`) to an HF directory, a hub id or "
+                "'options.json,weights.hdf5'"
             )
         set_elmo_model(model, _load_quietly(name))
     elif stack.elmo is not None and not model.has_dim("nO"):
@@ -298,12 +299,14 @@ def _load_quietly(name: str):
     """`util.load_model` without transformers' progress bars (they would clutter `spacy train`)."""
     from transformers.utils import logging as hf_logging
 
-    from ..util import load_model
+    from ..util import ModelNotFoundError, load_model
 
     shown = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
         return load_model(name)
+    except ModelNotFoundError as err:  # say which setting named it
+        raise ModelNotFoundError(f"elmo: the component's `model` setting (`paths.elmo` in a training config): {err}") from None
     finally:
         if shown:
             hf_logging.enable_progress_bar()
