@@ -114,6 +114,25 @@ def cmd_similar(args) -> int:
     return 0
 
 
+def shipped_configs() -> dict[str, Path]:
+    """The configs installed with the package (spacy_elmo/configs: the repository's configs/), by name."""
+    folder = Path(__file__).resolve().parent / "configs"
+    return {path.stem: path for path in sorted(folder.glob("*.cfg"))}
+
+
+def cmd_init_config(args) -> int:
+    """Writes a shipped config (e.g. ner_elmo, tagger_baseline, pretrain_small) to OUTPUT, to edit or train with."""
+    configs = shipped_configs()
+    if args.name not in configs:
+        raise ValueError(f"no shipped config {args.name!r}; shipped: {', '.join(configs)}")
+    if args.output.exists() and not args.force:
+        raise ValueError(f"{args.output} exists; pass --force to overwrite it")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(configs[args.name].read_text(encoding="utf-8"), encoding="utf-8")
+    print(f"Wrote {args.name} to {args.output}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spacy-elmo", description="ELMo for spaCy and Hugging Face")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -125,6 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lang", default="en", help="spaCy language whose tokenizer splits raw text (saved with the tokenizer)")
     p.add_argument("--license", help="licence of the weights for the model card, e.g. apache-2.0")
     p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("init-config", help=cmd_init_config.__doc__)
+    p.add_argument("name", help=f"shipped config: {', '.join(shipped_configs())}")
+    p.add_argument("output", type=Path, help="where to write it (.cfg)")
+    p.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists")
+    p.set_defaults(func=cmd_init_config)
 
     p = sub.add_parser("embed", help=cmd_embed.__doc__)
     p.add_argument("model", help="HF directory, hub id, or legacy directory")
