@@ -19,6 +19,7 @@ loss is scaled so the averaged gradient equals the gradient of the global batch'
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -873,7 +874,7 @@ def pretrain(config_path, output, overrides: dict | None = None, *, resume: bool
             trainer = Pretrainer(cfg, output, resume=resume, progress=progress)
         except Exception:  # refused on its settings or data: leave no empty folder behind
             for folder in created:
-                if folder.is_dir() and not any(folder.iterdir()):
+                with contextlib.suppress(OSError):  # not empty, or another process removed it
                     folder.rmdir()
             raise
         return trainer.run()
