@@ -112,3 +112,15 @@ def test_push_to_hub_uploads_weights_tokenizer_and_card(tiny_model, monkeypatch)
     assert card.data.library_name == "spacy-elmo" and "test-tag" in card.data.tags and "elmo" in card.data.tags
     assert 'AutoModel.from_pretrained("someone/tiny-elmo")' in card.text
     assert calls["commit"]["commit_message"] == "Upload model"
+
+
+def test_save_pretrained_with_push_to_hub_keeps_the_card(tiny_model, tmp_path, monkeypatch):
+    uploaded = {}
+    monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **kw: RepoUrl(f"https://huggingface.co/{repo_id}"))
+    monkeypatch.setattr(HfApi, "create_commit", lambda self, repo_id, operations, **kw: uploaded.update(
+        {op.path_in_repo: Path(op.path_or_fileobj).read_text() if op.path_in_repo == "README.md" else None for op in operations}))
+    tiny_model.save_pretrained(tmp_path / "local", push_to_hub=True, repo_id="someone/elmo", model_card={"license": "mit"})
+    assert _card(tmp_path / "local").data.license == "mit"
+    assert {"config.json", "model.safetensors", "tokenizer_config.json", "README.md"} <= set(uploaded)
+    card = ModelCard(uploaded["README.md"])
+    assert card.data.license == "mit" and 'from_pretrained("someone/elmo")' in card.text
