@@ -27,5 +27,5 @@ main: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m weasel run all .
 
 demo: install
-	$(BIN)/spacy-elmo convert ../shared/fixtures/allennlp_elmo/options.json ../shared/fixtures/allennlp_elmo/lm_weights.hdf5 build/fixture_elmo
+	$(BIN)/spacy-elmo convert tests/fixtures/allennlp_elmo/options.json tests/fixtures/allennlp_elmo/lm_weights.hdf5 build/fixture_elmo
 	echo "The cat sat on the mat ." | $(BIN)/spacy-elmo embed build/fixture_elmo

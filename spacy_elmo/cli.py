@@ -12,8 +12,9 @@ def cmd_convert(args) -> int:
     from . import ElmoTokenizer, load_legacy
 
     model = load_legacy(args.options, args.weights)
-    model.save_pretrained(args.output)
-    ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token).save_pretrained(args.output)
+    card = {"source": f"`{args.options.name}` + `{args.weights.name}`", "license": args.license, "language": args.lang}
+    model.save_pretrained(args.output, model_card=card)
+    ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token, lang=args.lang).save_pretrained(args.output)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"Saved ELMo ({model.config.num_layers} layers, dim {model.config.output_dim}, {n_params:,} parameters) to {args.output}")
     return 0
@@ -96,8 +97,8 @@ def cmd_similar(args) -> int:
     from .util import load_model
 
     if args.corpus is None:
+        model = load_model(args.model)  # first: a wrong model reference is the likelier mistake
         vocab = similar.find_vocab(args.model, args.vocab)
-        model = load_model(args.model)
         found = similar.most_similar(model, args.word, vocab, args.n)
     else:
         if not args.corpus.is_file():
@@ -114,6 +115,25 @@ def cmd_similar(args) -> int:
     return 0
 
 
+def shipped_configs() -> dict[str, Path]:
+    """The configs installed with the package (spacy_elmo/configs: the repository's configs/), by name."""
+    folder = Path(__file__).resolve().parent / "configs"
+    return {path.stem: path for path in sorted(folder.glob("*.cfg"))}
+
+
+def cmd_init_config(args) -> int:
+    """Writes a shipped config (e.g. ner_elmo, tagger_baseline, pretrain_small) to OUTPUT, to edit or train with."""
+    configs = shipped_configs()
+    if args.name not in configs:
+        raise ValueError(f"no shipped config {args.name!r}; shipped: {', '.join(configs)}")
+    if args.output.exists() and not args.force:
+        raise ValueError(f"{args.output} exists; pass --force to overwrite it")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(configs[args.name].read_text(encoding="utf-8"), encoding="utf-8")
+    print(f"Wrote {args.name} to {args.output}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spacy-elmo", description="ELMo for spaCy and Hugging Face")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -122,7 +142,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("options", type=Path, help="legacy options.json")
     p.add_argument("weights", type=Path, help="legacy lm_weights.hdf5")
     p.add_argument("output", type=Path, help="output directory (HF layout)")
+    p.add_argument("--lang", default="en", help="spaCy language whose tokenizer splits raw text (saved with the tokenizer)")
+    p.add_argument("--license", help="licence of the weights for the model card, e.g. apache-2.0")
     p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("init-config", help=cmd_init_config.__doc__)
+    p.add_argument("name", help=f"shipped config: {', '.join(shipped_configs())}")
+    p.add_argument("output", type=Path, help="where to write it (.cfg)")
+    p.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists")
+    p.set_defaults(func=cmd_init_config)
 
     p = sub.add_parser("embed", help=cmd_embed.__doc__)
     p.add_argument("model", help="HF directory, hub id, or legacy directory")
@@ -171,16 +199,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .legacy import LegacyFormatError
+    from .util import ModelNotFoundError
 
     args, extra = build_parser().parse_known_args(argv)
     args.overrides = extra
     if extra and not getattr(args, "accepts_overrides", False):
         build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
+    from transformers.utils import logging as hf_logging
+
+    hide_bars = getattr(args, "no_progress", False) and hf_logging.is_progress_bar_enabled()
+    if hide_bars:  # --no-progress also hides transformers' and huggingface_hub's bars
+        hf_logging.disable_progress_bar()
     try:
         return args.func(args)
+    except ModelNotFoundError as err:  # the model reference names nothing loadable
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except (LegacyFormatError, FileNotFoundError, ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    finally:
+        if hide_bars:
+            hf_logging.enable_progress_bar()
 
 
 if __name__ == "__main__":

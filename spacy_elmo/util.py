@@ -24,8 +24,65 @@ def resolve_legacy(reference: str | Path) -> tuple[Path, Path] | None:
     return None
 
 
+class ModelNotFoundError(FileNotFoundError):
+    """A model reference that names no model: not a directory, not legacy files, not a hub model
+    (or the hub cannot be asked). Its message is one line; the CLI prints it and exits 1."""
+
+
+def is_hub_id(reference: str) -> bool:
+    """Whether `reference` is a well-formed hub id `owner/name` (not a path that looks local:
+    no leading `.`, `/` or `~`, exactly one slash)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    text = str(reference)
+    if text.count("/") != 1 or text.startswith((".", "/", "~")) or "\\" in text:
+        return False
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        return False
+    return True
+
+
+def hub_loading_kwargs(repo_id: str) -> dict:
+    """Checks a hub id before `from_pretrained` asks the hub (which retries a dead network for
+    half a minute). Returns extra `from_pretrained` arguments, or raises `ModelNotFoundError`:
+    offline (HF_HUB_OFFLINE) and not cached, no such hub repository, or the hub unreachable."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url, is_offline_mode, try_to_load_from_cache
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
+
+    cached = isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    if is_offline_mode():
+        if cached:
+            return {}
+        raise ModelNotFoundError(
+            f"no such directory: {repo_id}; as a Hugging Face hub id it is not in the local cache, "
+            "and HF_HUB_OFFLINE is set"
+        )
+    try:  # one request, no retries
+        get_hf_file_metadata(hf_hub_url(repo_id, "config.json"), timeout=10)
+    except RepositoryNotFoundError:
+        raise ModelNotFoundError(f"no such directory: {repo_id}; no such model on the Hugging Face hub either") from None
+    except EntryNotFoundError:
+        raise ModelNotFoundError(f"{repo_id}: the hub repository has no config.json (not an ELMo model in the HF layout)") from None
+    except HfHubHTTPError as err:
+        raise ModelNotFoundError(f"{repo_id}: the Hugging Face hub refused it: {str(err).splitlines()[0]}") from None
+    except Exception as err:  # no network: DNS, refused connection, timeout, proxy
+        if cached:
+            return {"local_files_only": True}
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ModelNotFoundError(
+            f"no such directory: {repo_id}; the Hugging Face hub cannot be reached ({reason}) "
+            "and the model is not in the local cache"
+        ) from None
+    return {}
+
+
 def load_model(reference: str | Path, **kwargs):
-    """An `ElmoModel` in eval mode from an HF directory, a hub id, or legacy options+weights files."""
+    """An `ElmoModel` in eval mode from an HF directory, a hub id, or legacy options+weights files.
+
+    A reference that is none of these fails at once with one line (`ModelNotFoundError`).
+    """
     from .modeling_elmo import ElmoModel
 
     legacy = resolve_legacy(reference)
@@ -33,8 +90,12 @@ def load_model(reference: str | Path, **kwargs):
         return load_legacy(*legacy)
     path = Path(str(reference))
     if path.exists() and not (path / "config.json").is_file():
-        raise FileNotFoundError(
+        raise ModelNotFoundError(
             f"{path}: not an ELMo model: expected config.json + model.safetensors (HF layout) "
             "or options.json + lm_weights.hdf5 (legacy layout)"
         )
+    if not path.exists():
+        if not is_hub_id(str(reference)):
+            raise ModelNotFoundError(f"no such directory: {reference}")
+        kwargs = {**hub_loading_kwargs(str(reference)), **kwargs}
     return ElmoModel.from_pretrained(str(reference), **kwargs).eval()

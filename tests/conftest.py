@@ -1,4 +1,5 @@
-"""Shared test fixtures: the reference ELMo models in ../shared/fixtures and a converted HF copy."""
+"""Shared test fixtures: the reference ELMo models in tests/fixtures (AllenNLP and bilm-tf, Apache-2.0;
+see tests/fixtures/NOTICE) and a converted HF copy. `$SPACY_ELMO_FIXTURES` points elsewhere."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(os.environ.get("SPACY_ELMO_FIXTURES", ROOT.parent / "shared" / "fixtures"))
+FIXTURES = Path(os.environ.get("SPACY_ELMO_FIXTURES") or ROOT / "tests" / "fixtures")
 
 
 def pytest_configure(config):
     if not (FIXTURES / "allennlp_elmo" / "lm_weights.hdf5").is_file():
         raise pytest.UsageError(
-            f"reference fixtures not found at {FIXTURES}: clone the repo beside ../shared "
-            "or set SPACY_ELMO_FIXTURES to the fixtures folder"
+            f"reference fixtures not found at {FIXTURES}: they ship in tests/fixtures; "
+            "unset SPACY_ELMO_FIXTURES or point it at a folder holding allennlp_elmo/ and bilm_tf/"
         )
 
 

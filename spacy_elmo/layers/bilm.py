@@ -296,8 +296,9 @@ def get_elmo_model(model: Model, load: bool = True):
         name = model.attrs.get("name")
         if not name:
             raise ValueError(
-                "The ELMo biLM has no weights yet and no `name` to load them from: set the "
-                "component's `model` to an HF directory, a hub id or 'options.json,weights.hdf5'."
+                "elmo: no biLM to load: set the component's `model` setting (in a training config "
+                "`[paths] elmo`, e.g. `--paths.elmo DIR`) to an HF directory, a hub id or "
+                "'options.json,weights.hdf5'"
             )
         set_elmo_model(model, _load_quietly(name))
     elif stack.elmo is not None and not model.has_dim("nO"):
@@ -306,11 +307,14 @@ def get_elmo_model(model: Model, load: bool = True):
 
 
 def _load_quietly(name: str):
-    """`util.load_model` without transformers' progress bars."""
-    from ..util import load_model
+    """`util.load_model` without transformers' progress bars (they would clutter `spacy train`)."""
+    from ..util import ModelNotFoundError, load_model
 
-    with _quiet_hf():
-        return load_model(name)
+    try:
+        with _quiet_hf():
+            return load_model(name)
+    except ModelNotFoundError as err:  # say which setting named it
+        raise ModelNotFoundError(f"elmo: the component's `model` setting (`paths.elmo` in a training config): {err}") from None
 
 
 def bilm_init(model: Model, X=None, Y=None) -> None:

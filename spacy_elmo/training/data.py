@@ -165,14 +165,9 @@ def make_tokenizer(data_format: str = "tokenized", lang: str = "en") -> Callable
     if data_format == "tokenized":
         return str.split
     if data_format == "text":
-        import spacy
+        from ..tokenization_elmo import spacy_word_splitter
 
-        tokenizer = spacy.blank(lang).tokenizer
-
-        def tokenize(line: str) -> list[str]:
-            return [t.text for t in tokenizer(line) if not t.is_space]
-
-        return tokenize
+        return spacy_word_splitter(lang)
     raise ValueError(f"data format must be 'tokenized' or 'text', got {data_format!r}")
 
 

@@ -15,6 +15,7 @@ loss is scaled so the averaged gradient equals the gradient of the global batch'
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from ..model_card import write_model_card
 from .checkpoints import Checkpoints, MetricsLog, TrainState, check_free_space, check_writable, fault_point
 from .data import Corpus, DataPosition, Vocabulary, iter_sequences, make_tokenizer, resolve_files, unigram_perplexity, write_text_atomic
 from .distributed import Distributed
@@ -387,6 +389,10 @@ class Pretrainer:
             final |= last_eval if last_eval.get("step") == self.state.step else self._eval_record()
         self.export()
         self.write_summary(final)
+        if self.dist.is_main:  # README.md model card, now with the training text and its perplexity
+            corpus = next((r["train_words"] for r in self.metrics.records() if r.get("event") == "vocab"), None)
+            write_model_card(self.output, self.model, language=self.cfg["data"]["lang"],
+                             training={"text": self.train_files, "corpus_words": corpus, **final})
         self.dist.barrier()
         return final
 
@@ -428,7 +434,7 @@ class Pretrainer:
 
         self.model.eval()
         self.model.save_pretrained(str(self.output))
-        ElmoTokenizer(max_characters_per_token=self.model_config.max_characters_per_token).save_pretrained(str(self.output))
+        ElmoTokenizer(max_characters_per_token=self.model_config.max_characters_per_token, lang=self.cfg["data"]["lang"]).save_pretrained(str(self.output))
         write_text_atomic(self.output / "pretrain.cfg", self.cfg.to_str())
         if self.cfg["export"]["legacy"]:
             legacy = self.output / "legacy"
@@ -454,8 +460,15 @@ def pretrain(config_path, output, overrides: dict | None = None, *, resume: bool
         overrides["paths.init_from"] = str(init_from)
     cfg = load_settings(config_path, overrides)
     threads = torch.get_num_threads()
+    created = [p for p in (Path(output), *Path(output).parents) if not p.exists()]  # deepest first
     try:
-        trainer = Pretrainer(cfg, output, resume=resume, progress=progress)
+        try:
+            trainer = Pretrainer(cfg, output, resume=resume, progress=progress)
+        except Exception:  # refused on its settings or data: leave no empty folder behind
+            for folder in created:
+                with contextlib.suppress(OSError):  # not empty, or another process removed it
+                    folder.rmdir()
+            raise
         return trainer.run()
     finally:
         torch.set_num_threads(threads)  # system.threads is for this run only

@@ -1,0 +1,229 @@
+"""README.md model cards for saved biLMs, and the save/push methods that write them.
+
+`write_model_card(directory, model, ...)` writes an HF model card (huggingface_hub's `ModelCard`):
+a metadata header (library_name, tags, license when known), the architecture, the parameter
+count, the training text with its size and held-out perplexity when known, and how to load the
+model with transformers and in spaCy. `ElmoModel` / `ElmoForBidirectionalLM` `save_pretrained`
+write it (and the tokenizer files when the directory has none), so `push_to_hub` uploads a
+complete, documented repository; `spacy-elmo convert` and `spacy-elmo pretrain` add what they know
+(the source files, the training run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+CARD_NAME = "README.md"
+TAGS = ["elmo", "feature-extraction", "spacy", "bilm"]
+
+
+def _count(module) -> int:
+    return sum(p.numel() for p in module.parameters()) if module is not None else 0
+
+
+def _architecture(model) -> list[str]:
+    c = model.config
+    elmo = getattr(model, "elmo", model)
+    head = getattr(model, "lm_head", None)
+    widths = ", ".join(f"{n}×{w}" for w, n in c.filters)
+    rows = [
+        "| part | settings |",
+        "| --- | --- |",
+        f"| characters | UTF-8 bytes of each word, at most {c.max_characters_per_token - 2} per word; "
+        f"{c.n_characters} character ids embedded in {c.char_embedding_dim} dims |",
+        f"| character CNN | {c.n_filters} filters (count×width: {widths}), {c.activation}, "
+        f"{c.n_highway} highway layer(s), projection to {c.projection_dim} |",
+        f"| biLSTM | {c.num_layers} layers per direction, cell {c.lstm_dim}, projection {c.projection_dim}, "
+        f"skip connections: {'yes' if c.use_skip_connections else 'no'}, cell clip {c.cell_clip}, "
+        f"projection clip {c.proj_clip} |",
+        f"| output | {c.num_layers + 1} layers (layer 0: context-independent token vectors) of "
+        f"{c.output_dim} dims (forward ; backward) per token |",
+    ]
+    if head is not None:
+        rows.append(f"| LM head | softmax over {c.vocab_size:,} words (`vocab.txt`), shared by both directions |")
+    mixes = getattr(elmo, "scalar_mixes", None)
+    params = f"{_count(elmo) - _count(mixes):,} in the biLM"
+    if _count(mixes):
+        params += f" + {_count(mixes):,} in {len(mixes)} scalar mix(es)"
+    if head is not None:
+        params += f" + {_count(head):,} in the LM head"
+    rows.append(f"| parameters | {params} |")
+    return rows
+
+
+def _training(source: str | None, training: dict | None) -> list[str]:
+    lines = []
+    if source:
+        lines.append(f"- Converted from the original ELMo files: {source}.")
+    if training:
+        text = training.get("text")
+        if text:
+            # file names only: a card may be published, the folders it was trained in are private
+            names = [Path(t).name for t in ([text] if isinstance(text, (str, os.PathLike)) else text)]
+            shown = ", ".join(f"`{n}`" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            lines.append(f"- Training text: {shown}.")
+        if training.get("corpus_words"):
+            lines.append(f"- Size of the training text: {training['corpus_words']:,} words.")
+        if training.get("step"):
+            words = f" ({training['words']:,} words seen)" if training.get("words") else ""
+            lines.append(f"- Trained for {training['step']:,} steps{words}.")
+        if training.get("heldout_ppl") is not None:
+            lines.append(f"- Held-out perplexity: {training['heldout_ppl']:.2f} (mean of the forward and backward LMs).")
+    return lines or ["- Not recorded (this card was written by `save_pretrained`)."]
+
+
+def _usage(reference: str, has_head: bool) -> list[str]:
+    ref = json.dumps(reference, ensure_ascii=False)
+    lm = (
+        f"\n`ElmoForBidirectionalLM.from_pretrained({ref})` loads it with its LM head.\n"
+        if has_head else ""
+    )
+    return [
+        "```python",
+        "import torch, spacy_elmo",
+        "from transformers import AutoModel, AutoTokenizer",
+        "",
+        f"model = AutoModel.from_pretrained({ref}).eval()",
+        f"tokenizer = AutoTokenizer.from_pretrained({ref})",
+        "with torch.no_grad():",
+        '    out = model(**tokenizer(["The cat sat on the mat."]))',
+        "out.hidden_states   # all layers, each [batch, tokens, dim]",
+        "```",
+        lm,
+        "In spaCy (`pip install spacy-elmo` registers the `elmo` component):",
+        "",
+        "```python",
+        "import spacy",
+        "",
+        'nlp = spacy.blank("en")',
+        f'nlp.add_pipe("elmo", config={{"model": {ref}}})',
+        'doc = nlp("The cat sat on the mat.")',
+        "doc._.elmo.layers   # [layers, tokens, dim]; doc.tensor holds their average",
+        "```",
+        "",
+        f"or in a training config: `[paths] elmo = {ref}`.",
+    ]
+
+
+def render_model_card(
+    model,
+    *,
+    reference: str = "path/to/model",
+    license: str | None = None,
+    source: str | None = None,
+    training: dict | None = None,
+    language: str | None = None,
+):
+    """The `huggingface_hub.ModelCard` of `model` (an `ElmoModel` or `ElmoForBidirectionalLM`).
+
+    reference: how users name the model (a directory or a hub id); license: an SPDX-style id
+    (e.g. "apache-2.0"); source: what it was converted from; training: `text` (files), `corpus_words`,
+    `step`, `words`, `heldout_ppl` (any may be missing).
+    """
+    from huggingface_hub import ModelCard, ModelCardData
+
+    has_head = getattr(model, "lm_head", None) is not None
+    data = ModelCardData(
+        library_name="spacy-elmo", tags=list(TAGS), license=license, pipeline_tag="feature-extraction",
+        language=language,
+    )
+    title = "ELMo biLM with LM head" if has_head else "ELMo biLM"
+    body = [
+        f"# {title}",
+        "",
+        "A character-based bidirectional LSTM language model (ELMo; Peters et al., 2018, *Deep contextualized "
+        "word representations*) saved by [spacy-elmo](https://pypi.org/project/spacy-elmo/): contextual word "
+        "vectors for Hugging Face transformers and spaCy.",
+        "",
+        "## Architecture",
+        "",
+        *_architecture(model),
+        "",
+        "## Training",
+        "",
+        *_training(source, training),
+        "",
+        "## How to use",
+        "",
+        *_usage(reference, has_head),
+        "",
+    ]
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body))
+
+
+def write_model_card(directory, model, **info) -> Path:
+    """Writes `directory`/README.md (see `render_model_card` for `info`); returns its path."""
+    path = Path(directory) / CARD_NAME
+    info.setdefault("reference", str(directory))
+    render_model_card(model, **info).save(str(path))
+    return path
+
+
+# --- the save/push methods of ElmoPreTrainedModel -------------------------------------------------
+
+
+def save_pretrained(self, save_directory, *args, model_card: dict | bool | None = None, push_to_hub: bool = False, **kwargs):
+    """`PreTrainedModel.save_pretrained`, plus README.md (this model's card; `model_card` adds
+    `render_model_card` settings, False skips it) and the tokenizer files when the directory has none."""
+    from transformers import PreTrainedModel
+
+    from .tokenization_elmo import ElmoTokenizer
+
+    hub = {k: kwargs.pop(k) for k in ("repo_id", "commit_message", "private", "token", "create_pr") if k in kwargs}
+    result = PreTrainedModel.save_pretrained(self, save_directory, *args, **kwargs)
+    if kwargs.get("is_main_process", True):
+        directory = Path(save_directory)
+        if not (directory / "tokenizer_config.json").is_file():
+            ElmoTokenizer(max_characters_per_token=self.config.max_characters_per_token).save_pretrained(str(directory))
+        if model_card is not False:
+            write_model_card(directory, self, **(model_card or {}))
+    if push_to_hub:
+        self.push_to_hub(hub.pop("repo_id", Path(save_directory).name), model_card=model_card, **hub)
+    return result
+
+
+def push_to_hub(
+    self,
+    repo_id: str,
+    *,
+    commit_message: str | None = None,
+    commit_description: str | None = None,
+    private: bool | None = None,
+    token: bool | str | None = None,
+    revision: str | None = None,
+    create_pr: bool = False,
+    max_shard_size: int | str | None = "50GB",
+    tags: Sequence[str] | None = None,
+    model_card: dict | bool | None = None,
+):
+    """Uploads config.json, model.safetensors, the tokenizer files and this model's README.md card
+    (transformers' own push would replace the card with a generic one) in one commit."""
+    from transformers.utils.hub import hf_api
+
+    repo_id = hf_api().create_repo(repo_id, private=private, token=token, exist_ok=True).repo_id
+    card: dict[str, Any] = {"reference": repo_id, **(model_card or {})} if model_card is not False else False
+    with tempfile.TemporaryDirectory() as tmp:
+        save_pretrained(self, tmp, max_shard_size=max_shard_size, model_card=card)
+        if tags and card is not False:
+            from huggingface_hub import ModelCard
+
+            written = ModelCard.load(os.path.join(tmp, CARD_NAME))
+            written.data.tags = list(dict.fromkeys([*(written.data.tags or []), *tags]))
+            written.save(os.path.join(tmp, CARD_NAME))
+        return self._upload_modified_files(
+            tmp, repo_id, files_timestamps={}, commit_message=commit_message, token=token,
+            create_pr=create_pr, revision=revision, commit_description=commit_description,
+        )
+
+
+def install(cls) -> None:
+    """Gives `cls` (ElmoPreTrainedModel) the card-writing `save_pretrained` and `push_to_hub`."""
+    cls.save_pretrained = save_pretrained
+    cls.push_to_hub = push_to_hub
+
+
+__all__ = ["render_model_card", "write_model_card", "install"]

@@ -1,0 +1,66 @@
+"""The configs ship with the package (spacy_elmo/configs is the repository's configs/): an installed
+wheel carries them, and `spacy-elmo init-config` writes one that spaCy's config loader accepts."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import spacy
+
+from spacy_elmo.cli import main, shipped_configs
+from spacy_elmo.training.pretrain import load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+TOP_LEVEL = sorted(p.name for p in (ROOT / "configs").glob("*.cfg"))
+
+
+def test_package_configs_are_the_project_configs():
+    assert TOP_LEVEL and sorted(p.name for p in shipped_configs().values()) == TOP_LEVEL
+    for path in shipped_configs().values():
+        assert path.read_bytes() == (ROOT / "configs" / path.name).read_bytes()
+
+
+def test_wheel_contains_the_configs(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "configs", src / "configs")
+    shutil.copytree(ROOT / "spacy_elmo", src / "spacy_elmo", symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist"), str(src)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("spacy_elmo-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert sorted(n.split("/")[-1] for n in names if n.startswith("spacy_elmo/configs/")) == TOP_LEVEL
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read("spacy_elmo/configs/ner_elmo.cfg") == (ROOT / "configs" / "ner_elmo.cfg").read_bytes()
+
+
+@pytest.mark.parametrize("name", ["ner_elmo", "tagger_elmo", "textcat_elmo", "ner_baseline"])
+def test_init_config_writes_a_config_spacy_loads(name, tmp_path, tiny_model_dir, capsys):
+    out = tmp_path / f"{name}.cfg"
+    assert main(["init-config", name, str(out)]) == 0
+    config = spacy.util.load_config(out, overrides={"paths.elmo": str(tiny_model_dir)} if "elmo" in name else {})
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    assert ("elmo" in nlp.pipe_names) == ("elmo" in name)
+    assert main(["init-config", name, str(out)]) == 2  # no silent overwrite
+    assert "exists; pass --force" in capsys.readouterr().err
+    assert main(["init-config", name, str(out), "--force"]) == 0
+
+
+def test_init_config_pretraining_and_unknown_names(tmp_path, capsys):
+    out = tmp_path / "small.cfg"
+    assert main(["init-config", "pretrain_small", str(out)]) == 0
+    assert load_settings(out)["model"]["projection_dim"] == 128
+    assert main(["init-config", "ner_elmoo", str(tmp_path / "x.cfg")]) == 2
+    err = capsys.readouterr().err
+    assert "no shipped config 'ner_elmoo'" in err and "ner_elmo" in err

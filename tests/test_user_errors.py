@@ -1,0 +1,112 @@
+"""Mistakes get one clear line, without waiting on the network: model references that are neither
+a directory, legacy files nor a well-formed hub id; hub ids offline or with the hub unreachable;
+an `elmo` component without a model. The `spacy-elmo` CLI prints the line and exits 1."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import spacy
+
+from spacy_elmo.cli import main
+from spacy_elmo.util import ModelNotFoundError, is_hub_id, load_model
+
+DEAD_HUB = "http://127.0.0.1:9"  # nothing listens there: a connection is refused at once
+
+
+@pytest.mark.parametrize("reference", ["./missing", "/no/such/elmo", "~/elmo", "build/runs/elmo", "missing", "a/b/c"])
+def test_local_looking_references_fail_at_once(reference):
+    start = time.perf_counter()
+    with pytest.raises(ModelNotFoundError) as info:
+        load_model(reference)
+    assert time.perf_counter() - start < 1.0
+    assert str(info.value) == f"no such directory: {reference}"
+
+
+def test_hub_id_shape():
+    assert is_hub_id("allenai/elmo-small") and is_hub_id("build/fixture_elmo")
+    for local in ("./a/b", "/a/b", "~/a", "a/b/c", "a", "a/../b", ".hidden/x"):
+        assert not is_hub_id(local), local
+
+
+def _cli(*args, **env):
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", *args], capture_output=True, text=True, timeout=300,
+        env={**os.environ, **env},
+    )
+    return result, time.perf_counter() - start
+
+
+def _one_error_line(result):
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1, result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def test_cli_offline_hub_id_is_one_line(tmp_path):
+    result, _ = _cli("embed", "someone/missing-elmo", HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path))
+    line = _one_error_line(result)
+    assert "no such directory: someone/missing-elmo" in line and "HF_HUB_OFFLINE is set" in line
+
+
+def test_unreachable_hub_fails_fast_but_cached_models_load(tiny_model_dir, tmp_path):
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--test-org--tiny-elmo"
+    shutil.copytree(tiny_model_dir, repo / "snapshots" / revision)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(revision)
+    script = textwrap.dedent("""
+        import time
+        from spacy_elmo.util import ModelNotFoundError, load_model
+        print(load_model("test-org/tiny-elmo").config.output_dim)   # cached: no hub needed
+        start = time.perf_counter()
+        try:
+            load_model("someone/missing-elmo")
+        except ModelNotFoundError as err:
+            print(f"{time.perf_counter() - start:.1f}", err)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env={
+        **os.environ, "HF_ENDPOINT": DEAD_HUB, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HOME": str(tmp_path / "home"),
+    })
+    assert result.returncode == 0, result.stderr[-2000:]
+    dim, failed = result.stdout.strip().splitlines()
+    assert dim == "32"
+    seconds, message = failed.split(" ", 1)
+    assert float(seconds) < 5.0  # huggingface_hub's 5 retries alone wait 1+2+4+8+8 s
+    assert message.startswith("no such directory: someone/missing-elmo; the Hugging Face hub cannot be reached")
+    assert "Retry" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["embed", "similar"])
+def test_cli_missing_directory_is_one_line_and_exit_1(command, tmp_path, capsys):
+    args = [command, str(tmp_path / "nope")] + (["London"] if command == "similar" else [])
+    assert main(args) == 1
+    assert capsys.readouterr().err == f"error: no such directory: {tmp_path / 'nope'}\n"
+
+
+def test_elmo_without_model_is_reported_at_initialize_naming_the_setting():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")  # nothing is loaded yet: no error here
+    for use in (nlp.initialize, lambda: nlp("The cat sat.")):
+        with pytest.raises(ValueError) as info:
+            use()
+        message = str(info.value)
+        assert "`model` setting" in message and "paths.elmo" in message and "\n" not in message
+
+
+def test_elmo_with_a_wrong_model_names_the_setting():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": "./no/such/bilm"})
+    with pytest.raises(ModelNotFoundError) as info:
+        nlp.initialize()
+    assert str(info.value) == (
+        "elmo: the component's `model` setting (`paths.elmo` in a training config): no such directory: ./no/such/bilm"
+    )
