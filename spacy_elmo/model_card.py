@@ -220,10 +220,4 @@ def push_to_hub(
         )
 
 
-def install(cls) -> None:
-    """Gives `cls` (ElmoPreTrainedModel) the card-writing `save_pretrained` and `push_to_hub`."""
-    cls.save_pretrained = save_pretrained
-    cls.push_to_hub = push_to_hub
-
-
-__all__ = ["render_model_card", "write_model_card", "install"]
+__all__ = ["render_model_card", "write_model_card", "save_pretrained", "push_to_hub"]

@@ -24,7 +24,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
-from . import kernels
+from . import kernels, model_card
 from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
 from .configuration_elmo import ElmoConfig, read_json_object
 
@@ -458,6 +458,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     # tensors a checkpoint may lack: they are (re)initialized, never silently for the biLM itself
     _optional_weights = ("scalar_mixes.", "elmo.scalar_mixes.")
+    # new scalar mixes (e.g. `from_pretrained(path, num_output_representations=2)`) are initialized
+    # on purpose: no "LOAD REPORT ... MISSING" table for them
+    _keys_to_ignore_on_load_missing = [r"^scalar_mixes\.", r"^elmo\.scalar_mixes\."]
+    # save_pretrained / push_to_hub also write this model's README.md card (spacy_elmo.model_card)
+    save_pretrained = model_card.save_pretrained
+    push_to_hub = model_card.push_to_hub
     # a pretrained directory may carry the LM head; the encoder alone ignores it quietly
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
 

@@ -78,8 +78,8 @@ def save_bilm(elmo, path: Union[str, Path]) -> None:
     """Writes the biLM as an HF directory: `save_pretrained` (config.json, model.safetensors) + tokenizer."""
     from ..tokenization_elmo import ElmoTokenizer
 
-    with _quiet_hf():
-        elmo.save_pretrained(str(path))
+    with _quiet_hf():  # no model card: this directory lives inside a spaCy pipeline
+        elmo.save_pretrained(str(path), model_card=False)
     ElmoTokenizer(max_characters_per_token=elmo.config.max_characters_per_token).save_pretrained(str(path))
 
 
