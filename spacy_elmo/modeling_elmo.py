@@ -211,6 +211,15 @@ class ElmoLstmLayer(nn.Module):
             out = x.new_zeros(n_dir, batch, 0, h.shape[-1])
         return out, (final_h, final_c)
 
+    def forward_fused(
+        self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], lengths: torch.Tensor | None
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """`forward` as one autograd Function (`kernels.lstm_layer_fused`): same values and gradients."""
+        return kernels.lstm_layer_fused(
+            x, state[0], state[1], self.input_weight, self.hidden_weight, self.bias, self.proj_weight,
+            lengths, self.forget_bias, self.cell_clip, self.proj_clip,
+        )
+
 
 def _reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
     """[batch, steps] positions that reverse each row within its length and leave padding in place."""
@@ -270,7 +279,8 @@ class ElmoBiLstm(nn.Module):
         if asked, the state after each row's last token.
         """
         batch, steps, _ = tokens.shape
-        if self.implementation(tokens, initial_state) == "packed":
+        implementation = self.implementation(tokens, initial_state)
+        if implementation == "packed":
             # the same computation over a packed, length-sorted batch, in place (kernels.packed_lstm)
             state = initial_state if initial_state is not None else self.zero_state(batch, tokens)
             layers, final = kernels.bilstm_packed(
@@ -285,7 +295,8 @@ class ElmoBiLstm(nn.Module):
         x = torch.stack([tokens, tokens.gather(1, gather)])
         finals_h, finals_c, outputs = [], [], []
         for index, layer in enumerate(self.layers):
-            out, (h, c) = layer(
+            run = layer.forward_fused if implementation == "fused" else layer  # same function
+            out, (h, c) = run(
                 self.dropout(x), (state.h[index], state.c[index]), lengths if return_state else None
             )
             if self.use_skip_connections and index > 0:
