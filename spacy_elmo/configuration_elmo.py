@@ -13,7 +13,7 @@ _ACTIVATIONS = ("relu", "tanh")
 # "eager" = the readable autograd definition in modeling_elmo.py; "packed" = the exact inference
 # kernel (spacy_elmo.kernels.packed_lstm, no autograd); "fused" = the exact training kernel
 # (spacy_elmo.kernels.fused_lstm, one autograd Function per layer); "auto" = packed when nothing
-# can need a gradient and the model is in eval mode, else eager
+# can need a gradient and the model is in eval mode, else fused (eager under autocast)
 LSTM_IMPLEMENTATIONS = ("auto", "eager", "packed", "fused")
 _INT_FIELDS = (
     "n_characters", "max_characters_per_token", "char_embedding_dim", "n_highway", "num_layers",

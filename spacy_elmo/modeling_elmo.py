@@ -250,7 +250,8 @@ class ElmoBiLstm(nn.Module):
     def implementation(self, tokens: torch.Tensor, initial_state: ElmoState | None = None) -> str:
         """The kernel `forward` uses for these inputs: `config.lstm_implementation`, with "auto"
         resolved to "packed" only when nothing can need a gradient (inputs, initial state, *any*
-        parameter) and the model is in eval mode (training applies dropout through eager)."""
+        parameter) and the model is in eval mode, else to the training kernel "fused" (dropout
+        stays outside the kernels), or to "eager" under autocast (fused computes in fp32)."""
         choice = self.config.lstm_implementation
         needs_grad = torch.is_grad_enabled() and (
             tokens.requires_grad
@@ -258,7 +259,9 @@ class ElmoBiLstm(nn.Module):
             or (initial_state is not None and any(t.requires_grad for t in initial_state))
         )
         if choice == "auto":
-            return "eager" if needs_grad or self.training else "packed"
+            if not (needs_grad or self.training):
+                return "packed"
+            return "eager" if torch.is_autocast_enabled(tokens.device.type) else "fused"
         if choice == "packed" and needs_grad:
             raise RuntimeError(
                 "lstm_implementation='packed' is an inference kernel without autograd, but a gradient "

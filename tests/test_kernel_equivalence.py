@@ -206,6 +206,16 @@ def test_training_kernels_give_eagers_gradients_over_the_configuration_space(ski
                 _assert_same_grads(want, got, 2 * TOL)
 
 
+@pytest.mark.parametrize("chunk_rows", [1, 12])
+def test_fused_backward_in_chunks_of_steps(chunk_rows, monkeypatch):
+    """The backward's per-chunk precomputation: chunks of 1 and of 2 steps (9 steps: a short last
+    chunk) give the single-chunk gradients of the configuration-space test."""
+    from spacy_elmo.kernels import fused_lstm
+
+    monkeypatch.setattr(fused_lstm, "CHUNK_ROWS", chunk_rows)
+    test_training_kernels_give_eagers_gradients_over_the_configuration_space(True, True, True, True, "fused")
+
+
 @pytest.mark.parametrize("implementation", TRAINING)
 def test_training_kernels_apply_the_same_dropout(implementation):
     """Dropout stays outside the kernels: the same RNG stream gives the same masks, outputs and gradients."""
@@ -239,24 +249,26 @@ def test_fused_backward_runs_once():
         loss.backward()
 
 
-def test_auto_picks_packed_only_when_nothing_needs_a_gradient_in_eval_mode():
+def test_auto_picks_packed_only_when_nothing_needs_a_gradient_in_eval_mode_else_fused():
     config = _config(True, True, True, True)
     model = _model(config)
     tokens = torch.randn(2, 3, config.projection_dim)
     bilstm = model.encoder
     with torch.no_grad():
         assert bilstm.implementation(tokens) == "packed"
-    assert bilstm.implementation(tokens) == "eager"  # parameters need gradients
+    assert bilstm.implementation(tokens) == "fused"  # parameters need gradients
     model.requires_grad_(False)
     assert bilstm.implementation(tokens) == "packed"
     model.encoder.layers[1].hidden_weight.requires_grad_(True)  # one parameter deep in the stack
-    assert bilstm.implementation(tokens) == "eager"
+    assert bilstm.implementation(tokens) == "fused"
     model.requires_grad_(False)
-    assert bilstm.implementation(tokens.requires_grad_(True)) == "eager"
+    assert bilstm.implementation(tokens.requires_grad_(True)) == "fused"
     state = _state(config, 2, 0)
-    assert bilstm.implementation(tokens.detach(), ElmoState(state.h.requires_grad_(True), state.c)) == "eager"
-    model.train()  # dropout is applied by eager in training, with or without gradients
+    assert bilstm.implementation(tokens.detach(), ElmoState(state.h.requires_grad_(True), state.c)) == "fused"
+    model.train()  # dropout is applied in training, with or without gradients, outside the kernels
     with torch.no_grad():
+        assert bilstm.implementation(tokens.detach()) == "fused"
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # fused computes in fp32: eager keeps autocast's dtype
         assert bilstm.implementation(tokens.detach()) == "eager"
     model.eval()
     model.config.lstm_implementation = "packed"

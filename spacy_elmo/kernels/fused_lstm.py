@@ -34,6 +34,35 @@ def _inside(x: torch.Tensor, clip: float) -> torch.Tensor:
     return ((x >= -clip) & (x <= clip)).to(x.dtype)
 
 
+# steps per backward chunk ≈ CHUNK_ROWS // batch (bounds the chunk's temporaries)
+CHUNK_ROWS = 512
+
+
+def _prepare_chunk(gates, tanh_cells, cells_prev, cells_pre, proj_pre, cell_clip, proj_clip):
+    """For a chunk of steps ([2, k, B, ·] views): overwrites the gate activations (i, j, f, o) with
+    the factors that turn the cell gradient (i, j, f) or the gradient of m = o·tanh(c) (o) into
+    the gate pre-activation gradients, and returns ∂m/∂c·(1/dm) = o·(1 − tanh²c), the carry
+    ∂c_t/∂c_{t−1} = f (zero where the cell was clipped) and the projection clip mask."""
+    hidden = tanh_cells.shape[-1]
+    i, j = gates[..., :hidden], gates[..., hidden : 2 * hidden]
+    f, o = gates[..., 2 * hidden : 3 * hidden], gates[..., 3 * hidden :]
+    tc = tanh_cells
+    cell_grad_scale = o * (1.0 - tc * tc)
+    inside = _inside(cells_pre, cell_clip) if cell_clip else None
+    carry = f * inside if cell_clip else f.clone()
+    a_i = j * i * (1.0 - i)
+    a_j = i * (1.0 - j * j)
+    a_f = cells_prev * f * (1.0 - f)
+    o.mul_(1.0 - o).mul_(tc)
+    i.copy_(a_i)
+    j.copy_(a_j)
+    f.copy_(a_f)
+    if cell_clip:
+        gates[..., : 3 * hidden].unflatten(-1, (3, hidden)).mul_(inside.unsqueeze(-2))
+    proj_inside = _inside(proj_pre, proj_clip) if proj_clip else None
+    return cell_grad_scale, carry, proj_inside
+
+
 class FusedLstmFunction(torch.autograd.Function):
     """(x, h0, c0, input_weight, hidden_weight, bias, proj_weight, lengths, forget_bias, cell_clip,
     proj_clip) → (outputs [2, B, T, proj], final h [2, B, proj], final c [2, B, hidden])."""
@@ -58,7 +87,7 @@ class FusedLstmFunction(torch.autograd.Function):
         cells_pre = x.new_empty(n_dir, steps, batch, hidden) if cell_clip else None
         proj_pre = x.new_empty(n_dir, steps, batch, proj) if proj_clip else None
         tanh_cells = x.new_empty(n_dir, steps, batch, hidden)
-        m = x.new_empty(n_dir, batch, hidden) if has_proj else None
+        ms = x.new_empty(n_dir, steps, batch, hidden) if has_proj else None  # projection inputs o·tanh(c)
         for t in range(steps):
             g = gates[:, t]
             for d in range(n_dir):
@@ -73,7 +102,7 @@ class FusedLstmFunction(torch.autograd.Function):
                 torch.clamp(cell, -cell_clip, cell_clip, out=cs[:, t + 1])
             tc = torch.tanh(cs[:, t + 1], out=tanh_cells[:, t])
             if has_proj:
-                torch.mul(o, tc, out=m)
+                m = torch.mul(o, tc, out=ms[:, t])
                 h = proj_pre[:, t] if proj_clip else hs[:, t + 1]
                 for d in range(n_dir):
                     torch.mm(m[d], proj_weight[d], out=h[d])
@@ -88,7 +117,7 @@ class FusedLstmFunction(torch.autograd.Function):
         ctx.needs = ctx.needs_input_grad[:7]
         if any(ctx.needs):
             ctx.save_for_backward(
-                xt if ctx.needs[3] else None, gates, hs, cs, cells_pre, proj_pre, tanh_cells,
+                xt if ctx.needs[3] else None, gates, hs, cs, cells_pre, proj_pre, tanh_cells, ms if ctx.needs[6] else None,
                 input_weight, hidden_weight, proj_weight, last,
             )
             ctx.shape = (n_dir, batch, steps, in_dim, hidden, proj)
@@ -103,7 +132,7 @@ class FusedLstmFunction(torch.autograd.Function):
         if getattr(ctx, "consumed", False):  # the gate buffer became the gate gradients
             raise RuntimeError("the fused LSTM's backward runs once per forward (retain_graph is not supported)")
         ctx.consumed = True
-        xt, gates, hs, cs, cells_pre, proj_pre, tanh_cells, input_weight, hidden_weight, proj_weight, last = ctx.saved_tensors
+        xt, gates, hs, cs, cells_pre, proj_pre, tanh_cells, ms, input_weight, hidden_weight, proj_weight, last = ctx.saved_tensors
         n_dir, batch, steps, in_dim, hidden, proj = ctx.shape
         cell_clip, proj_clip = ctx.clips
         has_proj = proj_weight is not None
@@ -121,55 +150,49 @@ class FusedLstmFunction(torch.autograd.Function):
             grad_cs = gates.new_zeros(n_dir, steps + 1, batch, hidden)
             grad_cs[:, last, rows] = grad_c
 
-        # everything that does not depend on the recurrence, for all steps at once
-        i, j = gates[..., :hidden], gates[..., hidden : 2 * hidden]
-        f, o = gates[..., 2 * hidden : 3 * hidden], gates[..., 3 * hidden :]
-        tc = tanh_cells
-        m = o * tc if has_proj and need_wp else None  # projection inputs, for the weight gradient
-        cell_grad_scale = o * (1.0 - tc * tc)  # ∂h_pre/∂c through tanh, times the output gate
-        inside = _inside(cells_pre, cell_clip) if cell_clip else None
-        carry = f * inside if cell_clip else f.clone()  # ∂c_t/∂c_{t−1} (through the clip)
-        a_i = j * i * (1.0 - i)
-        a_j = i * (1.0 - j * j)
-        a_f = cs[:, :steps] * f * (1.0 - f)
-        o.mul_(1.0 - o).mul_(tc)  # the output-gate slot now holds ∂h_pre/∂o_pre
-        i.copy_(a_i)
-        j.copy_(a_j)
-        f.copy_(a_f)
-        del a_i, a_j, a_f
-        if cell_clip:
-            gates[..., : 3 * hidden].view(n_dir, steps, batch, 3, hidden).mul_(inside.unsqueeze(3))
-        proj_inside = _inside(proj_pre, proj_clip) if proj_clip else None
-        gates_ijf = gates[..., : 3 * hidden].view(n_dir, steps, batch, 3, hidden)
-        out_gate = gates[..., 3 * hidden :]
-
-        # the reverse loop: `gates` turns into the gradient of the gate pre-activations, step by step
+        # The reverse loop turns `gates` into the gradient of the gate pre-activations, step by step.
+        # Before each chunk of steps, everything there that does not depend on the recurrence (σ'
+        # and tanh' terms, clip masks) is computed for the whole chunk at once; chunks of about
+        # CHUNK_ROWS rows keep those temporaries small (in cache, no page faults).
         grad_proj = gates.new_empty(n_dir, steps, batch, proj) if has_proj else None  # ∂L/∂(m·W_p)
         dh = gates.new_empty(n_dir, batch, proj)
         dm = gates.new_empty(n_dir, batch, hidden) if has_proj else None
         dc = gates.new_empty(n_dir, batch, hidden)
         dc_carry = gates.new_zeros(n_dir, batch, hidden)
-        for t in range(steps - 1, -1, -1):
-            target = grad_proj[:, t] if has_proj else dh
-            if t == steps - 1:
-                target.copy_(grad_hs[:, t + 1])
-            else:
-                for d in range(n_dir):
-                    torch.addmm(grad_hs[d, t + 1], gates[d, t + 1], hidden_weight[d].t(), out=target[d])
-            if has_proj:
-                if proj_clip:
-                    target.mul_(proj_inside[:, t])
-                for d in range(n_dir):
-                    torch.mm(target[d], proj_weight[d].t(), out=dm[d])
-                dm_t = dm
-            else:
-                dm_t = target
-            if grad_cs is not None:
-                dc_carry.add_(grad_cs[:, t + 1])
-            torch.addcmul(dc_carry, dm_t, cell_grad_scale[:, t], out=dc)
-            gates_ijf[:, t].mul_(dc.unsqueeze(2))
-            out_gate[:, t].mul_(dm_t)
-            torch.mul(dc, carry[:, t], out=dc_carry)
+        chunk = max(1, CHUNK_ROWS // max(batch, 1))
+        end = steps
+        while end > 0:
+            start = max(0, end - chunk)
+            cell_grad_scale, carry, proj_inside = _prepare_chunk(
+                gates[:, start:end], tanh_cells[:, start:end], cs[:, start:end],
+                cells_pre[:, start:end] if cell_clip else None, proj_pre[:, start:end] if proj_clip else None,
+                cell_clip, proj_clip,
+            )
+            gates_ijf = gates[:, start:end, :, : 3 * hidden].unflatten(-1, (3, hidden))
+            out_gate = gates[:, start:end, :, 3 * hidden :]
+            for t in range(end - 1, start - 1, -1):
+                k = t - start
+                target = grad_proj[:, t] if has_proj else dh
+                if t == steps - 1:
+                    target.copy_(grad_hs[:, t + 1])
+                else:
+                    for d in range(n_dir):
+                        torch.addmm(grad_hs[d, t + 1], gates[d, t + 1], hidden_weight[d].t(), out=target[d])
+                if has_proj:
+                    if proj_clip:
+                        target.mul_(proj_inside[:, k])
+                    for d in range(n_dir):
+                        torch.mm(target[d], proj_weight[d].t(), out=dm[d])
+                    dm_t = dm
+                else:
+                    dm_t = target
+                if grad_cs is not None:
+                    dc_carry.add_(grad_cs[:, t + 1])
+                torch.addcmul(dc_carry, dm_t, cell_grad_scale[:, k], out=dc)
+                gates_ijf[:, k].mul_(dc.unsqueeze(2))
+                out_gate[:, k].mul_(dm_t)
+                torch.mul(dc, carry[:, k], out=dc_carry)
+            end = start
         grad_gates = gates.view(n_dir, steps * batch, 4 * hidden)
 
         grad_x = grad_h0 = grad_c0 = grad_wi = grad_wh = grad_b = grad_wp = None
@@ -191,7 +214,7 @@ class FusedLstmFunction(torch.autograd.Function):
             grad_b = grad_gates.sum(dim=1)
         if need_wp:
             grad_wp = torch.bmm(
-                m.view(n_dir, steps * batch, hidden).transpose(1, 2), grad_proj.view(n_dir, steps * batch, proj)
+                ms.view(n_dir, steps * batch, hidden).transpose(1, 2), grad_proj.view(n_dir, steps * batch, proj)
             )
         return grad_x, grad_h0, grad_c0, grad_wi, grad_wh, grad_b, grad_wp, None, None, None, None
 
