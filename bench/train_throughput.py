@@ -1,6 +1,12 @@
 """Training throughput of the biLM (words/s) as a fraction of this machine's fp32 GEMM rate.
 
     python bench/train_throughput.py [--config configs/pretrain_small.cfg] [--steps 20] [--json out.json]
+        [--implementations eager,fused] [--append-results bench/RESULTS.md]
+
+With several `--implementations` (values of `ElmoConfig.lstm_implementation`), every measured batch
+is trained once with each, in alternating order, on the same trainer (same batches, same machine
+state), so their words/s compare within one run on a noisy machine.  The top-level figures are
+those of the last implementation listed; `implementations` holds each one's.
 
 Runs the real training step (`Pretrainer.train_step`: forward, backward, clipping, optimizer) of
 the configured architecture on real text (assets/corpus/lm/train.txt when present, else a
@@ -93,8 +99,13 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1, as in the recommended one process per core; 0 = torch default)")
     parser.add_argument("--json", help="also write the result here")
-    parser.add_argument("--profile", action="store_true", help="print a torch.profiler table of one step")
+    parser.add_argument("--profile", action="store_true", help="print a torch.profiler table of one step per implementation")
+    parser.add_argument("--implementations", default="eager,fused", help="comma-separated lstm_implementation values to compare")
+    parser.add_argument("--append-results", help="append a Markdown section with the result to this file (e.g. bench/RESULTS.md)")
     args, extra = parser.parse_known_args(argv)
+    implementations = [name.strip() for name in args.implementations.split(",") if name.strip()]
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load_start = os.getloadavg()
 
     from spacy_elmo.training.pretrain import Pretrainer, load_settings, parse_overrides
 
@@ -113,27 +124,33 @@ def main(argv=None) -> int:
         gemm_before = gemm_gflops()
         trainer = Pretrainer(cfg, Path(tmp) / "out", progress=False)
         config = trainer.model_config
+        encoder = trainer.model.elmo.encoder
         batches = trainer.corpus.batches()
-        words = positions = 0
-        seconds = 0.0
-        losses = []
+        stats = {name: {"words": 0, "positions": 0, "seconds": 0.0, "losses": []} for name in implementations}
         for index in range(args.warmup + args.steps):
             batch, _ = next(batches)
-            start = time.perf_counter()
-            fwd, bwd, _ = trainer.train_step(batch)
-            elapsed = time.perf_counter() - start
-            losses.append((fwd + bwd) / 2)
-            if index >= args.warmup:
-                seconds += elapsed
-                words += batch.global_words
-                positions += batch.global_targets + int(batch.mask.shape[0])  # words + <S> + </S>
+            order = implementations if index % 2 == 0 else implementations[::-1]
+            for name in order:
+                encoder.config.lstm_implementation = name
+                start = time.perf_counter()
+                fwd, bwd, _ = trainer.train_step(batch)
+                elapsed = time.perf_counter() - start
+                record = stats[name]
+                record["losses"].append((fwd + bwd) / 2)
+                if index >= args.warmup:
+                    record["seconds"] += elapsed
+                    record["words"] += batch.global_words
+                    record["positions"] += batch.global_targets + int(batch.mask.shape[0])  # words + <S> + </S>
         if args.profile:
             from torch.profiler import profile
 
             batch, _ = next(batches)
-            with profile() as prof:
-                trainer.train_step(batch)
-            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+            for name in implementations:
+                encoder.config.lstm_implementation = name
+                with profile() as prof:
+                    trainer.train_step(batch)
+                print(f"--- {name} ---")
+                print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
         gemm_after = gemm_gflops()
 
     softmax_width = len(trainer.vocab) if trainer.softmax_fn is None else trainer.softmax_fn.num_sampled + 1
@@ -141,8 +158,20 @@ def main(argv=None) -> int:
     encoder_lstm = forward_flops_per_position(config)
     forward_per_word = encoder_lstm + softmax
     gemm = max(gemm_before, gemm_after)
-    words_per_s = words / seconds
-    achieved = words_per_s * 3 * forward_per_word / 1e9
+    per_implementation = {}
+    for name in implementations:
+        record = stats[name]
+        words_per_s = record["words"] / record["seconds"]
+        achieved = words_per_s * 3 * forward_per_word / 1e9
+        per_implementation[name] = {
+            "seconds_per_step": record["seconds"] / args.steps,
+            "words_per_s": words_per_s,
+            "positions_per_s": record["positions"] / record["seconds"],
+            "training_gflops_effective": achieved,
+            "fraction_of_gemm": achieved / gemm,
+            "loss_first_last": [record["losses"][0], record["losses"][-1]],
+        }
+    main_result = per_implementation[implementations[-1]]
     result = {
         "config": Path(args.config).name,
         "architecture": f"{config.num_layers}x{config.lstm_dim}_{config.projection_dim}_{config.n_filters}cnn_{config.n_highway}xhighway",
@@ -150,23 +179,73 @@ def main(argv=None) -> int:
         "vocab_size": len(trainer.vocab),
         "corpus": str(corpus.name),
         "threads": torch.get_num_threads(),
-        "batch_words_per_step": words / args.steps,
+        "batch_words_per_step": stats[implementations[-1]]["words"] / args.steps,
         "steps": args.steps,
-        "seconds_per_step": seconds / args.steps,
-        "words_per_s": words_per_s,
-        "positions_per_s": positions / seconds,
+        "implementation": implementations[-1],
+        **main_result,
         "forward_gflop_per_word": forward_per_word / 1e9,
-        "training_gflops_effective": achieved,
         "gemm_gflops": gemm,
         "gemm_gflops_before_after": [gemm_before, gemm_after],
-        "fraction_of_gemm": achieved / gemm,
-        "loss_first_last": [losses[0], losses[-1]],
+        "implementations": per_implementation,
         "loadavg": os.getloadavg(),
     }
+    if len(implementations) > 1:
+        base = per_implementation[implementations[0]]["words_per_s"]
+        result["speedup_over_" + implementations[0]] = {name: r["words_per_s"] / base for name, r in per_implementation.items()}
     print(json.dumps(result, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if args.append_results:
+        section = render_section(result, argv if argv is not None else sys.argv[1:], started, load_start)
+        path = Path(args.append_results)
+        previous = path.read_text(encoding="utf-8") if path.is_file() else "# Benchmark results\n"
+        path.write_text(previous.rstrip("\n") + "\n\n" + section, encoding="utf-8")
+        print(f"appended to {path}")
     return 0
+
+
+def render_section(result: dict, argv: list[str], started: str, load_start) -> str:
+    """A dated Markdown section: machine, commit, command, and one row per implementation."""
+    import platform
+    import subprocess
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit, dirty = "unknown", ""
+    try:
+        from bench.machine import describe
+
+        cpu = describe()["cpu"]
+    except ImportError:
+        cpu = platform.processor()
+    load_end = os.getloadavg()
+    base = next(iter(result["implementations"]))
+    lines = [
+        f"## Training throughput, {started} ({result['config']}, {result['architecture']})",
+        "",
+        f"Machine: {cpu}, {os.cpu_count()} cores; torch {torch.__version__}, {result['threads']} threads, fp32, "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}. Commit {commit}{' (with uncommitted changes)' if dirty else ''}. "
+        f"Load average at start {'/'.join(f'{x:.2f}' for x in load_start)}, at end {'/'.join(f'{x:.2f}' for x in load_end)}.",
+        "",
+        f"Command: `python bench/train_throughput.py {' '.join(argv)}` — every measured batch trained once per "
+        f"implementation, alternating order ({result['steps']} steps each, {result['batch_words_per_step']:.0f} words per step, "
+        f"{result['softmax']} softmax over {result['vocab_size']} ids, corpus {result['corpus']}).",
+        f"Roofline: words/s × 3 × forward FLOPs per word ({result['forward_gflop_per_word'] * 1e3:.2f} MFLOP incl. softmax) "
+        f"÷ fp32 GEMM rate measured in this run ({result['gemm_gflops']:.1f} GFLOP/s; before/after "
+        f"{result['gemm_gflops_before_after'][0]:.1f} / {result['gemm_gflops_before_after'][1]:.1f}).",
+        "",
+        f"| lstm_implementation | s/step | words/s | GFLOP/s (effective) | training roofline | vs {base} |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    base_rate = result["implementations"][base]["words_per_s"]
+    for name, r in result["implementations"].items():
+        lines.append(
+            f"| {name} | {r['seconds_per_step']:.3f} | {r['words_per_s']:.0f} | {r['training_gflops_effective']:.1f} | "
+            f"{100 * r['fraction_of_gemm']:.0f}% | {r['words_per_s'] / base_rate:.2f}× |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -11,10 +11,12 @@ from transformers import PreTrainedConfig
 _ACTIVATIONS = ("relu", "tanh")
 # which code evaluates the biLSTM (as `attn_implementation` chooses attention kernels in HF):
 # "eager" = the readable autograd definition in modeling_elmo.py; "packed" = the exact inference
-# kernel (spacy_elmo.kernels.packed_lstm, no autograd); "cuda_graphs" = eager captured once per
-# bucketed shape in a CUDA graph and replayed (inference on CUDA; spacy_elmo.kernels.cuda_graphs);
-# "auto" = packed when nothing can need a gradient and the model is in eval mode, else eager
-LSTM_IMPLEMENTATIONS = ("auto", "eager", "packed", "cuda_graphs")
+# kernel (spacy_elmo.kernels.packed_lstm, no autograd); "fused" = the exact training kernel
+# (spacy_elmo.kernels.fused_lstm, one autograd Function per layer); "cuda_graphs" = eager captured
+# once per bucketed shape in a CUDA graph and replayed (inference on CUDA;
+# spacy_elmo.kernels.cuda_graphs); "auto" = packed when nothing can need a gradient and the model
+# is in eval mode, else fused (eager under autocast)
+LSTM_IMPLEMENTATIONS = ("auto", "eager", "packed", "fused", "cuda_graphs")
 _INT_FIELDS = (
     "n_characters", "max_characters_per_token", "char_embedding_dim", "n_highway", "num_layers",
     "lstm_dim", "projection_dim", "num_output_representations", "vocab_size",
@@ -64,7 +66,7 @@ class ElmoConfig(PreTrainedConfig):
     vocab_size: int = 0
     dropout: float | int = 0.1
     initializer_range: float = 0.02
-    # biLSTM kernel: "auto" | "eager" | "packed" (see LSTM_IMPLEMENTATIONS)
+    # biLSTM kernel: "auto" | "eager" | "packed" | "fused" (see LSTM_IMPLEMENTATIONS)
     lstm_implementation: str = "auto"
 
     def __post_init__(self, **kwargs):

@@ -211,6 +211,15 @@ class ElmoLstmLayer(nn.Module):
             out = x.new_zeros(n_dir, batch, 0, h.shape[-1])
         return out, (final_h, final_c)
 
+    def forward_fused(
+        self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], lengths: torch.Tensor | None
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """`forward` as one autograd Function (`kernels.lstm_layer_fused`): same values and gradients."""
+        return kernels.lstm_layer_fused(
+            x, state[0], state[1], self.input_weight, self.hidden_weight, self.bias, self.proj_weight,
+            lengths, self.forget_bias, self.cell_clip, self.proj_clip,
+        )
+
 
 def _reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
     """[batch, steps] positions that reverse each row within its length and leave padding in place."""
@@ -241,7 +250,8 @@ class ElmoBiLstm(nn.Module):
     def implementation(self, tokens: torch.Tensor, initial_state: ElmoState | None = None) -> str:
         """The kernel `forward` uses for these inputs: `config.lstm_implementation`, with "auto"
         resolved to "packed" only when nothing can need a gradient (inputs, initial state, *any*
-        parameter) and the model is in eval mode (training applies dropout through eager)."""
+        parameter) and the model is in eval mode, else to the training kernel "fused" (dropout
+        stays outside the kernels), or to "eager" under autocast (fused computes in fp32)."""
         choice = self.config.lstm_implementation
         needs_grad = torch.is_grad_enabled() and (
             tokens.requires_grad
@@ -249,7 +259,9 @@ class ElmoBiLstm(nn.Module):
             or (initial_state is not None and any(t.requires_grad for t in initial_state))
         )
         if choice == "auto":
-            return "eager" if needs_grad or self.training else "packed"
+            if not (needs_grad or self.training):
+                return "packed"
+            return "eager" if torch.is_autocast_enabled(tokens.device.type) else "fused"
         if choice in ("packed", "cuda_graphs") and needs_grad:
             raise RuntimeError(
                 f"lstm_implementation={choice!r} is an inference kernel without autograd, but a gradient "
@@ -285,13 +297,14 @@ class ElmoBiLstm(nn.Module):
             return layers, ElmoState(*final) if final is not None else None
         if implementation == "cuda_graphs":
             return self._graphed(tokens, mask, state, return_state)
-        return self._eager(tokens, mask, state, return_state)
+        return self._eager(tokens, mask, state, return_state, fused=implementation == "fused")
 
     def _eager(
-        self, tokens: torch.Tensor, mask: torch.Tensor, state: ElmoState, return_state: bool
+        self, tokens: torch.Tensor, mask: torch.Tensor, state: ElmoState, return_state: bool, fused: bool = False
     ) -> tuple[list[torch.Tensor], ElmoState | None]:
         """The definition: both directions step by step (the backward one over each row reversed
-        within its length), layer after layer, with residual connections from layer 1 up."""
+        within its length), layer after layer, with residual connections from layer 1 up.  With
+        `fused`, each layer runs as one autograd Function (`ElmoLstmLayer.forward_fused`)."""
         batch, steps, _ = tokens.shape
         lengths = mask.sum(dim=1)
         rev = _reverse_index(lengths, steps)
@@ -299,7 +312,8 @@ class ElmoBiLstm(nn.Module):
         x = torch.stack([tokens, tokens.gather(1, gather)])
         finals_h, finals_c, outputs = [], [], []
         for index, layer in enumerate(self.layers):
-            out, (h, c) = layer(
+            run = layer.forward_fused if fused else layer  # the same function
+            out, (h, c) = run(
                 self.dropout(x), (state.h[index], state.c[index]), lengths if return_state else None
             )
             if self.use_skip_connections and index > 0:

@@ -1,5 +1,6 @@
-"""Every LSTM kernel computes the readable definition (`eager`), over the whole configuration space,
-and any freeze pattern trains through `eager` with the gradients of the fully trainable model."""
+"""Every LSTM kernel computes the readable definition (`eager`), over the whole configuration space;
+the training kernel (`fused`) also gives eager's gradients there, and any freeze pattern trains
+(through eager and through fused) with the gradients of the fully trainable model."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from spacy_elmo.characters import batch_to_char_ids
 
 TOL = 1e-6
 # every kernel besides the definition, on every device it runs on (CUDA ones run where CUDA exists)
-KERNELS = [("cpu", "packed")]
+KERNELS = [("cpu", "packed"), ("cpu", "fused")]
 if torch.cuda.is_available():
-    KERNELS += [("cuda", "packed"), ("cuda", "cuda_graphs")]
+    KERNELS += [("cuda", "packed"), ("cuda", "fused"), ("cuda", "cuda_graphs")]
+TRAINING = ["fused"]  # kernels with autograd
 LENGTHS = [5, 0, 1, 9, 3, 1]  # ragged, with empty and one-token rows
 
 
@@ -125,24 +127,152 @@ def test_kernels_equal_eager_over_the_configuration_space(skip, cell_proj, cnn_p
                 assert _diff(ref.state, got.state) <= TOL
 
 
-def test_auto_picks_packed_only_when_nothing_needs_a_gradient_in_eval_mode():
+def _grads(module, inputs: dict) -> dict:
+    grads = {name: p.grad.clone() for name, p in module.named_parameters() if p.grad is not None}
+    grads.update({name: t.grad.clone() for name, t in inputs.items() if t is not None})
+    return grads
+
+
+def _weighted_sum(tensors, seed: int) -> torch.Tensor:
+    """A loss whose gradient differs at every output element."""
+    g = torch.Generator().manual_seed(seed)
+    return sum((t * (torch.rand(t.shape, generator=g) - 0.5)).sum() for t in tensors)
+
+
+def _assert_same_grads(want: dict, got: dict, tol: float = TOL) -> None:
+    assert sorted(want) == sorted(got)
+    for name in want:
+        scale = max(1.0, float(want[name].abs().max()))
+        assert float((got[name].double() - want[name].double()).abs().max()) <= tol * scale, name
+
+
+def _lstm_grads(model, tokens, mask, state, return_state: bool, seed: int) -> dict:
+    """Gradients of a weighted sum of the bare biLSTM's outputs (and final state) w.r.t. every
+    parameter, the inputs and the initial state, in the model's dtype."""
+    dtype = next(model.parameters()).dtype
+    model.zero_grad(set_to_none=True)
+    x = tokens.to(dtype, copy=True).requires_grad_(True)
+    if state is not None:
+        state = ElmoState(state.h.to(dtype, copy=True).requires_grad_(True), state.c.to(dtype, copy=True).requires_grad_(True))
+    layers, final = model.encoder(x, mask, state, return_state)
+    outputs = list(layers) + (list(final) if return_state else [])
+    _weighted_sum([o.double() for o in outputs], seed).backward()
+    return _grads(model.encoder, {"tokens": x, "h0": state and state.h, "c0": state and state.c})
+
+
+def _model_grads(model, ids, mask, state, return_state: bool, seed: int) -> dict:
+    """The same through the whole model (char CNN, boundaries): every parameter's gradient."""
+    dtype = next(model.parameters()).dtype
+    model.zero_grad(set_to_none=True)
+    if state is not None:
+        state = ElmoState(state.h.to(dtype, copy=True).requires_grad_(True), state.c.to(dtype, copy=True).requires_grad_(True))
+    out = model(ids, mask, initial_state=state, return_state=return_state)
+    outputs = list(out.hidden_states) + (list(out.state) if return_state else [])
+    _weighted_sum([o.double() for o in outputs], seed).backward()
+    return _grads(model, {"h0": state and state.h, "c0": state and state.c})
+
+
+@pytest.mark.parametrize("implementation", TRAINING)
+@pytest.mark.parametrize("skip,cell_proj,cnn_proj,clip", SPACE)
+def test_training_kernels_give_eagers_gradients_over_the_configuration_space(skip, cell_proj, cnn_proj, clip, implementation):
+    """Every parameter's, the input's and the initial state's gradient, with ragged rows (0 and 1
+    tokens), with and without an initial state and with the final state in the loss or not.
+
+    Two float32 computations of the same gradient differ by the rounding of both: each is held to
+    1e-6 (relative to the gradient's scale) of the exact definition (eager in float64), and the
+    two float32 results to 2e-6 of each other."""
+    config = _config(skip, cell_proj, cnn_proj, clip)
+    exact = _model(config).train().double()
+    model = _model(config).train()
+    for m in (exact, model):
+        m.encoder.dropout.p = 0.0
+    lstm_mask = torch.arange(max(LENGTHS)).unsqueeze(0) < torch.tensor(LENGTHS).unsqueeze(1)
+    tokens = torch.randn(len(LENGTHS), max(LENGTHS), config.projection_dim) * lstm_mask.unsqueeze(-1)
+    ids, mask = _inputs(len(LENGTHS), seed=1, config=config)
+    for with_state in (False, True):
+        for return_state in (False, True):
+            state = _state(config, len(LENGTHS), seed=2) if with_state else None
+            results = {}
+            for name, m, impl in (("exact", exact, "eager"), ("eager", model, "eager"), ("kernel", model, implementation)):
+                m.config.lstm_implementation = impl
+                try:
+                    results[name] = (
+                        _lstm_grads(m, tokens, lstm_mask, state, return_state, seed=3),
+                        _model_grads(m, ids, mask, state, return_state, seed=5),
+                    )
+                finally:
+                    m.config.lstm_implementation = "auto"
+            every = {name for name, _ in model.encoder.named_parameters()} | {"tokens"} | ({"h0", "c0"} if with_state else set())
+            assert every <= set(results["kernel"][0])
+            for want, got in zip(results["exact"], results["kernel"]):
+                _assert_same_grads(want, got)
+            for want, got in zip(results["eager"], results["kernel"]):
+                _assert_same_grads(want, got, 2 * TOL)
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 12])
+def test_fused_backward_in_chunks_of_steps(chunk_rows, monkeypatch):
+    """The backward's per-chunk precomputation: chunks of 1 and of 2 steps (9 steps: a short last
+    chunk) give the single-chunk gradients of the configuration-space test."""
+    from spacy_elmo.kernels import fused_lstm
+
+    monkeypatch.setattr(fused_lstm, "CHUNK_ROWS", chunk_rows)
+    test_training_kernels_give_eagers_gradients_over_the_configuration_space(True, True, True, True, "fused")
+
+
+@pytest.mark.parametrize("implementation", TRAINING)
+def test_training_kernels_apply_the_same_dropout(implementation):
+    """Dropout stays outside the kernels: the same RNG stream gives the same masks, outputs and gradients."""
+    config = _config(True, True, True, True, dropout=0.3)
+    ids, mask = _inputs(len(LENGTHS), seed=7, config=config)
+    model = _model(config).train()
+    results = {}
+    for impl in ("eager", implementation):
+        model.config.lstm_implementation = impl
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(11)
+        out = model(ids, mask)
+        _weighted_sum(out.hidden_states, seed=8).backward()
+        results[impl] = ([h.detach() for h in out.hidden_states], _grads(model, {}))
+    model.config.lstm_implementation = "auto"
+    assert _diff(results["eager"][0], results[implementation][0]) <= TOL
+    _assert_same_grads(results["eager"][1], results[implementation][1])
+
+
+def test_fused_backward_runs_once():
+    """The fused kernel turns its saved gate buffer into the gradients: a second backward through the
+    same graph is refused instead of computing garbage."""
+    config = _config(True, True, True, True)
+    model = _model(config).train()
+    model.config.lstm_implementation = "fused"
+    tokens = torch.randn(2, 3, config.projection_dim)
+    layers, _ = model.encoder(tokens, torch.ones(2, 3, dtype=torch.bool))
+    loss = layers[-1].sum()
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="once"):
+        loss.backward()
+
+
+def test_auto_picks_packed_only_when_nothing_needs_a_gradient_in_eval_mode_else_fused():
     config = _config(True, True, True, True)
     model = _model(config)
     tokens = torch.randn(2, 3, config.projection_dim)
     bilstm = model.encoder
     with torch.no_grad():
         assert bilstm.implementation(tokens) == "packed"
-    assert bilstm.implementation(tokens) == "eager"  # parameters need gradients
+    assert bilstm.implementation(tokens) == "fused"  # parameters need gradients
     model.requires_grad_(False)
     assert bilstm.implementation(tokens) == "packed"
     model.encoder.layers[1].hidden_weight.requires_grad_(True)  # one parameter deep in the stack
-    assert bilstm.implementation(tokens) == "eager"
+    assert bilstm.implementation(tokens) == "fused"
     model.requires_grad_(False)
-    assert bilstm.implementation(tokens.requires_grad_(True)) == "eager"
+    assert bilstm.implementation(tokens.requires_grad_(True)) == "fused"
     state = _state(config, 2, 0)
-    assert bilstm.implementation(tokens.detach(), ElmoState(state.h.requires_grad_(True), state.c)) == "eager"
-    model.train()  # dropout is applied by eager in training, with or without gradients
+    assert bilstm.implementation(tokens.detach(), ElmoState(state.h.requires_grad_(True), state.c)) == "fused"
+    model.train()  # dropout is applied in training, with or without gradients, outside the kernels
     with torch.no_grad():
+        assert bilstm.implementation(tokens.detach()) == "fused"
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # fused computes in fp32: eager keeps autocast's dtype
         assert bilstm.implementation(tokens.detach()) == "eager"
     model.eval()
     model.config.lstm_implementation = "packed"
@@ -171,21 +301,24 @@ FREEZE_PATTERNS = {
 }
 
 
+@pytest.mark.parametrize("implementation", ["eager"] + TRAINING)
 @pytest.mark.parametrize("pattern", sorted(FREEZE_PATTERNS))
-def test_freeze_patterns_train_with_the_full_models_gradients(pattern):
+def test_freeze_patterns_train_with_the_full_models_gradients(pattern, implementation):
     """Gradual unfreezing: any frozen prefix trains, and the trainable parameters get exactly the
-    gradients they get in the fully trainable model."""
+    gradients they get in the fully trainable model (computed by eager)."""
     config = _config(True, True, True, True)
     ids, mask = _inputs(len(LENGTHS), seed=5, config=config)
     full = _model(config).train()
     full.config.dropout = 0.0
     full.encoder.dropout.p = 0.0
+    full.config.lstm_implementation = "eager"
     loss = sum((h * torch.linspace(-1, 1, h.shape[-1])).sum() for h in full(ids, mask).hidden_states[1:])
     loss.backward()
     reference = {n: p.grad.clone() for n, p in full.named_parameters() if p.grad is not None}
 
     model = _model(config).train()
     model.encoder.dropout.p = 0.0
+    model.config.lstm_implementation = implementation
     FREEZE_PATTERNS[pattern](model)
     optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}

@@ -8,6 +8,7 @@ nothing from the model: it works on plain tensors and callables.
 * `char_cnn`     – the char CNN on distinct words only, with the columns no window can see cut.
 * `token_cache`  – a bounded LRU of token vectors keyed by a word's character ids.
 * `packed_lstm`  – the biLSTM over a packed, length-sorted batch, in place, without autograd.
+* `fused_lstm`   – one LSTM layer as one autograd Function (training): batched products, fused backward.
 * `int8`         – int8 weights × dynamic int8 activations (opt-in, approximate, CPU).
 * `weights`      – derived-weight caches (oneDNN-prepacked, low-precision copies) and scratch buffers.
 * `cuda_graphs`  – CUDA graphs of a tensor function, one per bucketed input shape (GPU inference).
@@ -17,6 +18,7 @@ nothing from the model: it works on plain tensors and callables.
 from . import cuda_graphs
 from .capabilities import autocast_dtype, int_mm_available, onednn_linear_available
 from .char_cnn import encode_words, used_columns
+from .fused_lstm import FusedLstmFunction, lstm_layer_fused
 from .int8 import Int8Linear, Int8Weights, int8_matmul
 from .packed_lstm import LstmWeights, PackedLayout, bilstm_packed, run_layer_packed
 from .token_cache import TokenEmbeddingCache
@@ -29,6 +31,8 @@ __all__ = [
     "onednn_linear_available",
     "encode_words",
     "used_columns",
+    "FusedLstmFunction",
+    "lstm_layer_fused",
     "Int8Linear",
     "Int8Weights",
     "int8_matmul",
