@@ -249,9 +249,11 @@ class ElmoBiLstm(nn.Module):
 
     def implementation(self, tokens: torch.Tensor, initial_state: ElmoState | None = None) -> str:
         """The kernel `forward` uses for these inputs: `config.lstm_implementation`, with "auto"
-        resolved to "packed" only when nothing can need a gradient (inputs, initial state, *any*
-        parameter) and the model is in eval mode, else to the training kernel "fused" (dropout
-        stays outside the kernels), or to "eager" under autocast (fused computes in fp32)."""
+        resolved to an inference kernel only when nothing can need a gradient (inputs, initial
+        state, *any* parameter) and the model is in eval mode, else to the training kernel "fused"
+        (dropout stays outside the kernels), or to "eager" under autocast (fused computes in fp32).
+        The inference kernel is "packed", except on CUDA under autocast, where "eager" (both
+        directions in one batched product per step) ran 2.1x faster on an H100 (bench/RESULTS.md)."""
         choice = self.config.lstm_implementation
         needs_grad = torch.is_grad_enabled() and (
             tokens.requires_grad
@@ -259,9 +261,10 @@ class ElmoBiLstm(nn.Module):
             or (initial_state is not None and any(t.requires_grad for t in initial_state))
         )
         if choice == "auto":
+            autocast = torch.is_autocast_enabled(tokens.device.type)
             if not (needs_grad or self.training):
-                return "packed"
-            return "eager" if torch.is_autocast_enabled(tokens.device.type) else "fused"
+                return "eager" if autocast and tokens.device.type == "cuda" else "packed"
+            return "eager" if autocast else "fused"
         if choice in ("packed", "cuda_graphs") and needs_grad:
             raise RuntimeError(
                 f"lstm_implementation={choice!r} is an inference kernel without autograd, but a gradient "

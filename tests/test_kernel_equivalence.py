@@ -275,6 +275,15 @@ def test_auto_picks_packed_only_when_nothing_needs_a_gradient_in_eval_mode_else_
     with torch.autocast("cpu", dtype=torch.bfloat16):  # fused computes in fp32: eager keeps autocast's dtype
         assert bilstm.implementation(tokens.detach()) == "eager"
     model.eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # packed is the CPU's bf16 kernel too
+        assert bilstm.implementation(tokens.detach()) == "packed"
+    if torch.cuda.is_available():  # on CUDA under autocast, eager's batched directions beat packed
+        model.cuda()
+        with torch.no_grad():
+            assert bilstm.implementation(tokens.detach().cuda()) == "packed"
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                assert bilstm.implementation(tokens.detach().cuda()) == "eager"
+        model.cpu()
     model.config.lstm_implementation = "packed"
     model.encoder.layers[0].input_weight.requires_grad_(True)
     with pytest.raises(RuntimeError, match="packed"):
