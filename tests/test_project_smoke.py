@@ -71,6 +71,10 @@ def test_train_ner_reports_a_failed_run(tmp_path, capsys):
     assert code == 1
     assert "[x_10] FAILED" in out and "no_such_factory" in out
     assert (tmp_path / "out" / "x_10.log").is_file()
+    # even a failed run says what ran: its config (copied, hashed), seed and exit status
+    prov = json.loads((tmp_path / "out" / "x_10" / "provenance.json").read_text())
+    assert prov["exit_code"] == 1 and prov["seed"] == 0 and prov["configs"][0]["path"] == str(config)
+    assert "no_such_factory" in (tmp_path / "out" / "x_10" / "configs" / "broken.cfg").read_text()
 
 
 def test_zh_preprocess_strips_tags_and_joins_split_person_names():
