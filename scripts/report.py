@@ -471,7 +471,7 @@ def render_section(results: Path, readme: Path) -> str:
     variants_path = results / "variants.json"
     variants = json.loads(variants_path.read_text()) if variants_path.is_file() else []
     if not variants:
-        out += ["No biLM variants recorded yet (`results/variants.json`: one entry per biLM with its held-out "
+        out += ["No variants recorded yet (`results/variants.json`: one entry per biLM variant with its held-out "
                 "perplexity and the ELMo gain it gave).", ""]
     else:
         out += ["| biLM variant | held-out perplexity | train | ELMo gain (test F1) |", "|---|---:|---:|---:|"]
