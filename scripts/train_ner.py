@@ -32,7 +32,8 @@ def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tupl
     """{run name: (spacy train command, seed)}, seed by seed (a cut-off run leaves whole seeds, not whole fractions)."""
     commands = {}
     seeds = args.seeds if args.seeds else [args.seed]
-    for pct, seed in [(pct, seed) for seed in seeds for pct in args.fractions]:
+    single = set(args.single_seed_fractions or [])
+    for pct, seed in [(pct, seed) for seed in seeds for pct in args.fractions if pct not in single or seed == seeds[0]]:
         name = f"{args.name}_{pct}_s{seed}" if args.seeds else f"{args.name}_{pct}"
         commands[name] = ([
             sys.executable, "-m", "spacy", "train", str(args.config),
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--patience", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0, help="seed of the one run per fraction (without --seeds)")
     parser.add_argument("--seeds", type=int, nargs="+", help="train every fraction once per seed, into {name}_{pct}_s{seed}")
+    parser.add_argument("--single-seed-fractions", nargs="*", help="with --seeds: train these fractions with the first seed only")
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (1 on a GPU; up to the CPU cores)")
     args = parser.parse_args(argv)

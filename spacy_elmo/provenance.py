@@ -196,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[cut + 1:]
     if not command:
         parser.error("no command after --")
+    if command[0] in ("python", "python3"):
+        command[0] = sys.executable  # as weasel does for a step's own `python`: the environment running this
     prov = Provenance(command=command, seed=args.seed, configs=args.config)
     code = subprocess.run(command).returncode
     prov.write(args.out, exit_code=code)
