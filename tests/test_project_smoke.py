@@ -25,7 +25,7 @@ def test_project_smoke_workflow(tmp_path):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     result = subprocess.run(
         [sys.executable, "-m", "spacy", "project", "run", "smoke", str(project)],
-        cwd=project, env=env, capture_output=True, text=True, timeout=1500,
+        cwd=project, env=env, capture_output=True, text=True, timeout=2400,
     )
     assert result.returncode == 0, (result.stdout[-4000:], result.stderr[-4000:])
     work = project / "work_smoke"
@@ -76,6 +76,8 @@ def test_project_smoke_workflow(tmp_path):
     # seeds: the report's mean ± std and paired gains are those of the per-seed score files
     per_seed = {}
     for path in (work / "metrics_seeds").glob("*_s*.json"):
+        if path.name.endswith(".provenance.json"):
+            continue
         task, system, pct, seed = path.stem.split("_")
         key = "ents_f" if task == "ner" else "tag_acc"
         per_seed[task, system, pct, seed] = round(json.loads(path.read_text())[key] * 100, 2)
