@@ -5,8 +5,9 @@
 - `pretrain`: the training loop (checkpoints, resume, DDP under torchrun, metrics, export).
 - `embed`: all biLM layers per sentence into bilm-tf's hdf5 layout (streaming, shardable).
 - `similar`: nearest vocabulary words by cosine over context-independent token vectors.
+- `probe`: linear probes of each frozen layer and a learned mix (dev accuracy per layer, paper §5.3).
 
 Submodules are imported lazily: `import spacy_elmo.training` stays cheap.
 """
 
-__all__ = ["data", "sampled_softmax", "pretrain", "embed", "similar"]
+__all__ = ["data", "sampled_softmax", "pretrain", "embed", "similar", "probe"]
