@@ -1,20 +1,34 @@
-"""Collects the project's evaluation results into results/: metrics JSON, a markdown table and PNG figures.
+"""Writes the project's results: collects them into results/ (metrics JSON, tables, figures) and writes the README's results section from them.
 
-Reads `spacy evaluate` outputs named `{system}_{pct}.json` (system: baseline | elmo, pct: e.g. 10, 100)
+    python scripts/report.py collect --metrics-dir metrics --training-dir training --out results \
+        --provenance bilm training metrics results
+    python scripts/report.py seeds --metrics-dir metrics_seeds --out results     # mean ± std, paired gains
+    python scripts/report.py publish --from work/results --results results --readme README.md
+    python scripts/report.py readme --results results --readme README.md [--check]
+
+`collect` reads `spacy evaluate` outputs named `{system}_{pct}.json` (system: baseline | elmo, pct: e.g. 10, 100)
 from --metrics-dir, the trained ELMo pipelines `training/elmo_{pct}/model-best` to read each
 listener's learned layer weights softmax(s) (the paper's Figure 2), and the training logs
 `training/{system}_{pct}.log` (written by scripts/train_ner.py) for the dev F1 curves.
 
-    python scripts/report.py --metrics-dir metrics --training-dir training --out results
+`seeds` reads `{task}_{system}_{pct}_s{seed}.json` (task: ner | pos) and writes seeds.json: per-seed
+scores, mean ± sample std per cell, and the paired per-seed ELMo gains.
+
+`readme` renders results/ (whatever is there, nothing typed) into README.md between
+`<!-- results:start -->` and `<!-- results:end -->`; `--check` only compares, and exits 1 if the
+README's section differs from what it would write (tests/test_report.py runs it). `publish` copies a
+run's results folder into results/ and then does `readme`.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
+import os
 import re
+import shutil
+import statistics
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -23,6 +37,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 NAME = re.compile(r"^(?P<system>[a-z]+)_(?P<pct>\d+)\.json$")
+SEED_NAME = re.compile(r"^(?P<task>[a-z]+)_(?P<system>[a-z]+)_(?P<pct>\d+)_s(?P<seed>\d+)\.json$")
+TASK_SCORE = {"ner": ("ents_f", "test F1"), "pos": ("tag_acc", "test accuracy")}
+START, END = "<!-- results:start -->", "<!-- results:end -->"
 SCORES = ("ents_f", "ents_p", "ents_r", "tag_acc", "cats_macro_f", "cats_score")
 
 
@@ -163,30 +180,348 @@ def plot_layer_weights(weights: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--metrics-dir", type=Path, default=Path("metrics"))
-    parser.add_argument("--training-dir", type=Path, default=Path("training"))
-    parser.add_argument("--out", type=Path, default=Path("results"))
-    parser.add_argument("--extra", type=Path, nargs="*", default=[], help="more JSON files to embed (e.g. pretraining metrics)")
-    args = parser.parse_args()
+def plot_variants(variants: list, path: Path) -> None:
+    """ELMo gain against the biLM's held-out perplexity, one point per recorded biLM variant."""
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for fraction in sorted({v.get("fraction", "?") for v in variants}, key=str):
+        points = sorted((v["heldout_ppl"], v["elmo_gain_f1"]) for v in variants if v.get("fraction", "?") == fraction)
+        ax.plot(*zip(*points), marker="o", label=f"{fraction}% train" if fraction != "?" else None)
+    for v in variants:
+        ax.annotate(v["name"], (v["heldout_ppl"], v["elmo_gain_f1"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("biLM held-out perplexity")
+    ax.set_ylabel("ELMo gain (test F1)")
+    ax.set_title("Better language model, bigger gain?")
+    ax.grid(alpha=0.3)
+    if any(v.get("fraction") is not None for v in variants):
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# provenance
+
+
+def find_provenance(paths: list[Path]) -> dict:
+    """{label: record} from `DIR/provenance.json`, `DIR/*/provenance.json` and `DIR/*.provenance.json`
+    (or a file given directly); the label is the path without the provenance file name."""
+    found = {}
+    for base in paths:
+        if base.is_file():
+            candidates = [base]
+        else:
+            candidates = sorted([base / "provenance.json", *base.glob("*/provenance.json"), *base.glob("*.provenance.json")])
+        for path in candidates:
+            if not path.is_file():
+                continue
+            label = path.parent if path.name == "provenance.json" else path.with_name(path.name[: -len(".provenance.json")])
+            found[f"{label.parent.name}/{label.name}"] = json.loads(path.read_text())
+    return found
+
+
+def copy_configs(steps: dict, out: Path) -> dict:
+    """Copies every config the steps used into out/configs/ (named by file, sha256-checked); {name: sha256}."""
+    copied = {}
+    for record in steps.values():
+        for entry in record.get("configs", []):
+            copy, digest = entry.get("copy"), entry.get("sha256")
+            if not copy or not Path(copy).is_file():
+                continue
+            name = Path(entry["path"]).name
+            if name in copied and copied[name] != digest:
+                name = f"{Path(name).stem}.{digest[:8]}{Path(name).suffix}"  # two versions of one config
+            (out / "configs").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(copy, out / "configs" / name)
+            copied[name] = digest
+    return copied
+
+
+def own_provenance(command=None, seed=None, started=None):
+    from spacy_elmo.provenance import Provenance
+
+    prov = Provenance(command=command, seed=seed)
+    if started:
+        prov.started = started
+    return prov
+
+
+# ---------------------------------------------------------------------------------------------
+# seeds
+
+
+def read_seed_metrics(metrics_dir: Path) -> dict:
+    """{task: {pct: {system: {seed: score %}}}} from `{task}_{system}_{pct}_s{seed}.json` files."""
+    cells: dict = {}
+    for path in sorted(metrics_dir.glob("*.json")):
+        match = SEED_NAME.match(path.name)
+        if not match or match["task"] not in TASK_SCORE:
+            continue
+        key = TASK_SCORE[match["task"]][0]
+        value = json.loads(path.read_text()).get(key)
+        if not isinstance(value, (int, float)):
+            continue
+        value = float(value) * 100 if value <= 1.0 else float(value)
+        cells.setdefault(match["task"], {}).setdefault(match["pct"], {}).setdefault(match["system"], {})[match["seed"]] = round(value, 2)
+    return cells
+
+
+def spread(values: list[float]) -> dict:
+    """mean, sample standard deviation (n-1; None for one value), n."""
+    return {
+        "mean": round(statistics.fmean(values), 2),
+        "std": round(statistics.stdev(values), 2) if len(values) > 1 else None,
+        "n": len(values),
+    }
+
+
+def summarize_seeds(cells: dict) -> dict:
+    """Per task and fraction: each system's spread, and the paired per-seed gains elmo − baseline."""
+    summary: dict = {}
+    for task, by_pct in cells.items():
+        for pct, by_system in by_pct.items():
+            entry = {system: {"per_seed": dict(sorted(seeds.items(), key=lambda kv: int(kv[0]))), **spread(list(seeds.values()))}
+                     for system, seeds in by_system.items()}
+            base, elmo = by_system.get("baseline", {}), by_system.get("elmo", {})
+            paired = sorted(set(base) & set(elmo), key=int)
+            if paired:
+                gains = {seed: round(elmo[seed] - base[seed], 2) for seed in paired}
+                entry["gain"] = {"per_seed": gains, **spread(list(gains.values()))}
+            summary.setdefault(task, {})[pct] = entry
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------
+# the README section
+
+
+def _pm(cell: dict) -> str:
+    return f"{cell['mean']:.2f} ± {cell['std']:.2f} (n={cell['n']})" if cell["std"] is not None else f"{cell['mean']:.2f} (n=1, no spread)"
+
+
+def _gain_pm(cell: dict) -> str:
+    return f"{cell['mean']:+.2f} ± {cell['std']:.2f} (n={cell['n']})" if cell["std"] is not None else f"{cell['mean']:+.2f} (n=1, no spread)"
+
+
+def _commit(record: dict) -> str:
+    git = record.get("git") or {}
+    if not git.get("commit"):
+        return "commit unknown (not a git checkout)"
+    text = f"commit `{git['commit'][:12]}`"
+    if git.get("dirty"):
+        paths = ", ".join(f"`{p}`" for p in git.get("dirty_paths", []))
+        text += f" **with uncommitted changes (dirty tree: {paths})**"
+    else:
+        text += " (clean tree)"
+    return text
+
+
+def _machine(record: dict) -> str:
+    m = record.get("machine") or {}
+    gpu = f", GPU {m['gpu']}" if m.get("gpu") else ", CPU only"
+    return (f"{m.get('cpu')}, {m.get('cores')} cores, {m.get('memory_gib')} GiB{gpu}; Python {m.get('python')}, "
+            f"torch {m.get('torch')}, spaCy {m.get('spacy')}, transformers {m.get('transformers')}")
+
+
+def _minutes(record: dict) -> float | None:
+    import datetime
+
+    try:
+        parse = lambda s: datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+        return (parse(record["ended_utc"]) - parse(record["started_utc"])).total_seconds() / 60
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def provenance_lines(what: str, block: dict | None) -> list[str]:
+    """Plain statement of where `what` came from; says so when it was not recorded or the tree was dirty."""
+    if not block:
+        return [f"**{what}: provenance not recorded** (these results predate provenance recording: commit, "
+                "exact configs and step times are unknown).", ""]
+    records = [block["report"]] if "report" in block else [block]
+    records += list(block.get("steps", {}).values())
+    commits = sorted({_commit(r) for r in records})
+    dirty = any((r.get("git") or {}).get("dirty") for r in records)
+    starts = [r["started_utc"] for r in records if r.get("started_utc")]
+    ends = [r["ended_utc"] for r in records if r.get("ended_utc")]
+    lines = [f"**{what}**: {'; '.join(commits)}; {min(starts)} – {max(ends)} UTC; {_machine(records[0])}."]
+    if dirty:
+        lines[0] = "⚠ **DIRTY TREE: not reproducible from a commit.** " + lines[0]
+    seeds = sorted({r["seed"] for r in records if r.get("seed") is not None})
+    if seeds:
+        lines[0] += f" Seeds: {', '.join(map(str, seeds))}."
+    configs = block.get("configs")
+    if configs:
+        lines[0] += " Configs as run: " + ", ".join(f"`configs/{name}` (sha256 {digest[:12]})" for name, digest in sorted(configs.items())) + "."
+    return lines + [""]
+
+
+def _link(results: Path, readme: Path, name: str) -> str:
+    return Path(os.path.relpath(results / name, readme.parent)).as_posix()
+
+
+def render_section(results: Path, readme: Path) -> str:
+    """The README's results section, from the files in `results` only (deterministic: no clock, no machine)."""
+    out = [START, "<!-- Generated by `python scripts/report.py readme` from results/; edits here are overwritten, "
+           "and tests/test_report.py fails if this differs from what it would write. -->", ""]
+    metrics_path = results / "metrics.json"
+    metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+    out += ["### Results of the last run", ""]
+    if not metrics:
+        out += ["No results recorded yet (`spacy project run all`).", ""]
+    else:
+        out += provenance_lines("The last `all` run", metrics.get("provenance"))
+        if not metrics.get("provenance"):
+            out += [f"Recorded by the report itself: written {metrics.get('date', '?')} on \"{metrics.get('machine', '?')}\".", ""]
+        ner = {system: {int(p): s for p, s in per.items()} for system, per in metrics.get("ner", {}).items()}
+        if ner:
+            out += ["#### NER, one seed (CoNLL-2003 test, entity-level F1 of `model-best` from `spacy evaluate`)", "",
+                    markdown_table(ner).rstrip("\n"), ""]
+            curves = metrics.get("dev_f1_by_step", {})
+            best = [f"{run} {max(f for _, f in points):.2f}" for run, points in sorted(curves.items()) if points]
+            if best:
+                out += ["Best dev F1 (the score `model-best` was chosen by): " + ", ".join(best) + ".", ""]
+            speeds = [f"{system} {pct}%: {s['speed_wps']:,}" for system in sorted(ner) for pct, s in sorted(ner[system].items()) if "speed_wps" in s]
+            if speeds:
+                out += ["Test-set speed reported by `spacy evaluate` (words/s): " + ", ".join(speeds) + ".", ""]
+        bilm = metrics.get("pretrain_summary")
+        if bilm:
+            text = f"The biLM: held-out perplexity **{bilm['heldout_ppl']:.1f}**"
+            if "heldout_forward_ppl" in bilm:
+                text += f" (forward {bilm['heldout_forward_ppl']:.1f}, backward {bilm['heldout_backward_ppl']:.1f})"
+            if "unigram_heldout_ppl" in bilm:
+                text += f"; a unigram model scores {bilm['unigram_heldout_ppl']:.1f}"
+            text += (f"; {bilm['step']:,} steps, {bilm['words']:,} words in {bilm['train_seconds'] / 60:.1f} min of training, "
+                     f"{bilm['words_per_s']:,.0f} words/s ({bilm.get('world_size', 1)} process(es), {bilm.get('device', '?')}), "
+                     f"{bilm.get('parameters', 0):,} parameters, {bilm.get('softmax', '?')} softmax over {bilm.get('vocab_size', 0):,} words.")
+            out += [text, ""]
+        weights = metrics.get("layer_weights", {})
+        mixes = [(pipeline, comp, w) for pipeline, comps in sorted(weights.items()) for comp, w in sorted(comps.items())]
+        if mixes:
+            n = len(mixes[0][2])
+            parts = [f"{'/'.join(f'{x:.2f}' for x in w)} ({pipeline} {comp})" for pipeline, comp, w in mixes]
+            top = [f"layer {max(range(len(w)), key=w.__getitem__)} in {pipeline}" for pipeline, _, w in mixes]
+            moved = max(abs(x - 1 / len(w)) for _, _, w in mixes for x in w)
+            out += [f"Learned layer weights softmax(s) for layers {'/'.join(map(str, range(n)))}: {', '.join(parts)}; "
+                    f"equal weights would be {1 / n:.2f} each (largest departure {moved:.2f}). "
+                    f"The largest weight is on {', '.join(top)}.", ""]
+        figures = [(name, alt) for name, alt in (("f1_by_fraction.png", "F1 by training fraction"),
+                   ("layer_weights.png", "learned layer weights"), ("dev_curves.png", "dev F1 during training"))
+                   if (results / name).is_file()]
+        if figures:
+            out += [" ".join(f"![{alt}]({_link(results, readme, name)})" for name, alt in figures), ""]
+        steps = (metrics.get("provenance") or {}).get("steps", {})
+        timed = [(label, _minutes(r)) for label, r in sorted(steps.items(), key=lambda kv: kv[1].get("started_utc", ""))]
+        timed = [(label, m) for label, m in timed if m is not None]
+        if timed:
+            out += ["Time per recorded step (from each step's provenance, UTC start to end; runs in one step may overlap):", "",
+                    "| step | minutes |", "|---|---:|"] + [f"| {label} | {m:.1f} |" for label, m in timed] + [""]
+        else:
+            out += ["Step timings: not recorded by this run (see its hand-written log in `bench/RESULTS.md`).", ""]
+
+    out += ["#### Seeds: mean ± standard deviation and paired gains", ""]
+    seeds_path = results / "seeds.json"
+    seeds = json.loads(seeds_path.read_text()) if seeds_path.is_file() else {}
+    if not seeds.get("summary"):
+        out += ["No multi-seed run recorded yet (`spacy project run seeds`).", ""]
+    else:
+        out += provenance_lines("The seeds run", seeds.get("provenance"))
+        out += ["Every cell trained once per seed (`--system.seed`, i.e. `training.seed`) on the same data subset "
+                "and the same pretrained biLM; each final model scored once on test. ± is the sample standard deviation "
+                "over seeds; a paired gain is ELMo − baseline for the same seed.", ""]
+        out += ["| task | train | baseline | ELMo | paired gain | per seed: baseline / ELMo / gain |", "|---|---|---|---|---|---|"]
+        for task in sorted(seeds["summary"]):
+            label = TASK_SCORE.get(task, ("", task))[1]
+            for pct, cell in sorted(seeds["summary"][task].items(), key=lambda kv: int(kv[0])):
+                base, elmo, gain = cell.get("baseline"), cell.get("elmo"), cell.get("gain")
+                per_seed = []
+                for seed in sorted(set((base or {}).get("per_seed", {})) | set((elmo or {}).get("per_seed", {})), key=int):
+                    b = (base or {}).get("per_seed", {}).get(seed)
+                    e = (elmo or {}).get("per_seed", {}).get(seed)
+                    g = (gain or {}).get("per_seed", {}).get(seed)
+                    per_seed.append(f"s{seed}: {'–' if b is None else f'{b:.2f}'} / {'–' if e is None else f'{e:.2f}'}"
+                                    f" / {'–' if g is None else f'{g:+.2f}'}")
+                out.append(f"| {task} ({label}) | {pct}% | {_pm(base) if base else '–'} | {_pm(elmo) if elmo else '–'} | "
+                           f"{_gain_pm(gain) if gain else '–'} | {'; '.join(per_seed)} |")
+        out.append("")
+
+    out += ["#### Layer probes (paper §5.3)", ""]
+    probe_path = results / "probe.json"
+    probe = json.loads(probe_path.read_text()) if probe_path.is_file() else {}
+    if not probe.get("tasks"):
+        out += ["No probe results recorded yet (`spacy project run probe`).", ""]
+    else:
+        out += provenance_lines("The probes", probe.get("provenance"))
+        tasks = sorted(probe["tasks"])
+        first = probe["tasks"][tasks[0]]
+        out += [f"A linear classifier on each frozen layer of `{probe['model']}` and on a learned mix of all layers, "
+                f"fitted on `{probe['train']}`, scored on `{probe['dev']}` (dev accuracy %). pos: every token's PTB tag; "
+                "ner-type: the entity type (PER/LOC/ORG/MISC) of each token inside a gold entity mention.", ""]
+        out += ["| layer | " + " | ".join(tasks) + " |", "|---|" + "---:|" * len(tasks)]
+        for j in range(len(first["layers"])):
+            out.append(f"| {j} | " + " | ".join(f"{probe['tasks'][t]['layers'][j]['accuracy']:.2f}" for t in tasks) + " |")
+        out.append("| learned mix | " + " | ".join(f"{probe['tasks'][t]['mix']['accuracy']:.2f}" for t in tasks) + " |")
+        out.append("| majority class | " + " | ".join(f"{probe['tasks'][t]['majority_accuracy']:.2f}" for t in tasks) + " |")
+        out.append("| train / dev tokens | " + " | ".join(f"{probe['tasks'][t]['train_tokens']:,} / {probe['tasks'][t]['dev_tokens']:,}" for t in tasks) + " |")
+        out.append("")
+        if (results / "probe.png").is_file():
+            out += [f"![probe accuracy by layer]({_link(results, readme, 'probe.png')})", ""]
+
+    out += ["#### Language-model perplexity vs ELMo gain", ""]
+    variants_path = results / "variants.json"
+    variants = json.loads(variants_path.read_text()) if variants_path.is_file() else []
+    if not variants:
+        out += ["No variants recorded yet (`results/variants.json`: one entry per biLM variant with its held-out "
+                "perplexity and the ELMo gain it gave).", ""]
+    else:
+        out += ["| biLM variant | held-out perplexity | train | ELMo gain (test F1) |", "|---|---:|---:|---:|"]
+        out += [f"| {v['name']} | {v['heldout_ppl']:.1f} | {v.get('fraction', '?')}% | {v['elmo_gain_f1']:+.2f} |" for v in variants]
+        out.append("")
+        if (results / "ppl_vs_gain.png").is_file():
+            out += [f"![perplexity vs gain]({_link(results, readme, 'ppl_vs_gain.png')})", ""]
+
+    for name, title in (("similar.md", "Nearest words (as written by `scripts/similar_report.py`)"),
+                        ("similar_zh.md", "Nearest words, Chinese biLM (`spacy project run zh`)")):
+        if (results / name).is_file():
+            prov_path = results / f"{Path(name).stem}.provenance.json"
+            prov = json.loads(prov_path.read_text()) if prov_path.is_file() else None
+            out += [f"#### {title}", ""] + provenance_lines(f"`{name}`", prov)
+            out += [(results / name).read_text(encoding="utf8").rstrip("\n"), ""]
+    if (results / "experiments.md").is_file():
+        out += [f"Dev-set experiments behind the settings, with what provenance they have: "
+                f"[{_link(results, readme, 'experiments.md')}]({_link(results, readme, 'experiments.md')}).", ""]
+    out.append(END)
+    return "\n".join(out) + "\n"
+
+
+def splice(readme_text: str, section: str) -> str:
+    """readme_text with the part from START to END (and its newline) replaced by `section`."""
+    if START not in readme_text or END not in readme_text:
+        raise SystemExit(f"the README has no {START} … {END} markers to write between")
+    head, rest = readme_text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return head + section + tail.removeprefix("\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# commands
+
+
+def cmd_collect(args) -> int:
+    prov = own_provenance()
     args.out.mkdir(parents=True, exist_ok=True)
     results = read_metrics(args.metrics_dir)
     if not results:
         raise SystemExit(f"no metrics files named SYSTEM_PCT.json in {args.metrics_dir}")
     weights = read_layer_weights(args.training_dir)
     curves = read_dev_curves(args.training_dir)
-    summary = {
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, {__import__('os').cpu_count()} cores",
-        "ner": results,
-        "layer_weights": weights,
-        "dev_f1_by_step": curves,
-    }
+    steps = find_provenance(args.provenance)
+    summary = {"ner": results, "layer_weights": weights, "dev_f1_by_step": curves}
     for extra in args.extra:
         if extra.is_file():
             summary[extra.stem] = json.loads(extra.read_text())
-    (args.out / "metrics.json").write_text(json.dumps(summary, indent=2))
+    summary["provenance"] = {"report": prov.record(), "steps": steps, "configs": copy_configs(steps, args.out)}
+    (args.out / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n")
     table = markdown_table(results)
     (args.out / "table.md").write_text(table)
     plot_sample_efficiency(results, args.out / "f1_by_fraction.png")
@@ -195,10 +530,92 @@ def main() -> None:
     if curves:
         plot_dev_curves(curves, args.out / "dev_curves.png")
         written += ", dev_curves.png"
+    if args.variants and args.variants.is_file():
+        variants = json.loads(args.variants.read_text())
+        if variants:
+            plot_variants(variants, args.out / "ppl_vs_gain.png")
+            written += ", ppl_vs_gain.png"
     print(table)
     print(json.dumps(weights, indent=1))
     print(f"wrote {args.out}/: {written}")
+    return 0
+
+
+def cmd_seeds(args) -> int:
+    prov = own_provenance()
+    cells = read_seed_metrics(args.metrics_dir)
+    if not cells:
+        raise SystemExit(f"no metrics files named TASK_SYSTEM_PCT_sSEED.json in {args.metrics_dir}")
+    steps = find_provenance(args.provenance)
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {
+        "scores": {task: TASK_SCORE[task][0] for task in cells},
+        "summary": summarize_seeds(cells),
+        "provenance": {"report": prov.record(), "steps": steps, "configs": copy_configs(steps, args.out)},
+    }
+    (args.out / "seeds.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result["summary"], indent=1))
+    print(f"wrote {args.out / 'seeds.json'}")
+    return 0
+
+
+def cmd_readme(args) -> int:
+    section = render_section(args.results, args.readme)
+    current = args.readme.read_text(encoding="utf8") if args.readme.is_file() else f"{START}\n{END}\n"
+    updated = splice(current, section)
+    if args.check:
+        if updated != current:
+            print(f"{args.readme}: the results section differs from what `python scripts/report.py readme "
+                  f"--results {args.results}` writes now: rerun it (never edit the section by hand)", file=sys.stderr)
+            return 1
+        print(f"{args.readme}: results section up to date")
+        return 0
+    args.readme.write_text(updated, encoding="utf8")
+    print(f"wrote the results section of {args.readme} from {args.results}/")
+    return 0
+
+
+def cmd_publish(args) -> int:
+    args.results.mkdir(parents=True, exist_ok=True)
+    for path in sorted(args.source.iterdir()):
+        target = args.results / path.name
+        if path.is_dir():
+            shutil.copytree(path, target, dirs_exist_ok=True)
+        else:
+            shutil.copyfile(path, target)
+    print(f"copied {args.source}/ into {args.results}/")
+    return cmd_readme(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("collect", help="spacy evaluate outputs + trained pipelines → metrics.json, table, figures")
+    p.add_argument("--metrics-dir", type=Path, default=Path("metrics"))
+    p.add_argument("--training-dir", type=Path, default=Path("training"))
+    p.add_argument("--out", type=Path, default=Path("results"))
+    p.add_argument("--extra", type=Path, nargs="*", default=[], help="more JSON files to embed (e.g. pretraining metrics)")
+    p.add_argument("--provenance", type=Path, nargs="*", default=[],
+                   help="folders (or files) holding the steps' provenance.json / NAME.provenance.json records")
+    p.add_argument("--variants", type=Path, help="biLM variants (name, heldout_ppl, elmo_gain_f1, fraction) for ppl_vs_gain.png")
+    p.set_defaults(func=cmd_collect)
+    p = sub.add_parser("seeds", help="per-seed spacy evaluate outputs → seeds.json (mean ± std, paired gains)")
+    p.add_argument("--metrics-dir", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--provenance", type=Path, nargs="*", default=[])
+    p.set_defaults(func=cmd_seeds)
+    for name, func in (("readme", cmd_readme), ("publish", cmd_publish)):
+        p = sub.add_parser(name, help="write the README's results section from a results folder"
+                           if name == "readme" else "copy a run's results folder into results/, then `readme`")
+        if name == "publish":
+            p.add_argument("--from", dest="source", type=Path, required=True, help="the run's results folder")
+        p.add_argument("--results", type=Path, default=Path("results"))
+        p.add_argument("--readme", type=Path, default=Path("README.md"))
+        p.add_argument("--check", action="store_true", help="only compare; exit 1 if the README section is stale")
+        p.set_defaults(func=func)
+    args = parser.parse_args(argv)
+    return args.func(args)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

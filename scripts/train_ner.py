@@ -1,4 +1,4 @@
-"""Trains one NER system on several training-data fractions with `spacy train`, a few runs at a time.
+"""Trains one system (NER, tagger, ...) on several training-data fractions and seeds with `spacy train`, a few runs at a time.
 
 On a small CPU, two single-threaded `spacy train` runs side by side finish in about the time of one
 run using both cores (the training loop is mostly serial), so the project trains the 10% and 100%
@@ -9,6 +9,12 @@ end of its log and makes this script exit non-zero.
         --corpus work/corpus --out work/training --jobs 2 -- --paths.elmo work/bilm
 
 Arguments after `--` go to every `spacy train` unchanged (config overrides).
+
+With `--seeds 0 1 2` every fraction is trained once per seed (`--system.seed`, which the configs
+pass on to `training.seed`), into `{out}/{name}_{pct}_s{seed}`; without it, once with `--seed`
+into `{out}/{name}_{pct}`. Every run writes `provenance.json` (spacy_elmo.provenance: commit,
+dirty paths, a copy of the config, command, seed, machine, UTC start/end, exit status) into its
+output folder.
 """
 
 from __future__ import annotations
@@ -22,11 +28,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
-def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, list[str]]:
+def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tuple[list[str], int]]:
+    """{run name: (spacy train command, seed)}, seed by seed (a cut-off run leaves whole seeds, not whole fractions)."""
     commands = {}
-    for pct in args.fractions:
-        name = f"{args.name}_{pct}"
-        commands[name] = [
+    seeds = args.seeds if args.seeds else [args.seed]
+    single = set(args.single_seed_fractions or [])
+    for pct, seed in [(pct, seed) for seed in seeds for pct in args.fractions if pct not in single or seed == seeds[0]]:
+        name = f"{args.name}_{pct}_s{seed}" if args.seeds else f"{args.name}_{pct}"
+        commands[name] = ([
             sys.executable, "-m", "spacy", "train", str(args.config),
             "--output", str(args.out / name),
             "--paths.train", str(args.corpus / f"train_{pct}.spacy"),
@@ -34,21 +43,25 @@ def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, list
             "--training.max_steps", str(args.steps),
             "--training.eval_frequency", str(args.eval_frequency),
             "--training.patience", str(args.patience),
-            "--system.seed", str(args.seed),
+            "--system.seed", str(seed),
             "--gpu-id", str(args.gpu_id),
             *extra,
-        ]
+        ], seed)
     return commands
 
 
-def run_one(name: str, command: list[str], out: Path, env: dict) -> bool:
+def run_one(name: str, command: list[str], seed: int, out: Path, env: dict) -> bool:
     """Runs one training with its output in `{out}/{name}.log`; prints a summary; True if it succeeded."""
+    from spacy_elmo.provenance import Provenance
+
     path = out / f"{name}.log"
     print(f"[{name}] started, log: {path}", flush=True)
+    prov = Provenance(command=command, seed=seed, configs=[command[4]])
     started = time.time()
     with open(path, "w", encoding="utf8") as log:
         code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
     minutes = (time.time() - started) / 60
+    prov.write(out / name / "provenance.json", exit_code=code, log=str(path), minutes=round(minutes, 2))
     lines = path.read_text(encoding="utf8", errors="replace").splitlines()
     if code == 0:
         scores = "\n".join(line for line in lines if line.strip()[:1].isdigit())
@@ -59,13 +72,13 @@ def run_one(name: str, command: list[str], out: Path, env: dict) -> bool:
     return code == 0
 
 
-def run_all(commands: dict[str, list[str]], out: Path, jobs: int) -> int:
+def run_all(commands: dict[str, tuple[list[str], int]], out: Path, jobs: int) -> int:
     """Runs the commands, at most `jobs` at once; returns the number of failed runs."""
     env = dict(os.environ)
     if jobs > 1:  # one thread per run: the runs share the cores
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        succeeded = list(pool.map(lambda item: run_one(*item, out, env), commands.items()))
+        succeeded = list(pool.map(lambda item: run_one(item[0], *item[1], out, env), commands.items()))
     return succeeded.count(False)
 
 
@@ -84,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=4000)
     parser.add_argument("--eval-frequency", type=int, default=400)
     parser.add_argument("--patience", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the one run per fraction (without --seeds)")
+    parser.add_argument("--seeds", type=int, nargs="+", help="train every fraction once per seed, into {name}_{pct}_s{seed}")
+    parser.add_argument("--single-seed-fractions", nargs="*", help="with --seeds: train these fractions with the first seed only")
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (1 on a GPU; up to the CPU cores)")
     args = parser.parse_args(argv)

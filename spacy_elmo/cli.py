@@ -134,6 +134,28 @@ def cmd_init_config(args) -> int:
     return 0
 
 
+def cmd_probe(args) -> int:
+    """Linear probes of each frozen biLM layer and a learned mix: dev accuracy per layer (paper §5.3)."""
+    import json
+
+    from .provenance import Provenance
+    from .training import probe
+
+    prov = Provenance(seed=args.seed)
+    result = probe.probe_tasks(args.model, args.train, args.dev, args.task, args.max_sentences, args.seed, args.l2, args.max_iter)
+    for task, scores in result["tasks"].items():
+        cells = "  ".join(f"L{e['layer']} {e['accuracy']:.2f}" for e in scores["layers"])
+        print(f"{task}: {cells}  mix {scores['mix']['accuracy']:.2f}  (majority {scores['majority_accuracy']:.2f}; "
+              f"{scores['train_tokens']:,} train / {scores['dev_tokens']:,} dev tokens)")
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        result["provenance"] = prov.record()
+        args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
+    if args.plot is not None:
+        probe.plot_probe(result, args.plot)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spacy-elmo", description="ELMo for spaCy and Hugging Face")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -194,6 +216,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-count", type=int, default=2, help="contextual mode: words seen fewer times are skipped")
     p.add_argument("--max-sentences", type=int, default=0, help="contextual mode: read at most this many lines (0 = all)")
     p.set_defaults(func=cmd_similar)
+
+    p = sub.add_parser("probe", help=cmd_probe.__doc__)
+    p.add_argument("model", help="HF directory, hub id, or legacy directory")
+    p.add_argument("train", type=Path, help=".spacy DocBin to fit the probes on")
+    p.add_argument("dev", type=Path, help=".spacy DocBin to score them on")
+    p.add_argument("--task", nargs="+", default=["pos"], choices=("pos", "upos", "ner-type"),
+                   help="pos: token.tag_; upos: token.pos_; ner-type: entity type of tokens inside entities")
+    p.add_argument("--max-sentences", type=int, default=0, help="read at most this many sentences of each file (0 = all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--l2", type=float, default=1e-4, help="l2 penalty on the classifier weights")
+    p.add_argument("--max-iter", type=int, default=100, help="L-BFGS iterations per probe")
+    p.add_argument("--output", type=Path, help="write the scores (and provenance) as JSON")
+    p.add_argument("--plot", type=Path, help="write a PNG of accuracy by layer")
+    p.set_defaults(func=cmd_probe)
     return parser
 
 

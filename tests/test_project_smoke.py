@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ def test_project_smoke_workflow(tmp_path):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     result = subprocess.run(
         [sys.executable, "-m", "spacy", "project", "run", "smoke", str(project)],
-        cwd=project, env=env, capture_output=True, text=True, timeout=1500,
+        cwd=project, env=env, capture_output=True, text=True, timeout=2400,
     )
     assert result.returncode == 0, (result.stdout[-4000:], result.stderr[-4000:])
     work = project / "work_smoke"
@@ -34,21 +35,81 @@ def test_project_smoke_workflow(tmp_path):
     for system in ("baseline", "elmo"):
         assert set(metrics["ner"][system]) == {"10", "100"}
         assert all(0.0 <= m["ents_f"] <= 100.0 for m in metrics["ner"][system].values())
-    # each ELMo pipeline learned a softmax over the 3 biLM layers for its NER listener
+    # each ELMo pipeline learned a softmax over the 3 biLM layers for its NER listener, and training moved it
     for pipeline in ("elmo_10", "elmo_100"):
         weights = metrics["layer_weights"][pipeline]["ner"]
         assert len(weights) == 3 and abs(sum(weights) - 1.0) < 1e-3
+        assert max(abs(w - 1 / 3) for w in weights) > 2e-3, (pipeline, weights)
     assert "| elmo |" in (results / "table.md").read_text()
     # dev F1 curves parsed from the train_ner.py logs: one per run, with eval steps in order
     assert set(metrics["dev_f1_by_step"]) == {"baseline_10", "baseline_100", "elmo_10", "elmo_100"}
-    for points in metrics["dev_f1_by_step"].values():
+    for run, points in metrics["dev_f1_by_step"].items():
         assert [step for step, _ in points] == sorted(step for step, _ in points) and len(points) >= 2
-    for png in ("f1_by_fraction.png", "layer_weights.png", "dev_curves.png"):
+        # the trained model beats the untrained one (step 0) on dev
+        assert points[0][0] == 0 and max(f1 for _, f1 in points[1:]) > points[0][1] + 1.0, (run, points)
+    for system in ("baseline", "elmo"):  # and finds entities in test (tagging everything O scores 0)
+        assert metrics["ner"][system]["100"]["ents_f"] > 1.0, metrics["ner"]
+    for png in ("f1_by_fraction.png", "layer_weights.png", "dev_curves.png", "probe.png"):
         assert (results / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "nearest words" in (results / "similar.md").read_text().lower()
     zh = (results / "similar_zh.md").read_text()
     assert "| 北京 |" in zh and "in context" in zh
     assert "heldout_ppl" in metrics["pretrain_summary"]
+
+    # provenance: every step that wrote a result or a training output recorded one
+    steps = metrics["provenance"]["steps"]
+    assert {"work_smoke/bilm", "training/baseline_10", "training/elmo_100", "metrics/baseline_10",
+            "metrics/elmo_100", "results/similar"} <= set(steps), sorted(steps)
+    for label, record in steps.items():
+        assert len(record["git"]["commit"]) == 40 and record["machine"]["cores"] >= 1, label
+        assert record["started_utc"] <= record["ended_utc"], label
+    assert steps["training/elmo_10"]["seed"] == 0 and steps["training/elmo_10"]["exit_code"] == 0
+    assert (results / "configs" / "ner_elmo.cfg").read_text() == (project / "configs" / "ner_elmo.cfg").read_text()
+    assert set(metrics["provenance"]["configs"]) >= {"ner_baseline.cfg", "ner_elmo.cfg", "pretrain_tiny.cfg"}
+
+    # probes: one entry per biLM layer + the mix, for POS and entity types
+    probe = json.loads((results / "probe.json").read_text())
+    for task in ("pos", "ner-type"):
+        assert [e["layer"] for e in probe["tasks"][task]["layers"]] == [0, 1, 2]
+        assert 0 <= probe["tasks"][task]["mix"]["accuracy"] <= 100
+
+    # seeds: the report's mean ± std and paired gains are those of the per-seed score files
+    per_seed = {}
+    for path in (work / "metrics_seeds").glob("*_s*.json"):
+        if path.name.endswith(".provenance.json"):
+            continue
+        task, system, pct, seed = path.stem.split("_")
+        key = "ents_f" if task == "ner" else "tag_acc"
+        per_seed[task, system, pct, seed] = round(json.loads(path.read_text())[key] * 100, 2)
+    expected = {(t, s, p, seed) for t in ("ner",) for s in ("baseline", "elmo") for p in ("10", "100") for seed in ("s0", "s1")}
+    expected |= {("pos", s, "10", seed) for s in ("baseline", "elmo") for seed in ("s0", "s1")}
+    expected |= {("pos", s, "100", "s0") for s in ("baseline", "elmo")}
+    assert set(per_seed) == expected
+    published = work / "published"
+    readme = (work / "README.md").read_text()
+    section = readme[readme.index("<!-- results:start -->"): readme.index("<!-- results:end -->")]
+    seeds = json.loads((published / "seeds.json").read_text())
+    for task, pct in (("ner", "10"), ("ner", "100"), ("pos", "10")):
+        base = [per_seed[task, "baseline", pct, s] for s in ("s0", "s1")]
+        elmo = [per_seed[task, "elmo", pct, s] for s in ("s0", "s1")]
+        gains = [round(e - b, 2) for b, e in zip(base, elmo)]
+        cell = seeds["summary"][task][pct]
+        assert cell["baseline"]["mean"] == round(statistics.fmean(base), 2)
+        assert cell["baseline"]["std"] == round(statistics.stdev(base), 2)
+        assert cell["gain"]["per_seed"] == {"0": gains[0], "1": gains[1]}
+        gain = f"{round(statistics.fmean(gains), 2):+.2f} ± {round(statistics.stdev(gains), 2):.2f} (n=2)"
+        assert f"| {task} " in section and gain in section, (gain, section)
+        assert f"{round(statistics.fmean(elmo), 2):.2f} ± {round(statistics.stdev(elmo), 2):.2f} (n=2)" in section
+        assert f"s1: {base[1]:.2f} / {elmo[1]:.2f} / {gains[1]:+.2f}" in section
+    assert "(n=1, no spread)" in section  # POS at 100%: one seed, said so
+    assert "DIRTY TREE" in section or "(clean tree)" in section
+    assert "probe accuracy by layer" in section and "no variants recorded yet" in section.lower()
+    # the published README section is exactly what the report script writes from the published results
+    check = subprocess.run(
+        [sys.executable, str(project / "scripts" / "report.py"), "readme", "--check", "--results", str(published),
+         "--readme", str(work / "README.md")], capture_output=True, text=True, env=env,
+    )
+    assert check.returncode == 0, check.stderr
 
 
 def test_train_ner_reports_a_failed_run(tmp_path, capsys):
@@ -71,6 +132,10 @@ def test_train_ner_reports_a_failed_run(tmp_path, capsys):
     assert code == 1
     assert "[x_10] FAILED" in out and "no_such_factory" in out
     assert (tmp_path / "out" / "x_10.log").is_file()
+    # even a failed run says what ran: its config (copied, hashed), seed and exit status
+    prov = json.loads((tmp_path / "out" / "x_10" / "provenance.json").read_text())
+    assert prov["exit_code"] == 1 and prov["seed"] == 0 and prov["configs"][0]["path"] == str(config)
+    assert "no_such_factory" in (tmp_path / "out" / "x_10" / "configs" / "broken.cfg").read_text()
 
 
 def test_zh_preprocess_strips_tags_and_joins_split_person_names():

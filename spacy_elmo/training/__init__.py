@@ -8,8 +8,9 @@
 - `pretrain`: the training run (setup, loop, DDP under torchrun, export).
 - `embed`: all biLM layers per sentence into bilm-tf's hdf5 layout (streaming, shardable).
 - `similar`: nearest vocabulary words by cosine over context-independent token vectors.
+- `probe`: linear probes of each frozen layer and a learned mix (dev accuracy per layer, paper §5.3).
 
 Submodules are imported lazily: `import spacy_elmo.training` stays cheap.
 """
 
-__all__ = ["data", "sampled_softmax", "settings", "distributed", "checkpoints", "pretrain", "embed", "similar"]
+__all__ = ["data", "sampled_softmax", "settings", "distributed", "checkpoints", "pretrain", "embed", "similar", "probe"]

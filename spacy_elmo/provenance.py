@@ -1,0 +1,208 @@
+"""Where a result came from: commit, dirty tree, exact configs, command, seed, machine, UTC times.
+
+Every project step that writes results records one of these (a `provenance.json` beside a training
+output, a `provenance` block inside a JSON result). As a library::
+
+    from spacy_elmo.provenance import Provenance
+    prov = Provenance(command=sys.argv, seed=0, configs=["configs/ner_elmo.cfg"])   # start time now
+    ...                                                                            # do the work
+    prov.write(out_dir / "provenance.json")   # end time, copies of the configs in out_dir/configs/
+
+As a wrapper around any command (a project step that runs a tool it does not own)::
+
+    python -m spacy_elmo.provenance --out DIR/provenance.json --seed 0 --config C.cfg -- CMD ARGS...
+
+runs CMD, then writes the record (with CMD's exit status) and exits with CMD's status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterable, Sequence
+
+__all__ = ["Provenance", "git_state", "machine", "sha256", "utc_now"]
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sha256(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _git(args: Sequence[str], cwd: Path) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def git_state(where: str | os.PathLike | None = None) -> dict:
+    """Commit, branch and dirty paths of the git tree holding `where` (default: the working directory);
+    if that is not in a git tree, of the tree holding this package's source; else {"commit": None}."""
+    for candidate in (Path(where or os.getcwd()), Path(__file__).resolve().parent):
+        root = _git(["rev-parse", "--show-toplevel"], candidate if candidate.is_dir() else candidate.parent)
+        if root is None:
+            continue
+        root_path = Path(root.strip())
+        commit = (_git(["rev-parse", "HEAD"], root_path) or "").strip() or None
+        status = _git(["status", "--porcelain", "--untracked-files=normal"], root_path) or ""
+        dirty = sorted({line[3:].strip() for line in status.splitlines() if line.strip()})
+        return {
+            "repository": str(root_path),
+            "commit": commit,
+            "branch": (_git(["rev-parse", "--abbrev-ref", "HEAD"], root_path) or "").strip() or None,
+            "dirty": bool(dirty),
+            "dirty_paths": dirty,
+            "source": "working directory" if candidate == Path(where or os.getcwd()) else "spacy_elmo package",
+        }
+    return {"repository": None, "commit": None, "branch": None, "dirty": None, "dirty_paths": [], "source": None}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _version(module: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version(module)
+    except Exception:  # noqa: BLE001 - not installed (or odd metadata): record None
+        return None
+
+
+def machine() -> dict:
+    """CPU model, cores, memory, GPU (if torch sees one), Python and library versions."""
+    info = {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "python": platform.python_version(),
+        "torch": _version("torch"),
+        "spacy": _version("spacy"),
+        "thinc": _version("thinc"),
+        "transformers": _version("transformers"),
+        "spacy_elmo": _version("spacy_elmo"),
+        "gpu": None,
+        "threads": {key: os.environ[key] for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if key in os.environ},
+    }
+    if "torch" in sys.modules:  # only ask CUDA when torch is already loaded (importing it costs seconds)
+        torch = sys.modules["torch"]
+        try:
+            if torch.cuda.is_available():
+                info["gpu"] = torch.cuda.get_device_name(0)
+        except Exception:  # noqa: BLE001
+            pass
+    return info
+
+
+class Provenance:
+    """One record: created at the start of the work, written at its end."""
+
+    def __init__(
+        self,
+        command: Sequence[str] | None = None,
+        seed: int | None = None,
+        configs: Iterable[str | os.PathLike] = (),
+        where: str | os.PathLike | None = None,
+        **extra,
+    ):
+        self.started = utc_now()
+        self.command = [str(c) for c in (sys.argv if command is None else command)]
+        self.seed = seed
+        self.configs = [Path(c) for c in configs]
+        self.git = git_state(where)
+        self.extra = extra
+        # hash now: a config edited while the work runs must not be credited to this result
+        self.config_hashes = {str(c): sha256(c) for c in self.configs if c.is_file()}
+        self.config_texts = {str(c): c.read_bytes() for c in self.configs if c.is_file()}
+
+    def record(self, config_dir: Path | None = None, **more) -> dict:
+        configs = []
+        for path in self.configs:
+            entry = {"path": str(path), "sha256": self.config_hashes.get(str(path))}
+            if config_dir is not None and str(path) in self.config_texts:
+                config_dir.mkdir(parents=True, exist_ok=True)
+                copy = config_dir / path.name
+                copy.write_bytes(self.config_texts[str(path)])
+                entry["copy"] = str(copy)
+            configs.append(entry)
+        return {
+            "git": self.git,
+            "command": self.command,
+            "cwd": os.getcwd(),
+            "seed": self.seed,
+            "configs": configs,
+            "machine": machine(),
+            "started_utc": self.started,
+            "ended_utc": utc_now(),
+            **self.extra,
+            **more,
+        }
+
+    def write(self, path: str | os.PathLike, **more) -> dict:
+        """Writes `path` (JSON) and copies the configs into `path.parent/configs/`."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = self.record(config_dir=path.parent / "configs", **more)
+        path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+        return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in argv:
+        print("usage: python -m spacy_elmo.provenance --out FILE [--seed S] [--config C ...] -- COMMAND ...", file=sys.stderr)
+        return 2
+    cut = argv.index("--")
+    parser = argparse.ArgumentParser(prog="python -m spacy_elmo.provenance", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="provenance JSON to write")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--config", action="append", default=[], help="config file the command uses (repeatable)")
+    args = parser.parse_args(argv[:cut])
+    command = argv[cut + 1:]
+    if not command:
+        parser.error("no command after --")
+    if command[0] in ("python", "python3"):
+        command[0] = sys.executable  # as weasel does for a step's own `python`: the environment running this
+    prov = Provenance(command=command, seed=args.seed, configs=args.config)
+    code = subprocess.run(command).returncode
+    prov.write(args.out, exit_code=code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""spacy_elmo.provenance: the record every result carries (commit, dirty paths, configs, machine, times)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from spacy_elmo.provenance import Provenance, git_state, sha256
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_record_names_commit_dirty_paths_configs_and_machine(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "t@example.com")
+    _git(repo, "config", "user.name", "t")
+    config = repo / "a.cfg"
+    config.write_text("[training]\nseed = 1\n")
+    _git(repo, "add", "a.cfg")
+    _git(repo, "commit", "-q", "-m", "one")
+    clean = git_state(repo)
+    assert clean["dirty"] is False and clean["dirty_paths"] == [] and len(clean["commit"]) == 40
+
+    config.write_text("[training]\nseed = 2\n")
+    (repo / "new.txt").write_text("x")
+    prov = Provenance(command=["train", "a.cfg"], seed=7, configs=[config], where=repo)
+    config.write_text("[training]\nseed = 3\n")  # edited while the work runs: the record keeps the start's text
+    record = prov.write(tmp_path / "out" / "provenance.json")
+    assert record["git"]["commit"] == clean["commit"]
+    assert record["git"]["dirty"] is True and record["git"]["dirty_paths"] == ["a.cfg", "new.txt"]
+    assert record["seed"] == 7 and record["command"] == ["train", "a.cfg"]
+    copy = tmp_path / "out" / "configs" / "a.cfg"
+    assert copy.read_text() == "[training]\nseed = 2\n"
+    assert record["configs"] == [{"path": str(config), "sha256": sha256(copy), "copy": str(copy)}]
+    machine = record["machine"]
+    assert machine["cores"] >= 1 and machine["cpu"] and machine["python"].count(".") == 2
+    assert machine["spacy"] and machine["transformers"] and machine["torch"]
+    assert record["started_utc"] <= record["ended_utc"] and record["ended_utc"].endswith("Z")
+    assert json.loads((tmp_path / "out" / "provenance.json").read_text()) == record
+
+
+def test_wrapper_runs_the_command_and_keeps_its_exit_status(tmp_path):
+    out = tmp_path / "p.json"
+    code = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo.provenance", "--out", str(out), "--seed", "3", "--",
+         sys.executable, "-c", "import sys; sys.exit(4)"],
+        cwd=tmp_path,
+    ).returncode
+    assert code == 4
+    record = json.loads(out.read_text())
+    assert record["exit_code"] == 4 and record["seed"] == 3 and record["command"][-1] == "import sys; sys.exit(4)"

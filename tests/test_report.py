@@ -1,0 +1,122 @@
+"""scripts/report.py: the README's results section is generated from results/, never typed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORT = ROOT / "scripts" / "report.py"
+
+
+@pytest.fixture(scope="module")
+def report():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import report
+    finally:
+        sys.path.pop(0)
+    return report
+
+
+def _check(results: Path, readme: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPORT), "readme", "--check", "--results", str(results), "--readme", str(readme)],
+                          capture_output=True, text=True)
+
+
+def test_readme_results_section_is_what_the_report_writes_now(report):
+    """Byte for byte: README.md between the markers == render_section(results/)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf8")
+    section = report.render_section(ROOT / "results", ROOT / "README.md")
+    assert report.splice(readme, section) == readme, "README results section is stale: run `python scripts/report.py readme`"
+    done = _check(ROOT / "results", ROOT / "README.md")
+    assert done.returncode == 0, done.stderr
+    # the last run predates provenance, and the section says so
+    assert "provenance not recorded" in section
+    # neighbour lists go in exactly as similar_report.py wrote them
+    assert (ROOT / "results" / "similar.md").read_text(encoding="utf8").rstrip("\n") in section
+
+
+def test_check_fails_on_a_hand_edit_or_a_changed_result(report, tmp_path):
+    results, readme = tmp_path / "results", tmp_path / "README.md"
+    shutil.copytree(ROOT / "results", results)
+    readme.write_text("intro\n\n<!-- results:start -->\n<!-- results:end -->\n\nafter\n", encoding="utf8")
+    assert subprocess.run([sys.executable, str(REPORT), "readme", "--results", str(results), "--readme", str(readme)]).returncode == 0
+    text = readme.read_text(encoding="utf8")
+    assert text.startswith("intro\n\n<!-- results:start -->") and text.endswith("<!-- results:end -->\n\nafter\n")
+    assert "![F1 by training fraction](results/f1_by_fraction.png)" in text
+    assert _check(results, readme).returncode == 0
+    readme.write_text(text.replace("| elmo | 72.82", "| elmo | 74.82"), encoding="utf8")  # a typed number
+    done = _check(results, readme)
+    assert done.returncode == 1 and "differs" in done.stderr
+    readme.write_text(text, encoding="utf8")
+    metrics = json.loads((results / "metrics.json").read_text())
+    metrics["ner"]["elmo"]["10"]["ents_f"] = 71.0  # a result changed, the README not regenerated
+    (results / "metrics.json").write_text(json.dumps(metrics))
+    assert _check(results, readme).returncode == 1
+
+
+def _record(commit="a" * 40, dirty=(), start="2026-11-27T10:00:00Z", end="2026-11-27T10:30:00Z", seed=0):
+    return {"git": {"commit": commit, "dirty": bool(dirty), "dirty_paths": list(dirty)}, "seed": seed,
+            "machine": {"cpu": "AMD EPYC", "cores": 2, "memory_gib": 23.5, "python": "3.11.7", "torch": "2.13.0",
+                        "spacy": "3.8.18", "transformers": "5.24.0", "gpu": None},
+            "started_utc": start, "ended_utc": end, "configs": []}
+
+
+def test_provenance_clean_dirty_and_step_times(report, tmp_path):
+    metrics = json.loads((ROOT / "results" / "metrics.json").read_text())
+    metrics["provenance"] = {"report": _record(start="2026-11-27T11:00:00Z", end="2026-11-27T11:01:00Z"),
+                             "steps": {"work/bilm": _record(end="2026-11-27T10:37:48Z"),
+                                       "training/elmo_10": _record(start="2026-11-27T10:38:00Z", end="2026-11-27T10:49:12Z")},
+                             "configs": {"ner_elmo.cfg": "b" * 64}}
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    section = report.render_section(tmp_path, tmp_path / "README.md")
+    assert "provenance not recorded" not in section.split("#### Seeds")[0]
+    assert f"commit `{'a' * 12}` (clean tree)" in section and "DIRTY" not in section
+    assert "2026-11-27T10:00:00Z – 2026-11-27T11:01:00Z UTC" in section and "AMD EPYC, 2 cores" in section
+    assert "| work/bilm | 37.8 |" in section and "| training/elmo_10 | 11.2 |" in section
+    assert "`configs/ner_elmo.cfg` (sha256 bbbbbbbbbbbb)" in section
+    metrics["provenance"]["steps"]["training/elmo_10"] = _record(dirty=["configs/ner_elmo.cfg"])
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    section = report.render_section(tmp_path, tmp_path / "README.md")
+    assert "DIRTY TREE" in section and "`configs/ner_elmo.cfg`" in section
+
+
+def test_seeds_mean_std_and_paired_gains(report, tmp_path):
+    scores = {("baseline", 0): 0.6924, ("baseline", 1): 0.6810, ("baseline", 2): 0.7002,
+              ("elmo", 0): 0.7282, ("elmo", 1): 0.7190, ("elmo", 2): 0.7301}
+    metrics = tmp_path / "metrics_seeds"
+    metrics.mkdir()
+    for (system, seed), f in scores.items():
+        (metrics / f"ner_{system}_10_s{seed}.json").write_text(json.dumps({"ents_f": f, "ents_p": f, "ents_r": f}))
+    (metrics / "ner_elmo_10_s0.provenance.json").write_text("{}")  # not a score file
+    out = tmp_path / "results"
+    assert report.main(["seeds", "--metrics-dir", str(metrics), "--out", str(out)]) == 0
+    cell = json.loads((out / "seeds.json").read_text())["summary"]["ner"]["10"]
+    base = [round(scores["baseline", s] * 100, 2) for s in range(3)]
+    gains = [round(round(scores["elmo", s] * 100, 2) - base[s], 2) for s in range(3)]
+    assert cell["baseline"] == {"per_seed": {"0": 69.24, "1": 68.1, "2": 70.02}, "mean": round(statistics.fmean(base), 2),
+                                "std": round(statistics.stdev(base), 2), "n": 3}
+    assert cell["gain"]["per_seed"] == {"0": gains[0], "1": gains[1], "2": gains[2]}
+    assert cell["gain"]["mean"] == round(statistics.fmean(gains), 2) and cell["gain"]["std"] == round(statistics.stdev(gains), 2)
+    section = report.render_section(out, tmp_path / "README.md")
+    assert f"{statistics.fmean(gains):+.2f} ± {statistics.stdev(gains):.2f} (n=3)" in section
+    assert "s1: 68.10 / 71.90 / +3.80" in section
+
+
+def test_variants_figure_and_empty_state(report, tmp_path):
+    section = report.render_section(tmp_path, tmp_path / "README.md")
+    assert "No results recorded yet" in section and "No variants recorded yet" in section
+    variants = [{"name": "1300 steps", "heldout_ppl": 182.7, "elmo_gain_f1": 2.05, "fraction": 10},
+                {"name": "3500 steps", "heldout_ppl": 130.3, "elmo_gain_f1": 3.58, "fraction": 10}]
+    (tmp_path / "variants.json").write_text(json.dumps(variants))
+    report.plot_variants(variants, tmp_path / "ppl_vs_gain.png")
+    section = report.render_section(tmp_path, tmp_path / "README.md")
+    assert "| 3500 steps | 130.3 | 10% | +3.58 |" in section and "(ppl_vs_gain.png)" in section
+    assert (tmp_path / "ppl_vs_gain.png").read_bytes()[:4] == b"\x89PNG"
