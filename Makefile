@@ -1,4 +1,4 @@
-# `make test` builds .venv (CPU torch pinned by constraints.txt) and runs the suite.
+# `make test` builds .venv (torch pinned by constraints.txt: the CPU wheel where the index serves it; see README) and runs the suite.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
