@@ -9,11 +9,13 @@ on preallocated buffers.  Computes what `ElmoLstmLayer` / `ElmoBiLstm` compute (
 
 from __future__ import annotations
 
+import queue
+import threading
 from typing import Callable, NamedTuple, Sequence
 
 import torch
 
-from .capabilities import autocast_dtype, onednn_linear_available
+from .capabilities import autocast_dtype, onednn_linear_available, per_thread_intraop_threads, set_thread_intraop_threads
 from .int8 import Int8Weights, int8_matmul
 from .weights import DerivedWeights, scratch, weights_key
 
@@ -96,6 +98,17 @@ USE_PREPACKED = True
 
 _DERIVED = DerivedWeights()
 
+# Direction parallelism: the forward and the backward LSTM of a layer are independent, so with
+# two or more intra-op threads they can run at the same time on two threads of a pool, each with
+# half the intra-op threads, instead of every small product being split over all threads (with a
+# barrier per product).  Each direction then runs the same operations in the same order as when
+# the directions run one after the other.  Rule (`parallel_directions`): exact fp32 on CPU, at
+# least 2 intra-op threads on the calling thread, and at most PARALLEL_DIRECTIONS_MAX_BATCH rows
+# (sentences) in the batch; False switches it off.
+PARALLEL_DIRECTIONS = True
+PARALLEL_DIRECTIONS_MAX_BATCH = 1 << 30
+
+
 
 def _prepack_directions(weight: torch.Tensor) -> list:
     """oneDNN-prepacked copies of a [2, in, out] weight, one per direction."""
@@ -150,26 +163,101 @@ def _tanh_(x: torch.Tensor) -> torch.Tensor:
     return x.mul_(2.0).sigmoid_().mul_(2.0).sub_(1.0)
 
 
-def _input_projection(weights: LstmWeights, x: torch.Tensor, bias: torch.Tensor, exact: bool, onednn: bool, small: bool):
-    """[2, rows, in] → [2, rows, 4·hidden] gate pre-activations from the inputs (+ bias)."""
-    if exact and small and onednn:
-        packed = _prepacked(weights, "input_weight")
-        linear = torch.ops.mkldnn._linear_pointwise
-        return [linear(x[d], packed[d], bias[d], "none", [], "") for d in range(x.shape[0])]
-    if exact:
-        out = scratch("gates", (x.shape[0], x.shape[1], weights.input_weight.shape[-1]), x)
-        return torch.baddbmm(bias.unsqueeze(1), x, weights.input_weight, out=out)
-    return _matmul(weights, "input_weight", x).float().add_(bias.unsqueeze(1))
+def parallel_directions(x: torch.Tensor, batch: int, exact: bool) -> bool:
+    """Whether `run_layer_packed` runs the two directions at the same time (the rule above)."""
+    return (
+        PARALLEL_DIRECTIONS
+        and exact
+        and x.device.type == "cpu"
+        and x.shape[0] == 2
+        and batch <= PARALLEL_DIRECTIONS_MAX_BATCH
+        and torch.get_num_threads() >= 2
+        and _direction_pool() is not None
+    )
+
+
+class _DirectionPool:
+    """Two long-lived threads, each with `threads` intra-op threads, that run one direction each.
+
+    The intra-op thread count is per thread with torch's OpenMP backend (checked when the pool
+    is made: `per_thread_intraop_threads`); the workers run in the caller's grad/inference mode.
+    """
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._tasks = [queue.SimpleQueue() for _ in range(2)]
+        self._done = queue.SimpleQueue()
+        ready = queue.SimpleQueue()
+        self._workers = [
+            threading.Thread(target=self._work, args=(k, ready), name=f"spacy_elmo-direction-{k}", daemon=True)
+            for k in range(2)
+        ]
+        for worker in self._workers:
+            worker.start()
+        self.counts = [ready.get() for _ in self._workers]
+
+    def _work(self, k: int, ready) -> None:
+        set_thread_intraop_threads(self.threads)
+        ready.put(torch.get_num_threads())
+        tasks = self._tasks[k]
+        while True:
+            fn, arg, inference = tasks.get()
+            try:
+                with torch.inference_mode(inference), torch.no_grad():
+                    fn(arg)
+                self._done.put(None)
+            except BaseException as err:  # noqa: BLE001 - handed to the caller
+                self._done.put(err)
+
+    def run(self, fn: Callable[[int], None], n: int) -> bool:
+        """fn(0), ..., fn(n - 1) (n ≤ 2) at the same time, one per worker; raises what they raised.
+        False (nothing run) while another thread's call is using the pool."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            inference = torch.is_inference_mode_enabled()
+            for k in range(n):
+                self._tasks[k].put((fn, k, inference))
+            errors = [self._done.get() for _ in range(n)]
+        finally:
+            self._lock.release()
+        for err in errors:
+            if err is not None:
+                raise err
+        return True
+
+
+_POOLS: dict[int, _DirectionPool | None] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _direction_pool() -> _DirectionPool | None:
+    """The pool for the calling thread's intra-op thread count (made once per count), or None
+    where intra-op thread counts are not per thread (then the directions run in turn)."""
+    threads = max(torch.get_num_threads() // 2, 1)
+    with _POOLS_LOCK:
+        if threads not in _POOLS:
+            pool = _DirectionPool(threads) if per_thread_intraop_threads() else None
+            if pool is not None and pool.counts != [threads, threads]:
+                pool = None
+            _POOLS[threads] = pool
+        return _POOLS[threads]
 
 
 def run_layer_packed(
-    weights: LstmWeights, x: torch.Tensor, layout: PackedLayout, h0: torch.Tensor, c0: torch.Tensor
+    weights: LstmWeights, x: torch.Tensor, layout: PackedLayout, h0: torch.Tensor, c0: torch.Tensor,
+    directions_in_parallel: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One LSTM layer (both directions) over packed inputs x [2, packed, input_dim].
 
     h0 [2, batch, proj] / c0 [2, batch, hidden] are in sorted row order.  Returns the packed
     outputs [2, packed, proj] and the final cells [2, batch, hidden] (each row's, after its last
     step; rows that stop early simply stop being updated).
+
+    The two directions are independent: they run one after the other here, or at the same time
+    on two threads (`directions_in_parallel`; None: `parallel_directions(...)` decides).  Each
+    direction computes the same operations in the same order either way.
     """
     n_dir = x.shape[0]
     hidden = weights.bias.shape[-1] // 4
@@ -181,55 +269,104 @@ def run_layer_packed(
         )
     exact = not (int8 or torch.is_autocast_enabled(x.device.type))
     onednn = exact and _use_onednn(weights, x)
+    small_batch = layout.size < PREPACKED_INPUT_MAX_ROWS
+    # derived weights are built here, on the calling thread, never by two threads at once
+    packed_input = _prepacked(weights, "input_weight") if onednn and small_batch else None
     packed_hidden = _prepacked(weights, "hidden_weight") if onednn else None
     packed_proj = _prepacked(weights, "proj_weight") if onednn else None
-    linear = torch.ops.mkldnn._linear_pointwise if onednn else None
-    bias = weights.bias.detach().to(x.dtype)
     proj_dim = weights.proj_weight.shape[-1] if has_projection else hidden
-    out = x.new_empty(n_dir, layout.size, proj_dim)
-    c = c0.to(x.dtype).clone()
-    cell_out = x.new_empty(n_dir, layout.batch, hidden)
-    h_prev = h0.to(x.dtype)
-    cell_clip, proj_clip = weights.cell_clip, weights.proj_clip
-    steps = len(layout.counts)
-    small_batch = layout.size < PREPACKED_INPUT_MAX_ROWS
-    t = 0
-    while t < steps:
-        # input projections for a block of steps in one batched matmul (both directions at once)
-        start = layout.offsets[t]
-        end_t = t + 1
-        while end_t < steps and layout.offsets[end_t + 1] - start <= PROJECTION_ROWS:
-            end_t += 1
-        block = _input_projection(weights, x[:, start : layout.offsets[end_t]], bias, exact, onednn, small_batch)
-        for step in range(t, end_t):
-            n = layout.counts[step]
-            offset = layout.offsets[step]
-            for d in range(n_dir):
-                gates = block[d][offset - start : offset - start + n]  # [n, 4·hidden], contiguous
-                h = h_prev[d, :n]
+    run = _LayerRun(
+        weights=weights, x=x, layout=layout, h0=h0.to(x.dtype), c=c0.to(x.dtype).clone(),
+        out=x.new_empty(n_dir, layout.size, proj_dim), cell_out=x.new_empty(n_dir, layout.batch, hidden),
+        bias=weights.bias.detach().to(x.dtype), hidden=hidden, exact=exact, onednn=onednn,
+        packed_input=packed_input, packed_hidden=packed_hidden, packed_proj=packed_proj,
+    )
+    if directions_in_parallel is None:
+        directions_in_parallel = parallel_directions(x, layout.batch, exact)
+    pool = _direction_pool() if directions_in_parallel and n_dir == 2 and exact else None
+    if pool is None or not pool.run(run.direction, n_dir):
+        for d in range(n_dir):
+            run.direction(d)
+    return run.out, run.c
+
+
+class _LayerRun(NamedTuple):
+    """The buffers and weights of one layer's run; `direction(d)` computes direction d into them."""
+
+    weights: LstmWeights
+    x: torch.Tensor
+    layout: PackedLayout
+    h0: torch.Tensor
+    c: torch.Tensor
+    out: torch.Tensor
+    cell_out: torch.Tensor
+    bias: torch.Tensor
+    hidden: int
+    exact: bool
+    onednn: bool
+    packed_input: list | None
+    packed_hidden: list | None
+    packed_proj: list | None
+
+    def input_projection(self, d: int, start: int, end: int) -> torch.Tensor:
+        """[rows, 4·hidden] gate pre-activations of direction d's packed rows start:end (+ bias)."""
+        weights, x = self.weights, self.x[d, start:end]
+        if self.packed_input is not None:
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed_input[d], self.bias[d], "none", [], "")
+        if self.exact:
+            out = scratch("gates", (x.shape[0], weights.input_weight.shape[-1]), x)
+            return torch.addmm(self.bias[d], x, weights.input_weight[d], out=out)
+        return _matmul(weights, "input_weight", x, d).float().add_(self.bias[d])
+
+    def direction(self, d: int) -> None:
+        weights, layout, hidden = self.weights, self.layout, self.hidden
+        has_projection = weights.proj_weight is not None
+        exact, onednn = self.exact, self.onednn
+        linear = torch.ops.mkldnn._linear_pointwise if onednn else None
+        packed_hidden = self.packed_hidden[d] if onednn else None
+        packed_proj = self.packed_proj[d] if onednn and has_projection else None
+        hidden_weight = weights.hidden_weight[d]
+        proj_weight = weights.proj_weight[d] if has_projection else None
+        cell_clip, proj_clip = weights.cell_clip, weights.proj_clip
+        c, cell_out, out = self.c[d], self.cell_out[d], self.out[d]
+        h_prev = self.h0[d]
+        steps = len(layout.counts)
+        t = 0
+        while t < steps:
+            # input projections for a block of steps in one matmul
+            start = layout.offsets[t]
+            end_t = t + 1
+            while end_t < steps and layout.offsets[end_t + 1] - start <= PROJECTION_ROWS:
+                end_t += 1
+            block = self.input_projection(d, start, layout.offsets[end_t])
+            for step in range(t, end_t):
+                n = layout.counts[step]
+                offset = layout.offsets[step]
+                gates = block[offset - start : offset - start + n]  # [n, 4·hidden], contiguous
+                h = h_prev[:n]
                 use_packed = onednn and n >= PREPACKED_MIN_ROWS
                 if use_packed:
-                    gates = linear.binary(h, gates, packed_hidden[d], None, "add")
+                    gates = linear.binary(h, gates, packed_hidden, None, "add")
                 elif exact:
-                    gates.addmm_(h, weights.hidden_weight[d])
+                    gates.addmm_(h, hidden_weight)
                 else:
                     gates.add_(_matmul(weights, "hidden_weight", h, d))
                 i, j, f = gates[:, :hidden], gates[:, hidden : 2 * hidden], gates[:, 2 * hidden : 3 * hidden]
                 i.sigmoid_()
                 gates[:, 2 * hidden :].sigmoid_()  # f and o together
                 _tanh_(j)
-                cell = c[d, :n]
+                cell = c[:n]
                 cell.mul_(f).addcmul_(i, j)
                 if cell_clip:
                     cell.clamp_(-cell_clip, cell_clip)
-                m = cell_out[d, :n]
+                m = cell_out[:n]
                 _tanh_(m.copy_(cell)).mul_(gates[:, 3 * hidden :])
-                h_new = out[d, offset : offset + n]
+                h_new = out[offset : offset + n]
                 if has_projection:
                     if use_packed:
-                        projected = linear(m, packed_proj[d], None, "none", [], "")
+                        projected = linear(m, packed_proj, None, "none", [], "")
                     elif exact:
-                        projected = torch.mm(m, weights.proj_weight[d], out=h_new)
+                        projected = torch.mm(m, proj_weight, out=h_new)
                     else:
                         projected = _matmul(weights, "proj_weight", m, d)
                     if projected.dtype != h_new.dtype:  # autocast: low-precision product
@@ -240,9 +377,8 @@ def run_layer_packed(
                         h_new.copy_(projected)
                 else:
                     h_new.copy_(m)
-            h_prev = out[:, offset : offset + n]
-        t = end_t
-    return out, c
+                h_prev = h_new
+            t = end_t
 
 
 def bilstm_packed(
