@@ -90,10 +90,10 @@ PROJECTION_ROWS = 512
 # (≈2x MKL for the skinny [rows, 512]·[512, 16384] shapes); fewer rows are matrix-vector-like
 # and memory bound, where MKL's plain GEMM is faster
 PREPACKED_MIN_ROWS = 8
-# batches with fewer packed rows than this (batch 1, a few short sentences) run their input
-# projection through oneDNN with prepacked input weights (MKL is ~2x slower at so few rows); they
-# are packed on first use only, so workloads without such small batches never pay their memory
-PREPACKED_INPUT_MAX_ROWS = 128
+# the input projections use oneDNN with prepacked input weights too, at every row count (MKL is
+# ~2x slower at a few rows and ~1.1-1.5x slower at PROJECTION_ROWS on the benchmark machine; one
+# path for every batch size also keeps a sentence's gate inputs independent of its batch)
+PREPACKED_INPUT = True
 USE_PREPACKED = True
 
 _DERIVED = DerivedWeights()
@@ -269,9 +269,8 @@ def run_layer_packed(
         )
     exact = not (int8 or torch.is_autocast_enabled(x.device.type))
     onednn = exact and _use_onednn(weights, x)
-    small_batch = layout.size < PREPACKED_INPUT_MAX_ROWS
     # derived weights are built here, on the calling thread, never by two threads at once
-    packed_input = _prepacked(weights, "input_weight") if onednn and small_batch else None
+    packed_input = _prepacked(weights, "input_weight") if onednn and PREPACKED_INPUT else None
     packed_hidden = _prepacked(weights, "hidden_weight") if onednn else None
     packed_proj = _prepacked(weights, "proj_weight") if onednn else None
     proj_dim = weights.proj_weight.shape[-1] if has_projection else hidden
