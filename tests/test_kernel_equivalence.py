@@ -13,8 +13,9 @@ from spacy_elmo import ElmoConfig, ElmoModel, ElmoState
 from spacy_elmo.characters import batch_to_char_ids
 
 TOL = 1e-6
-# every kernel besides the definition, on every device it runs on (CUDA ones run where CUDA exists)
-KERNELS = [("cpu", "packed")]
+# every kernel besides the definition, on every device it runs on (CUDA ones run where CUDA exists);
+# "packed" on CPU runs a layer's two directions in turn or at the same time on two threads
+KERNELS = [("cpu", "packed"), ("cpu", "packed-parallel")]
 if torch.cuda.is_available():
     KERNELS += [("cuda", "packed"), ("cuda", "cuda_graphs")]
 LENGTHS = [5, 0, 1, 9, 3, 1]  # ragged, with empty and one-token rows
@@ -86,9 +87,39 @@ def _diff(a, b) -> float:
     return max(float((x - y).abs().max()) / max(1.0, float(x.abs().max())) for x, y in zip(a, b))
 
 
+@pytest.fixture
+def directions(monkeypatch):
+    """Sets how the packed kernel runs a layer's two directions ("in_turn" or "parallel": on the
+    pool's two threads, with 2 intra-op threads on the caller) and counts the parallel runs."""
+    from spacy_elmo.kernels import packed_lstm
+
+    runs = []
+    real_run = packed_lstm._DirectionPool.run
+
+    def counted(pool, fn, n):
+        ran = real_run(pool, fn, n)
+        runs.append(ran)
+        return ran
+
+    monkeypatch.setattr(packed_lstm._DirectionPool, "run", counted)
+    threads = torch.get_num_threads()
+
+    def choose(mode):
+        monkeypatch.setattr(packed_lstm, "PARALLEL_DIRECTIONS", mode == "parallel")
+        torch.set_num_threads(2 if mode == "parallel" else threads)
+        runs.clear()
+        return runs
+
+    yield choose
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("device,implementation", KERNELS)
 @pytest.mark.parametrize("skip,cell_proj,cnn_proj,clip", SPACE)
-def test_kernels_equal_eager_over_the_configuration_space(skip, cell_proj, cnn_proj, clip, device, implementation):
+def test_kernels_equal_eager_over_the_configuration_space(skip, cell_proj, cnn_proj, clip, device, implementation, directions):
+    parallel = implementation.endswith("-parallel")
+    parallel_runs = directions("parallel" if parallel else "in_turn")
+    implementation = implementation.removesuffix("-parallel")
     config = _config(skip, cell_proj, cnn_proj, clip)
     assert (config.projection_dim != config.lstm_dim) == cell_proj
     model = _model(config).to(device)
@@ -123,6 +154,20 @@ def test_kernels_equal_eager_over_the_configuration_space(skip, cell_proj, cnn_p
             assert _diff(ref.hidden_states, got.hidden_states) <= TOL
             if return_state:
                 assert _diff(ref.state, got.state) <= TOL
+    # under inference_mode too (its tensors can only be written in inference mode, on any thread)
+    ref = _run(model, "eager", ids, mask, return_state=True)
+    model.config.lstm_implementation = implementation
+    try:
+        with torch.inference_mode():
+            got = model(ids, mask, return_state=True)
+    finally:
+        model.config.lstm_implementation = "auto"
+    assert _diff(ref.hidden_states, got.hidden_states) <= TOL
+    assert _diff(ref.state, got.state) <= TOL
+    # the parallel variant ran every layer on the pool (and the in-turn one never did)
+    if device == "cpu":
+        expected = config.num_layers * 9  # 2 initial states x 2 return_state x (bare biLSTM + model), inference_mode
+        assert parallel_runs == ([True] * expected if parallel else [])
 
 
 def test_auto_picks_packed_only_when_nothing_needs_a_gradient_in_eval_mode():
@@ -202,8 +247,8 @@ def test_freeze_patterns_train_with_the_full_models_gradients(pattern):
         assert changed == (name in trained and bool(p.grad.abs().sum() > 0)), name
 
 
-@pytest.mark.parametrize("capability", ["onednn", "int_mm", "version", "autocast_dtype"])
-def test_private_torch_api_fallbacks_are_exact(capability, monkeypatch, caplog):
+@pytest.mark.parametrize("capability", ["onednn", "int_mm", "version", "autocast_dtype", "per_thread_threads"])
+def test_private_torch_api_fallbacks_are_exact(capability, monkeypatch, caplog, directions):
     """Each private torch API sits behind a capability check; its fallback gives the same result
     (exact fp32, the same int8 approximation, bf16 autocast) and is logged once."""
     from spacy_elmo.kernels import capabilities, packed_lstm
@@ -212,6 +257,7 @@ def test_private_torch_api_fallbacks_are_exact(capability, monkeypatch, caplog):
     config = _config(True, True, True, True)
     ids, mask = _inputs(len(LENGTHS), seed=6, config=config)
     monkeypatch.setattr(packed_lstm, "PREPACKED_MIN_ROWS", 1)
+    directions("parallel")  # two intra-op threads: the directions run on the pool unless its check fails
 
     def outputs():
         model = _model(config)

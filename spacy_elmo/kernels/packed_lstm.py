@@ -235,11 +235,13 @@ _POOLS_LOCK = threading.Lock()
 def _direction_pool() -> _DirectionPool | None:
     """The pool for the calling thread's intra-op thread count (made once per count), or None
     where intra-op thread counts are not per thread (then the directions run in turn)."""
+    if not per_thread_intraop_threads():
+        return None
     threads = max(torch.get_num_threads() // 2, 1)
     with _POOLS_LOCK:
         if threads not in _POOLS:
-            pool = _DirectionPool(threads) if per_thread_intraop_threads() else None
-            if pool is not None and pool.counts != [threads, threads]:
+            pool = _DirectionPool(threads)
+            if pool.counts != [threads, threads]:
                 pool = None
             _POOLS[threads] = pool
         return _POOLS[threads]
