@@ -14,8 +14,9 @@ from spacy_elmo.characters import batch_to_char_ids
 
 TOL = 1e-6
 # every kernel besides the definition, on every device it runs on (CUDA ones run where CUDA exists);
-# "packed" on CPU runs a layer's two directions in turn or at the same time on two threads
-KERNELS = [("cpu", "packed"), ("cpu", "packed-parallel")]
+# "packed" on CPU runs a layer's two directions in turn or at the same time on two threads, and
+# its input products with prepacked weights (small batches) or plain ones (large batches)
+KERNELS = [("cpu", "packed"), ("cpu", "packed-parallel"), ("cpu", "packed-plain_input")]
 if torch.cuda.is_available():
     KERNELS += [("cuda", "packed"), ("cuda", "cuda_graphs")]
 LENGTHS = [5, 0, 1, 9, 3, 1]  # ragged, with empty and one-token rows
@@ -116,10 +117,16 @@ def directions(monkeypatch):
 
 @pytest.mark.parametrize("device,implementation", KERNELS)
 @pytest.mark.parametrize("skip,cell_proj,cnn_proj,clip", SPACE)
-def test_kernels_equal_eager_over_the_configuration_space(skip, cell_proj, cnn_proj, clip, device, implementation, directions):
+def test_kernels_equal_eager_over_the_configuration_space(
+    skip, cell_proj, cnn_proj, clip, device, implementation, directions, monkeypatch
+):
     parallel = implementation.endswith("-parallel")
     parallel_runs = directions("parallel" if parallel else "in_turn")
-    implementation = implementation.removesuffix("-parallel")
+    if implementation.endswith("-plain_input"):
+        from spacy_elmo.kernels import packed_lstm
+
+        monkeypatch.setattr(packed_lstm, "PREPACKED_INPUT_MAX_ROWS", 0)
+    implementation = implementation.split("-")[0]
     config = _config(skip, cell_proj, cnn_proj, clip)
     assert (config.projection_dim != config.lstm_dim) == cell_proj
     model = _model(config).to(device)

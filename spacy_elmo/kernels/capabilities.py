@@ -3,7 +3,8 @@
 | API                                        | used for                        | fallback (exact)               |
 | ------------------------------------------ | ------------------------------- | ------------------------------ |
 | `torch.ops.mkldnn._reorder_linear_weight`, | oneDNN-prepacked recurrent and  | plain `addmm` / `mm` (MKL)      |
-| `torch.ops.mkldnn._linear_pointwise`       | small-batch input products      |                                |
+| `torch.ops.mkldnn._linear_pointwise`       | input products (plain weights   |                                |
+|                                            | too, for large batches)         |                                |
 | `torch._int_mm`                            | int8 × int8 → int32 products    | int32 → float matmul of the    |
 |                                            |                                 | same integers (exact in fp32   |
 |                                            |                                 | below 2^24 per sum)            |
@@ -48,6 +49,10 @@ def _probe_onednn() -> str | None:
         out = ops._linear_pointwise.binary(torch.ones(2, 3), torch.ones(2, 4), weight, None, "add")
         if not torch.equal(out, torch.full((2, 4), 4.0)):
             return "unexpected result of the binary variant"
+        plain = torch.arange(12.0).view(3, 4)  # a plain (not prepacked) [out, in] weight, as a view
+        out = ops._linear_pointwise(torch.ones(2, 3), plain.t(), None, "none", [], "")
+        if not torch.equal(out, plain.sum(0).expand(2, 4)):
+            return "unexpected result with a plain weight"
     except (AttributeError, RuntimeError, TypeError) as err:
         return f"{type(err).__name__}: {err}"
     return None

@@ -84,8 +84,10 @@ class PackedLayout:
         return torch.tensor(ranks, device=device, dtype=torch.long), torch.tensor(where, device=device, dtype=torch.long)
 
 
-# rows (per direction) of packed input projections computed by one matmul; bounds scratch memory
-PROJECTION_ROWS = 512
+# rows (per direction) of packed input projections computed by one matmul; bounds the memory of
+# their outputs (each direction's thread holds one block: 128 rows are 8 MiB for original, and as
+# fast as 256 or 512 rows within the noise, measured interleaved at batch 32)
+PROJECTION_ROWS = 128
 # the recurrent products of at least this many rows use oneDNN with prepacked weights on CPU
 # (≈2x MKL for the skinny [rows, 512]·[512, 16384] shapes); fewer rows are matrix-vector-like
 # and memory bound, where MKL's plain GEMM is faster
@@ -93,10 +95,15 @@ PREPACKED_MIN_ROWS = 8
 # ... except the cell projection ([rows, 4096]·[4096, 512]), which oneDNN streams ~2x faster than
 # MKL at a single row too (MKL's x·W matrix-vector product reads its 8 MB at ~14 GB/s)
 PREPACKED_PROJECTION_GEMV = True
-# the input projections use oneDNN with prepacked input weights too, at every row count (MKL is
-# ~2x slower at a few rows and ~1.1-1.5x slower at PROJECTION_ROWS on the benchmark machine; one
-# path for every batch size also keeps a sentence's gate inputs independent of its batch)
-PREPACKED_INPUT = True
+# the input projections run through oneDNN at every row count (MKL is ~2x slower at a few rows
+# and ~1.1-1.5x slower at PROJECTION_ROWS on the benchmark machine; one kernel for every batch
+# size also keeps a sentence's gate inputs independent of its batch).  Batches with fewer packed
+# rows than PREPACKED_INPUT_MAX_ROWS use input weights prepacked once (kept: +128 MiB for the
+# original architecture, only once such a batch was seen); larger ones hand oneDNN the plain
+# weight, reordered per call (same values; the reorder is ~5% of a 512-row product, and no copy
+# is kept)
+ONEDNN_INPUT = True
+PREPACKED_INPUT_MAX_ROWS = 128
 USE_PREPACKED = True
 
 _DERIVED = DerivedWeights()
@@ -270,7 +277,13 @@ def run_layer_packed(
     exact = not (int8 or torch.is_autocast_enabled(x.device.type))
     onednn = exact and _use_onednn(weights, x)
     # derived weights are built here, on the calling thread, never by two threads at once
-    packed_input = _prepacked(weights, "input_weight") if onednn and PREPACKED_INPUT else None
+    onednn_input = onednn and ONEDNN_INPUT
+    if onednn_input and layout.size < PREPACKED_INPUT_MAX_ROWS:
+        input_weight = _prepacked(weights, "input_weight")
+    elif onednn_input:
+        input_weight = [w.detach().t() for w in weights.input_weight]  # [4·hidden, input_dim] views
+    else:
+        input_weight = None
     packed_hidden = _prepacked(weights, "hidden_weight") if onednn else None
     packed_proj = _prepacked(weights, "proj_weight") if onednn else None
     proj_dim = weights.proj_weight.shape[-1] if has_projection else hidden
@@ -278,7 +291,7 @@ def run_layer_packed(
         weights=weights, x=x, layout=layout, h0=h0.to(x.dtype), c=c0.to(x.dtype).clone(),
         out=x.new_empty(n_dir, layout.size, proj_dim), cell_out=x.new_empty(n_dir, layout.batch, hidden),
         bias=weights.bias.detach().to(x.dtype), hidden=hidden, exact=exact, onednn=onednn,
-        packed_input=packed_input, packed_hidden=packed_hidden, packed_proj=packed_proj,
+        onednn_input=input_weight, packed_hidden=packed_hidden, packed_proj=packed_proj,
     )
     if directions_in_parallel is None:
         directions_in_parallel = parallel_directions(x, exact)
@@ -303,15 +316,15 @@ class _LayerRun(NamedTuple):
     hidden: int
     exact: bool
     onednn: bool
-    packed_input: list | None
+    onednn_input: list | None  # per direction, prepacked or a plain [out, in] view
     packed_hidden: list | None
     packed_proj: list | None
 
     def input_projection(self, d: int, start: int, end: int) -> torch.Tensor:
         """[rows, 4·hidden] gate pre-activations of direction d's packed rows start:end (+ bias)."""
         weights, x = self.weights, self.x[d, start:end]
-        if self.packed_input is not None:
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed_input[d], self.bias[d], "none", [], "")
+        if self.onednn_input is not None:
+            return torch.ops.mkldnn._linear_pointwise(x, self.onednn_input[d], self.bias[d], "none", [], "")
         if self.exact:
             out = scratch("gates", (x.shape[0], weights.input_weight.shape[-1]), x)
             return torch.addmm(self.bias[d], x, weights.input_weight[d], out=out)
