@@ -340,3 +340,33 @@ def test_no_import_cycles_and_kernels_import_nothing_from_the_model():
     for module in sorted(graph):
         if module not in state:
             visit(module, [])
+
+
+
+def _pool_in_child():
+    from spacy_elmo.kernels import packed_lstm
+
+    inherited = dict(packed_lstm._POOLS)
+    pool = packed_lstm._direction_pool()
+    ran = []
+    done = pool.run(ran.append, 2)
+    return inherited, done, sorted(ran)
+
+
+def test_directions_pool_survives_fork(directions):
+    """A child forked after the parent used the directions pool (e.g. nlp.pipe(n_process=...)) makes
+    pools of its own instead of waiting forever on the parent's threads, which it does not have.
+    (The child runs no torch op here: libgomp itself can hang in a child forked after the parent
+    ran a multi-threaded region, whatever this package does.)"""
+    import multiprocessing
+
+    runs = directions("parallel")
+    config = _config(True, True, True, True)
+    model = _model(config)
+    ids, mask = _inputs(len(LENGTHS), seed=7, config=config)
+    with torch.inference_mode():
+        model(ids, mask)
+    assert runs and all(runs)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        inherited, done, ran = pool.apply_async(_pool_in_child).get(timeout=60)
+    assert inherited == {} and done and ran == [0, 1]

@@ -9,6 +9,7 @@ on preallocated buffers.  Computes what `ElmoLstmLayer` / `ElmoBiLstm` compute (
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from typing import Callable, NamedTuple, Sequence
@@ -235,6 +236,17 @@ class _DirectionPool:
 
 _POOLS: dict[int, _DirectionPool | None] = {}
 _POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools_after_fork() -> None:
+    """A forked child has none of the parent's threads: it makes its own pools when it needs them."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools_after_fork)
 
 
 def _direction_pool() -> _DirectionPool | None:
