@@ -370,3 +370,25 @@ def test_directions_pool_survives_fork(directions):
     with multiprocessing.get_context("fork").Pool(1) as pool:
         inherited, done, ran = pool.apply_async(_pool_in_child).get(timeout=60)
     assert inherited == {} and done and ran == [0, 1]
+
+
+def test_directions_pool_hands_back_errors_and_keeps_working(directions):
+    from spacy_elmo.kernels import packed_lstm
+
+    directions("parallel")
+    pool = packed_lstm._direction_pool()
+    assert pool is not None and pool.counts == [1, 1]
+
+    def fail(d):
+        raise ValueError(f"direction {d}")
+
+    with pytest.raises(ValueError, match="direction"):
+        pool.run(fail, 2)
+    ran = []
+    assert pool.run(ran.append, 2) and sorted(ran) == [0, 1]
+    # the caller's grad mode reaches the workers (inference tensors can only be written in it)
+    modes = []
+    with torch.inference_mode():
+        pool.run(lambda d: modes.append(torch.is_inference_mode_enabled()), 2)
+    pool.run(lambda d: modes.append(torch.is_inference_mode_enabled()), 2)
+    assert modes == [True, True, False, False]

@@ -193,7 +193,6 @@ class _DirectionPool:
         self.threads = threads
         self._lock = threading.Lock()
         self._tasks = [queue.SimpleQueue() for _ in range(2)]
-        self._done = queue.SimpleQueue()
         ready = queue.SimpleQueue()
         self._workers = [
             threading.Thread(target=self._work, args=(k, ready), name=f"spacy_elmo-direction-{k}", daemon=True)
@@ -208,13 +207,13 @@ class _DirectionPool:
         ready.put(torch.get_num_threads())
         tasks = self._tasks[k]
         while True:
-            fn, arg, inference = tasks.get()
+            fn, arg, inference, done = tasks.get()
             try:
                 with torch.inference_mode(inference), torch.no_grad():
                     fn(arg)
-                self._done.put(None)
+                done.put(None)
             except BaseException as err:  # noqa: BLE001 - handed to the caller
-                self._done.put(err)
+                done.put(err)
 
     def run(self, fn: Callable[[int], None], n: int) -> bool:
         """fn(0), ..., fn(n - 1) (n ≤ 2) at the same time, one per worker; raises what they raised.
@@ -223,9 +222,10 @@ class _DirectionPool:
             return False
         try:
             inference = torch.is_inference_mode_enabled()
+            done = queue.SimpleQueue()  # this call's own: a call interrupted while waiting leaves no stale results
             for k in range(n):
-                self._tasks[k].put((fn, k, inference))
-            errors = [self._done.get() for _ in range(n)]
+                self._tasks[k].put((fn, k, inference, done))
+            errors = [done.get() for _ in range(n)]
         finally:
             self._lock.release()
         for err in errors:
