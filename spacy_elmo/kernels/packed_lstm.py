@@ -2,9 +2,11 @@
 
 Rows are sorted by length and laid out time-major, so step t computes only the rows still inside
 their sentence: no padding is computed and no `torch.where` bookkeeping is needed for the final
-state.  Input projections for many steps run as one batched matmul per layer (both directions in
-one `baddbmm`); recurrent products use oneDNN-prepacked weights on CPU; every step works in place
-on preallocated buffers.  Computes what `ElmoLstmLayer` / `ElmoBiLstm` compute (≤ 1e-6).
+state.  Input projections for many steps run as one matmul per block of rows and direction;
+recurrent products use oneDNN-prepacked weights on CPU; every step works in place on
+preallocated buffers; a layer's two directions run at the same time on two threads when the
+caller has two or more (`parallel_directions`).  Computes what `ElmoLstmLayer` / `ElmoBiLstm`
+compute (≤ 1e-6).
 """
 
 from __future__ import annotations
