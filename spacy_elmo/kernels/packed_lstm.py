@@ -18,7 +18,12 @@ from typing import Callable, NamedTuple, Sequence
 
 import torch
 
-from .capabilities import autocast_dtype, onednn_linear_available, per_thread_intraop_threads, set_thread_intraop_threads
+from .capabilities import (
+    autocast_dtype,
+    onednn_linear_available,
+    per_thread_intraop_threads,
+    set_thread_intraop_threads,
+)
 from .int8 import Int8Weights, int8_matmul
 from .weights import DerivedWeights, scratch, weights_key
 
@@ -121,7 +126,6 @@ _DERIVED = DerivedWeights()
 # batch 32 ~14% faster; batch 1 ~25% faster when the machine is quiet, within noise (±5%) under
 # a load of 2-3 from other processes.
 PARALLEL_DIRECTIONS = True
-
 
 
 def _prepack_directions(weight: torch.Tensor) -> list:
