@@ -59,7 +59,20 @@ def ensure_model(arch: str, seed: int, root: Path) -> Path:
     return directory
 
 
-def run_worker(model_dir: Path, batch: int, mode: str, args) -> dict:
+def code_version(directory: Path) -> str:
+    """The git commit of the checkout holding the measured spacy_elmo (`-dirty` with uncommitted
+    changes to tracked files), or 'unknown'."""
+    try:
+        commit = subprocess.run(["git", "-C", str(directory), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("-dirty" if dirty else "")
+
+
+def run_worker(model_dir: Path, batch: int, mode: str, args, source: str | None = None) -> dict:
     command = [
         sys.executable, "-m", "bench.worker", "--model-dir", str(model_dir), "--batch", str(batch),
         "--mode", mode, "--threads", str(args.threads), "--min-seconds", str(args.min_seconds),
@@ -68,10 +81,11 @@ def run_worker(model_dir: Path, batch: int, mode: str, args) -> dict:
         command += ["--batches", "8"]
     elif mode == "pipe":
         command += ["--batches", "2"]
-    # --source: measure the spacy_elmo package in another directory (e.g. an older checkout)
-    paths = [args.source, str(ROOT), os.environ.get("PYTHONPATH")]
+    # --source / --baseline: measure the spacy_elmo package in another directory (e.g. an older checkout)
+    source = source or args.source
+    paths = [source, str(ROOT), os.environ.get("PYTHONPATH")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)))
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=args.source or ROOT)
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=source or ROOT)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         return {"batch": batch, "mode": mode, "error": (proc.stderr or proc.stdout).strip().splitlines()[-1:] }
@@ -144,6 +158,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny model, short timings")
     parser.add_argument("--train-timeout", type=int, default=900)
     parser.add_argument("--source", help="directory holding the spacy_elmo package to measure (default: this checkout)")
+    parser.add_argument("--baseline", help="also measure the spacy_elmo package in this directory (e.g. `git worktree add "
+                        "DIR <commit>`), job by job alternating with the measured code, in the same run")
     parser.add_argument("--label", default="", help="text added to the report's heading (e.g. 'baseline')")
     parser.add_argument("--omp-wait-policy", default="passive", choices=["passive", "active", "default"],
                         help="OMP_WAIT_POLICY for this run (read by `python -m bench` before torch loads); "
@@ -169,11 +185,16 @@ def main(argv=None) -> int:
         directory = ensure_model(arch, args.seed, models)
         config = config_for(arch)
         jobs = [(b, "exact") for b in batch_sizes] + [(32, e) for e in extras if e in ("cache", "int8", "bf16", "pipe")]
-        for batch, mode in jobs:
-            result = run_worker(directory, batch, mode, args)
-            result["arch"] = arch
-            rows.append(result)
-            print(json.dumps(result), flush=True)
+        for index, (batch, mode) in enumerate(jobs):
+            sources = [(None, "")] + ([(args.baseline, "baseline")] if args.baseline else [])
+            if index % 2:  # alternate which code goes first, so load changes hit both alike
+                sources.reverse()
+            for source, code in sources:
+                result = run_worker(directory, batch, mode, args, source)
+                result["arch"] = arch
+                result["code"] = code
+                rows.append(result)
+                print(json.dumps(result), flush=True)
 
     after = machine.measure(args.quick)
     limits = {
@@ -205,6 +226,10 @@ def render(started, info, before, after, limits, rows, train, args) -> str:
         + (f"; run at niceness {info['niceness']} (shared machine)." if info.get("niceness") else "."),
         "",
         *( [f"spacy_elmo measured from `{args.source}` (`--source`).", ""] if args.source else [] ),
+        f"Code: {code_version(Path(args.source) if args.source else ROOT)}"
+        + (f"; baseline rows (`--baseline {args.baseline}`): {code_version(Path(args.baseline))}, "
+           "each job run for both codes in turn" if args.baseline else "") + ".",
+        "",
         f"Measured in this run: fp32 GEMM {before['gemm']['peak']:.1f} / {after['gemm']['peak']:.1f} GFLOP/s (before/after; "
         f"roofline = {limits['gemm_peak']:.1f}), read bandwidth {before['bandwidth']['peak']:.1f} / "
         f"{after['bandwidth']['peak']:.1f} GB/s (bound uses {limits['bandwidth']:.1f}).",
@@ -218,6 +243,8 @@ def render(started, info, before, after, limits, rows, train, args) -> str:
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for row in rows:
+        if row.get("code"):
+            row = dict(row, mode=f"{row['mode']} ({row['code']})")
         if "error" in row or "pipe_error" in row:
             lines.append(f"| {row['arch']} | {row['batch']} | {row['mode']} | | | | | | | {row.get('error') or row.get('pipe_error')} |")
             continue

@@ -14,8 +14,10 @@ from spacy_elmo import ElmoConfig, ElmoModel, ElmoState
 from spacy_elmo.characters import batch_to_char_ids
 
 TOL = 1e-6
-# every kernel besides the definition, on every device it runs on (CUDA ones run where CUDA exists)
-KERNELS = [("cpu", "packed"), ("cpu", "fused")]
+# every kernel besides the definition, on every device it runs on (CUDA ones run where CUDA exists);
+# "packed" on CPU runs a layer's two directions in turn or at the same time on two threads, and
+# its input products with prepacked weights (small batches) or plain ones (large batches)
+KERNELS = [("cpu", "packed"), ("cpu", "packed-parallel"), ("cpu", "packed-plain_input"), ("cpu", "fused")]
 if torch.cuda.is_available():
     KERNELS += [("cuda", "packed"), ("cuda", "fused"), ("cuda", "cuda_graphs")]
 TRAINING = ["fused"]  # kernels with autograd
@@ -88,9 +90,45 @@ def _diff(a, b) -> float:
     return max(float((x - y).abs().max()) / max(1.0, float(x.abs().max())) for x, y in zip(a, b))
 
 
+@pytest.fixture
+def directions(monkeypatch):
+    """Sets how the packed kernel runs a layer's two directions ("in_turn" or "parallel": on the
+    pool's two threads, with 2 intra-op threads on the caller) and counts the parallel runs."""
+    from spacy_elmo.kernels import packed_lstm
+
+    runs = []
+    real_run = packed_lstm._DirectionPool.run
+
+    def counted(pool, fn, n):
+        ran = real_run(pool, fn, n)
+        runs.append(ran)
+        return ran
+
+    monkeypatch.setattr(packed_lstm._DirectionPool, "run", counted)
+    threads = torch.get_num_threads()
+
+    def choose(mode):
+        monkeypatch.setattr(packed_lstm, "PARALLEL_DIRECTIONS", mode == "parallel")
+        torch.set_num_threads(2 if mode == "parallel" else threads)
+        runs.clear()
+        return runs
+
+    yield choose
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("device,implementation", KERNELS)
 @pytest.mark.parametrize("skip,cell_proj,cnn_proj,clip", SPACE)
-def test_kernels_equal_eager_over_the_configuration_space(skip, cell_proj, cnn_proj, clip, device, implementation):
+def test_kernels_equal_eager_over_the_configuration_space(
+    skip, cell_proj, cnn_proj, clip, device, implementation, directions, monkeypatch
+):
+    parallel = implementation.endswith("-parallel")
+    parallel_runs = directions("parallel" if parallel else "in_turn")
+    if implementation.endswith("-plain_input"):
+        from spacy_elmo.kernels import packed_lstm
+
+        monkeypatch.setattr(packed_lstm, "PREPACKED_INPUT_MAX_ROWS", 0)
+    implementation = implementation.split("-")[0]
     config = _config(skip, cell_proj, cnn_proj, clip)
     assert (config.projection_dim != config.lstm_dim) == cell_proj
     model = _model(config).to(device)
@@ -125,6 +163,20 @@ def test_kernels_equal_eager_over_the_configuration_space(skip, cell_proj, cnn_p
             assert _diff(ref.hidden_states, got.hidden_states) <= TOL
             if return_state:
                 assert _diff(ref.state, got.state) <= TOL
+    # under inference_mode too (its tensors can only be written in inference mode, on any thread)
+    ref = _run(model, "eager", ids, mask, return_state=True)
+    model.config.lstm_implementation = implementation
+    try:
+        with torch.inference_mode():
+            got = model(ids, mask, return_state=True)
+    finally:
+        model.config.lstm_implementation = "auto"
+    assert _diff(ref.hidden_states, got.hidden_states) <= TOL
+    assert _diff(ref.state, got.state) <= TOL
+    # the parallel variant ran every layer on the pool (and the in-turn one never did)
+    if device == "cpu":
+        expected = config.num_layers * 9  # 2 initial states x 2 return_state x (bare biLSTM + model), inference_mode
+        assert parallel_runs == ([True] * expected if parallel else [])
 
 
 def _grads(module, inputs: dict) -> dict:
@@ -344,8 +396,8 @@ def test_freeze_patterns_train_with_the_full_models_gradients(pattern, implement
         assert changed == (name in trained and bool(p.grad.abs().sum() > 0)), name
 
 
-@pytest.mark.parametrize("capability", ["onednn", "int_mm", "version", "autocast_dtype"])
-def test_private_torch_api_fallbacks_are_exact(capability, monkeypatch, caplog):
+@pytest.mark.parametrize("capability", ["onednn", "int_mm", "version", "autocast_dtype", "per_thread_threads"])
+def test_private_torch_api_fallbacks_are_exact(capability, monkeypatch, caplog, directions):
     """Each private torch API sits behind a capability check; its fallback gives the same result
     (exact fp32, the same int8 approximation, bf16 autocast) and is logged once."""
     from spacy_elmo.kernels import capabilities, packed_lstm
@@ -354,6 +406,7 @@ def test_private_torch_api_fallbacks_are_exact(capability, monkeypatch, caplog):
     config = _config(True, True, True, True)
     ids, mask = _inputs(len(LENGTHS), seed=6, config=config)
     monkeypatch.setattr(packed_lstm, "PREPACKED_MIN_ROWS", 1)
+    directions("parallel")  # two intra-op threads: the directions run on the pool unless its check fails
 
     def outputs():
         model = _model(config)
@@ -429,3 +482,55 @@ def test_no_import_cycles_and_kernels_import_nothing_from_the_model():
     for module in sorted(graph):
         if module not in state:
             visit(module, [])
+
+
+
+def _pool_in_child():
+    from spacy_elmo.kernels import packed_lstm
+
+    inherited = dict(packed_lstm._POOLS)
+    pool = packed_lstm._direction_pool()
+    ran = []
+    done = pool.run(ran.append, 2)
+    return inherited, done, sorted(ran)
+
+
+def test_directions_pool_survives_fork(directions):
+    """A child forked after the parent used the directions pool (e.g. nlp.pipe(n_process=...)) makes
+    pools of its own instead of waiting forever on the parent's threads, which it does not have.
+    (The child runs no torch op here: libgomp itself can hang in a child forked after the parent
+    ran a multi-threaded region, whatever this package does.)"""
+    import multiprocessing
+
+    runs = directions("parallel")
+    config = _config(True, True, True, True)
+    model = _model(config)
+    ids, mask = _inputs(len(LENGTHS), seed=7, config=config)
+    with torch.inference_mode():
+        model(ids, mask)
+    assert runs and all(runs)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        inherited, done, ran = pool.apply_async(_pool_in_child).get(timeout=60)
+    assert inherited == {} and done and ran == [0, 1]
+
+
+def test_directions_pool_hands_back_errors_and_keeps_working(directions):
+    from spacy_elmo.kernels import packed_lstm
+
+    directions("parallel")
+    pool = packed_lstm._direction_pool()
+    assert pool is not None and pool.counts == [1, 1]
+
+    def fail(d):
+        raise ValueError(f"direction {d}")
+
+    with pytest.raises(ValueError, match="direction"):
+        pool.run(fail, 2)
+    ran = []
+    assert pool.run(ran.append, 2) and sorted(ran) == [0, 1]
+    # the caller's grad mode reaches the workers (inference tensors can only be written in it)
+    modes = []
+    with torch.inference_mode():
+        pool.run(lambda d: modes.append(torch.is_inference_mode_enabled()), 2)
+    pool.run(lambda d: modes.append(torch.is_inference_mode_enabled()), 2)
+    assert modes == [True, True, False, False]

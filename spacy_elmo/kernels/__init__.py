@@ -7,7 +7,8 @@ nothing from the model: it works on plain tensors and callables.
 
 * `char_cnn`     – the char CNN on distinct words only, with the columns no window can see cut.
 * `token_cache`  – a bounded LRU of token vectors keyed by a word's character ids.
-* `packed_lstm`  – the biLSTM over a packed, length-sorted batch, in place, without autograd.
+* `packed_lstm`  – the biLSTM over a packed, length-sorted batch, in place, without autograd
+                   (a layer's two directions at the same time on two threads, when there are two).
 * `fused_lstm`   – one LSTM layer as one autograd Function (training): batched products, fused backward.
 * `int8`         – int8 weights × dynamic int8 activations (opt-in, approximate, CPU).
 * `weights`      – derived-weight caches (oneDNN-prepacked, low-precision copies) and scratch buffers.

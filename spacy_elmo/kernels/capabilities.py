@@ -3,12 +3,15 @@
 | API                                        | used for                        | fallback (exact)               |
 | ------------------------------------------ | ------------------------------- | ------------------------------ |
 | `torch.ops.mkldnn._reorder_linear_weight`, | oneDNN-prepacked recurrent and  | plain `addmm` / `mm` (MKL)      |
-| `torch.ops.mkldnn._linear_pointwise`       | small-batch input products      |                                |
+| `torch.ops.mkldnn._linear_pointwise`       | input products (plain weights   |                                |
+|                                            | too, for large batches)         |                                |
 | `torch._int_mm`                            | int8 × int8 → int32 products    | int32 → float matmul of the    |
 |                                            |                                 | same integers (exact in fp32   |
 |                                            |                                 | below 2^24 per sum)            |
 | `Tensor._version`                          | noticing in-place weight edits  | no derived-weight caching      |
 | `torch.get_autocast_dtype`                 | the autocast dtype              | bf16 on CPU, fp16 on CUDA       |
+| per-thread `torch.set_num_threads` (ATen's | the two LSTM directions on two  | the directions one after the   |
+| OpenMP backend keeps a count per thread)   | threads (`packed_lstm`)         | other (same operations)        |
 
 Each fallback is logged once (no silent fallbacks). Tests force every fallback (`FORCE_FALLBACK`).
 """
@@ -16,6 +19,7 @@ Each fallback is logged once (no silent fallbacks). Tests force every fallback (
 from __future__ import annotations
 
 import logging
+import threading
 
 import torch
 
@@ -45,6 +49,10 @@ def _probe_onednn() -> str | None:
         out = ops._linear_pointwise.binary(torch.ones(2, 3), torch.ones(2, 4), weight, None, "add")
         if not torch.equal(out, torch.full((2, 4), 4.0)):
             return "unexpected result of the binary variant"
+        plain = torch.arange(12.0).view(3, 4)  # a plain (not prepacked) [out, in] weight, as a view
+        out = ops._linear_pointwise(torch.ones(2, 3), plain.t(), None, "none", [], "")
+        if not torch.equal(out, plain.sum(0).expand(2, 4)):
+            return "unexpected result with a plain weight"
     except (AttributeError, RuntimeError, TypeError) as err:
         return f"{type(err).__name__}: {err}"
     return None
@@ -92,6 +100,58 @@ def int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if a.shape[1] * 127 * 127 >= 2**24:
         return (a.double() @ b.double()).to(torch.int32)
     return (a.float() @ b.float()).to(torch.int32)
+
+
+def _in_new_thread(fn):
+    """fn() on a fresh thread (whose first torch call takes the process-wide default thread count)."""
+    result = []
+    thread = threading.Thread(target=lambda: result.append(fn()))
+    thread.start()
+    thread.join()
+    return result[0] if result else None
+
+
+def set_thread_intraop_threads(threads: int) -> None:
+    """Sets the calling thread's intra-op thread count, leaving the default that other threads
+    take on their first torch call as it was (`torch.set_num_threads` sets both)."""
+    default = _in_new_thread(torch.get_num_threads)
+    torch.get_num_threads()  # this thread's lazy initialization, which would reset the count later
+    torch.set_num_threads(threads)
+    _in_new_thread(lambda: torch.set_num_threads(default))
+
+
+_PER_THREAD: list[str | None] = []
+
+
+def _probe_per_thread() -> str | None:
+    mine = torch.get_num_threads()
+
+    def other():
+        set_thread_intraop_threads(mine + 1)
+        return torch.get_num_threads()
+
+    try:
+        theirs = _in_new_thread(other)
+    except RuntimeError as err:
+        return f"{type(err).__name__}: {err}"
+    if torch.get_num_threads() != mine:
+        torch.set_num_threads(mine)
+        return "the thread count is process-wide"
+    if theirs != mine + 1:
+        return "a thread's count did not change"
+    return None
+
+
+def per_thread_intraop_threads() -> bool:
+    """Whether `torch.set_num_threads` on one thread leaves the other threads' counts alone
+    (ATen's OpenMP backend); probed once, on first use."""
+    if "per_thread_threads" in FORCE_FALLBACK:
+        return _fallback("per_thread_threads", "switched off")
+    if not _PER_THREAD:
+        _PER_THREAD.append(_probe_per_thread())
+    if _PER_THREAD[0] is not None:
+        return _fallback("per_thread_threads", _PER_THREAD[0])
+    return True
 
 
 def tensor_version(tensor: torch.Tensor) -> int | None:

@@ -2,18 +2,28 @@
 
 Rows are sorted by length and laid out time-major, so step t computes only the rows still inside
 their sentence: no padding is computed and no `torch.where` bookkeeping is needed for the final
-state.  Input projections for many steps run as one batched matmul per layer (both directions in
-one `baddbmm`); recurrent products use oneDNN-prepacked weights on CPU; every step works in place
-on preallocated buffers.  Computes what `ElmoLstmLayer` / `ElmoBiLstm` compute (≤ 1e-6).
+state.  Input projections for many steps run as one matmul per block of rows and direction;
+recurrent products use oneDNN-prepacked weights on CPU; every step works in place on
+preallocated buffers; a layer's two directions run at the same time on two threads when the
+caller has two or more (`parallel_directions`).  Computes what `ElmoLstmLayer` / `ElmoBiLstm`
+compute (≤ 1e-6).
 """
 
 from __future__ import annotations
 
+import os
+import queue
+import threading
 from typing import Callable, NamedTuple, Sequence
 
 import torch
 
-from .capabilities import autocast_dtype, onednn_linear_available
+from .capabilities import (
+    autocast_dtype,
+    onednn_linear_available,
+    per_thread_intraop_threads,
+    set_thread_intraop_threads,
+)
 from .int8 import Int8Weights, int8_matmul
 from .weights import DerivedWeights, scratch, weights_key
 
@@ -82,19 +92,40 @@ class PackedLayout:
         return torch.tensor(ranks, device=device, dtype=torch.long), torch.tensor(where, device=device, dtype=torch.long)
 
 
-# rows (per direction) of packed input projections computed by one matmul; bounds scratch memory
-PROJECTION_ROWS = 512
+# rows (per direction) of packed input projections computed by one matmul; bounds the memory of
+# their outputs (each direction's thread holds one block: 128 rows are 8 MiB for original, and as
+# fast as 256 or 512 rows within the noise, measured interleaved at batch 32)
+PROJECTION_ROWS = 128
 # the recurrent products of at least this many rows use oneDNN with prepacked weights on CPU
 # (≈2x MKL for the skinny [rows, 512]·[512, 16384] shapes); fewer rows are matrix-vector-like
 # and memory bound, where MKL's plain GEMM is faster
 PREPACKED_MIN_ROWS = 8
-# batches with fewer packed rows than this (batch 1, a few short sentences) run their input
-# projection through oneDNN with prepacked input weights (MKL is ~2x slower at so few rows); they
-# are packed on first use only, so workloads without such small batches never pay their memory
+# ... except the cell projection ([rows, 4096]·[4096, 512]), which oneDNN streams ~2x faster than
+# MKL at a single row too (MKL's x·W matrix-vector product reads its 8 MB at ~14 GB/s)
+PREPACKED_PROJECTION_GEMV = True
+# the input projections run through oneDNN at every row count (MKL is ~2x slower at a few rows
+# and ~1.1-1.5x slower at PROJECTION_ROWS on the benchmark machine; one kernel for every batch
+# size also keeps a sentence's gate inputs independent of its batch).  Batches with fewer packed
+# rows than PREPACKED_INPUT_MAX_ROWS use input weights prepacked once (kept: +128 MiB for the
+# original architecture, only once such a batch was seen); larger ones hand oneDNN the plain
+# weight, reordered per call (same values; the reorder is ~5% of a 512-row product, and no copy
+# is kept)
+ONEDNN_INPUT = True
 PREPACKED_INPUT_MAX_ROWS = 128
 USE_PREPACKED = True
 
 _DERIVED = DerivedWeights()
+
+# Direction parallelism: the forward and the backward LSTM of a layer are independent, so with
+# two or more intra-op threads they can run at the same time on two threads of a pool, each with
+# half the intra-op threads, instead of every small product being split over all threads (with a
+# barrier per product).  Each direction then runs the same operations in the same order as when
+# the directions run one after the other (outputs bitwise equal).  Rule (`parallel_directions`):
+# exact fp32 on CPU with at least 2 intra-op threads on the calling thread; False switches it off.
+# Measured on the 2-core benchmark machine (original architecture, whole model, interleaved):
+# batch 32 ~14% faster; batch 1 ~25% faster when the machine is quiet, within noise (±5%) under
+# a load of 2-3 from other processes.
+PARALLEL_DIRECTIONS = True
 
 
 def _prepack_directions(weight: torch.Tensor) -> list:
@@ -145,31 +176,113 @@ def _matmul(weights: LstmWeights, name: str, x: torch.Tensor, direction: int | N
     return torch.bmm(x, weight) if direction is None else torch.mm(x, weight[direction])
 
 
-def _tanh_(x: torch.Tensor) -> torch.Tensor:
-    """In-place tanh as 2·σ(2x) − 1 (same values within ~1e-7; PyTorch's CPU sigmoid is ~6x faster)."""
-    return x.mul_(2.0).sigmoid_().mul_(2.0).sub_(1.0)
+def parallel_directions(x: torch.Tensor, exact: bool) -> bool:
+    """Whether `run_layer_packed` runs the two directions at the same time (the rule above)."""
+    return (
+        PARALLEL_DIRECTIONS
+        and exact
+        and x.device.type == "cpu"
+        and x.shape[0] == 2
+        and torch.get_num_threads() >= 2
+        and _direction_pool() is not None
+    )
 
 
-def _input_projection(weights: LstmWeights, x: torch.Tensor, bias: torch.Tensor, exact: bool, onednn: bool, small: bool):
-    """[2, rows, in] → [2, rows, 4·hidden] gate pre-activations from the inputs (+ bias)."""
-    if exact and small and onednn:
-        packed = _prepacked(weights, "input_weight")
-        linear = torch.ops.mkldnn._linear_pointwise
-        return [linear(x[d], packed[d], bias[d], "none", [], "") for d in range(x.shape[0])]
-    if exact:
-        out = scratch("gates", (x.shape[0], x.shape[1], weights.input_weight.shape[-1]), x)
-        return torch.baddbmm(bias.unsqueeze(1), x, weights.input_weight, out=out)
-    return _matmul(weights, "input_weight", x).float().add_(bias.unsqueeze(1))
+class _DirectionPool:
+    """Two long-lived threads, each with `threads` intra-op threads, that run one direction each.
+
+    The intra-op thread count is per thread with torch's OpenMP backend (checked when the pool
+    is made: `per_thread_intraop_threads`); the workers run in the caller's grad/inference mode.
+    """
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._tasks = [queue.SimpleQueue() for _ in range(2)]
+        ready = queue.SimpleQueue()
+        self._workers = [
+            threading.Thread(target=self._work, args=(k, ready), name=f"spacy_elmo-direction-{k}", daemon=True)
+            for k in range(2)
+        ]
+        for worker in self._workers:
+            worker.start()
+        self.counts = [ready.get() for _ in self._workers]
+
+    def _work(self, k: int, ready) -> None:
+        set_thread_intraop_threads(self.threads)
+        ready.put(torch.get_num_threads())
+        tasks = self._tasks[k]
+        while True:
+            fn, arg, inference, done = tasks.get()
+            try:
+                with torch.inference_mode(inference), torch.no_grad():
+                    fn(arg)
+                done.put(None)
+            except BaseException as err:  # noqa: BLE001 - handed to the caller
+                done.put(err)
+
+    def run(self, fn: Callable[[int], None], n: int) -> bool:
+        """fn(0), ..., fn(n - 1) (n ≤ 2) at the same time, one per worker; raises what they raised.
+        False (nothing run) while another thread's call is using the pool."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            inference = torch.is_inference_mode_enabled()
+            done = queue.SimpleQueue()  # this call's own: a call interrupted while waiting leaves no stale results
+            for k in range(n):
+                self._tasks[k].put((fn, k, inference, done))
+            errors = [done.get() for _ in range(n)]
+        finally:
+            self._lock.release()
+        for err in errors:
+            if err is not None:
+                raise err
+        return True
+
+
+_POOLS: dict[int, _DirectionPool | None] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools_after_fork() -> None:
+    """A forked child has none of the parent's threads: it makes its own pools when it needs them."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools_after_fork)
+
+
+def _direction_pool() -> _DirectionPool | None:
+    """The pool for the calling thread's intra-op thread count (made once per count), or None
+    where intra-op thread counts are not per thread (then the directions run in turn)."""
+    if not per_thread_intraop_threads():
+        return None
+    threads = max(torch.get_num_threads() // 2, 1)
+    with _POOLS_LOCK:
+        if threads not in _POOLS:
+            pool = _DirectionPool(threads)
+            if pool.counts != [threads, threads]:
+                pool = None
+            _POOLS[threads] = pool
+        return _POOLS[threads]
 
 
 def run_layer_packed(
-    weights: LstmWeights, x: torch.Tensor, layout: PackedLayout, h0: torch.Tensor, c0: torch.Tensor
+    weights: LstmWeights, x: torch.Tensor, layout: PackedLayout, h0: torch.Tensor, c0: torch.Tensor,
+    directions_in_parallel: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One LSTM layer (both directions) over packed inputs x [2, packed, input_dim].
 
     h0 [2, batch, proj] / c0 [2, batch, hidden] are in sorted row order.  Returns the packed
     outputs [2, packed, proj] and the final cells [2, batch, hidden] (each row's, after its last
     step; rows that stop early simply stop being updated).
+
+    The two directions are independent: they run one after the other here, or at the same time
+    on two threads (`directions_in_parallel`; None: `parallel_directions(...)` decides).  Each
+    direction computes the same operations in the same order either way.
     """
     n_dir = x.shape[0]
     hidden = weights.bias.shape[-1] // 4
@@ -181,55 +294,111 @@ def run_layer_packed(
         )
     exact = not (int8 or torch.is_autocast_enabled(x.device.type))
     onednn = exact and _use_onednn(weights, x)
+    # derived weights are built here, on the calling thread, never by two threads at once
+    onednn_input = onednn and ONEDNN_INPUT
+    if onednn_input and layout.size < PREPACKED_INPUT_MAX_ROWS:
+        input_weight = _prepacked(weights, "input_weight")
+    elif onednn_input:
+        input_weight = [w.detach().t() for w in weights.input_weight]  # [4·hidden, input_dim] views
+    else:
+        input_weight = None
     packed_hidden = _prepacked(weights, "hidden_weight") if onednn else None
     packed_proj = _prepacked(weights, "proj_weight") if onednn else None
-    linear = torch.ops.mkldnn._linear_pointwise if onednn else None
-    bias = weights.bias.detach().to(x.dtype)
     proj_dim = weights.proj_weight.shape[-1] if has_projection else hidden
-    out = x.new_empty(n_dir, layout.size, proj_dim)
-    c = c0.to(x.dtype).clone()
-    cell_out = x.new_empty(n_dir, layout.batch, hidden)
-    h_prev = h0.to(x.dtype)
-    cell_clip, proj_clip = weights.cell_clip, weights.proj_clip
-    steps = len(layout.counts)
-    small_batch = layout.size < PREPACKED_INPUT_MAX_ROWS
-    t = 0
-    while t < steps:
-        # input projections for a block of steps in one batched matmul (both directions at once)
-        start = layout.offsets[t]
-        end_t = t + 1
-        while end_t < steps and layout.offsets[end_t + 1] - start <= PROJECTION_ROWS:
-            end_t += 1
-        block = _input_projection(weights, x[:, start : layout.offsets[end_t]], bias, exact, onednn, small_batch)
-        for step in range(t, end_t):
-            n = layout.counts[step]
-            offset = layout.offsets[step]
-            for d in range(n_dir):
-                gates = block[d][offset - start : offset - start + n]  # [n, 4·hidden], contiguous
-                h = h_prev[d, :n]
+    run = _LayerRun(
+        weights=weights, x=x, layout=layout, h0=h0.to(x.dtype), c=c0.to(x.dtype).clone(),
+        out=x.new_empty(n_dir, layout.size, proj_dim), cell_out=x.new_empty(n_dir, layout.batch, hidden),
+        bias=weights.bias.detach().to(x.dtype), hidden=hidden, exact=exact, onednn=onednn,
+        onednn_input=input_weight, packed_hidden=packed_hidden, packed_proj=packed_proj,
+    )
+    if directions_in_parallel is None:
+        directions_in_parallel = parallel_directions(x, exact)
+    pool = _direction_pool() if directions_in_parallel and n_dir == 2 and exact else None
+    if pool is None or not pool.run(run.direction, n_dir):
+        for d in range(n_dir):
+            run.direction(d)
+    return run.out, run.c
+
+
+class _LayerRun(NamedTuple):
+    """The buffers and weights of one layer's run; `direction(d)` computes direction d into them."""
+
+    weights: LstmWeights
+    x: torch.Tensor
+    layout: PackedLayout
+    h0: torch.Tensor
+    c: torch.Tensor
+    out: torch.Tensor
+    cell_out: torch.Tensor
+    bias: torch.Tensor
+    hidden: int
+    exact: bool
+    onednn: bool
+    onednn_input: list | None  # per direction, prepacked or a plain [out, in] view
+    packed_hidden: list | None
+    packed_proj: list | None
+
+    def input_projection(self, d: int, start: int, end: int) -> torch.Tensor:
+        """[rows, 4·hidden] gate pre-activations of direction d's packed rows start:end (+ bias)."""
+        weights, x = self.weights, self.x[d, start:end]
+        if self.onednn_input is not None:
+            return torch.ops.mkldnn._linear_pointwise(x, self.onednn_input[d], self.bias[d], "none", [], "")
+        if self.exact:
+            out = scratch("gates", (x.shape[0], weights.input_weight.shape[-1]), x)
+            return torch.addmm(self.bias[d], x, weights.input_weight[d], out=out)
+        return _matmul(weights, "input_weight", x, d).float().add_(self.bias[d])
+
+    def direction(self, d: int) -> None:
+        weights, layout, hidden = self.weights, self.layout, self.hidden
+        has_projection = weights.proj_weight is not None
+        exact, onednn = self.exact, self.onednn
+        linear = torch.ops.mkldnn._linear_pointwise if onednn else None
+        packed_hidden = self.packed_hidden[d] if onednn else None
+        packed_proj = self.packed_proj[d] if onednn and has_projection else None
+        hidden_weight = weights.hidden_weight[d]
+        proj_weight = weights.proj_weight[d] if has_projection else None
+        cell_clip, proj_clip = weights.cell_clip, weights.proj_clip
+        c, cell_out, out = self.c[d], self.cell_out[d], self.out[d]
+        h_prev = self.h0[d]
+        steps = len(layout.counts)
+        t = 0
+        while t < steps:
+            # input projections for a block of steps in one matmul
+            start = layout.offsets[t]
+            end_t = t + 1
+            while end_t < steps and layout.offsets[end_t + 1] - start <= PROJECTION_ROWS:
+                end_t += 1
+            block = self.input_projection(d, start, layout.offsets[end_t])
+            for step in range(t, end_t):
+                n = layout.counts[step]
+                offset = layout.offsets[step]
+                gates = block[offset - start : offset - start + n]  # [n, 4·hidden], contiguous
+                h = h_prev[:n]
                 use_packed = onednn and n >= PREPACKED_MIN_ROWS
                 if use_packed:
-                    gates = linear.binary(h, gates, packed_hidden[d], None, "add")
+                    gates = linear.binary(h, gates, packed_hidden, None, "add")
                 elif exact:
-                    gates.addmm_(h, weights.hidden_weight[d])
+                    gates.addmm_(h, hidden_weight)
                 else:
                     gates.add_(_matmul(weights, "hidden_weight", h, d))
                 i, j, f = gates[:, :hidden], gates[:, hidden : 2 * hidden], gates[:, 2 * hidden : 3 * hidden]
-                i.sigmoid_()
-                gates[:, 2 * hidden :].sigmoid_()  # f and o together
-                _tanh_(j)
-                cell = c[d, :n]
+                # tanh(x) computed as 2·σ(2x) − 1 (within ~1e-7; PyTorch's CPU sigmoid is ~6x faster
+                # than its tanh), so one sigmoid covers all four gates
+                j.mul_(2.0)
+                gates.sigmoid_()
+                j.mul_(2.0).sub_(1.0)
+                cell = c[:n]
                 cell.mul_(f).addcmul_(i, j)
                 if cell_clip:
                     cell.clamp_(-cell_clip, cell_clip)
-                m = cell_out[d, :n]
-                _tanh_(m.copy_(cell)).mul_(gates[:, 3 * hidden :])
-                h_new = out[d, offset : offset + n]
+                m = cell_out[:n]
+                torch.mul(cell, 2.0, out=m).sigmoid_().mul_(2.0).sub_(1.0).mul_(gates[:, 3 * hidden :])  # tanh(c)·o
+                h_new = out[offset : offset + n]
                 if has_projection:
-                    if use_packed:
-                        projected = linear(m, packed_proj[d], None, "none", [], "")
+                    if onednn and (use_packed or PREPACKED_PROJECTION_GEMV):
+                        projected = linear(m, packed_proj, None, "none", [], "")
                     elif exact:
-                        projected = torch.mm(m, weights.proj_weight[d], out=h_new)
+                        projected = torch.mm(m, proj_weight, out=h_new)
                     else:
                         projected = _matmul(weights, "proj_weight", m, d)
                     if projected.dtype != h_new.dtype:  # autocast: low-precision product
@@ -240,9 +409,8 @@ def run_layer_packed(
                         h_new.copy_(projected)
                 else:
                     h_new.copy_(m)
-            h_prev = out[:, offset : offset + n]
-        t = end_t
-    return out, c
+                h_prev = h_new
+            t = end_t
 
 
 def bilstm_packed(
