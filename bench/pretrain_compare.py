@@ -37,7 +37,8 @@ def main(argv=None) -> int:
     import torch
 
     from bench.train_throughput import synthetic_corpus
-    from spacy_elmo.training.pretrain import Pretrainer, load_settings, parse_overrides
+    from spacy_elmo.training.pretrain import Pretrainer
+    from spacy_elmo.training.settings import load_settings, parse_overrides
 
     implementations = [name.strip() for name in args.implementations.split(",") if name.strip()]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

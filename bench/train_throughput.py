@@ -107,7 +107,8 @@ def main(argv=None) -> int:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load_start = os.getloadavg()
 
-    from spacy_elmo.training.pretrain import Pretrainer, load_settings, parse_overrides
+    from spacy_elmo.training.pretrain import Pretrainer
+    from spacy_elmo.training.settings import load_settings, parse_overrides
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -13,7 +13,7 @@ import pytest
 import spacy
 
 from spacy_elmo.cli import main, shipped_configs
-from spacy_elmo.training.pretrain import load_settings
+from spacy_elmo.training.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_LEVEL = sorted(p.name for p in (ROOT / "configs").glob("*.cfg"))
