@@ -74,22 +74,23 @@ _INT_MM_PROBLEM = _probe_int_mm()
 _HAS_VERSION = hasattr(torch.ones(1), "_version")
 
 
+def _available(name: str, problem: str | None) -> bool:
+    """True unless the capability was switched off or its probe found a problem (then logged once)."""
+    if name in FORCE_FALLBACK:
+        return _fallback(name, "switched off")
+    if problem is not None:
+        return _fallback(name, problem)
+    return True
+
+
 def onednn_linear_available() -> bool:
     """oneDNN's prepacked linear (CPU fp32)."""
-    if "onednn" in FORCE_FALLBACK:
-        return _fallback("onednn", "switched off")
-    if _ONEDNN_PROBLEM is not None:
-        return _fallback("onednn", _ONEDNN_PROBLEM)
-    return True
+    return _available("onednn", _ONEDNN_PROBLEM)
 
 
 def int_mm_available() -> bool:
     """`torch._int_mm` (int8 × int8 → int32)."""
-    if "int_mm" in FORCE_FALLBACK:
-        return _fallback("int_mm", "switched off")
-    if _INT_MM_PROBLEM is not None:
-        return _fallback("int_mm", _INT_MM_PROBLEM)
-    return True
+    return _available("int_mm", _INT_MM_PROBLEM)
 
 
 def int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
