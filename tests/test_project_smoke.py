@@ -103,7 +103,20 @@ def test_project_smoke_workflow(tmp_path):
         assert f"s1: {base[1]:.2f} / {elmo[1]:.2f} / {gains[1]:+.2f}" in section
     assert "(n=1, no spread)" in section  # POS at 100%: one seed, said so
     assert "DIRTY TREE" in section or "(clean tree)" in section
-    assert "probe accuracy by layer" in section and "no variants recorded yet" in section.lower()
+    assert "probe accuracy by layer" in section
+    assert "Goals for the ELMo gain (paired means): ner 10%: ≥ +6.00" in section and "Wall time: the seeds" in section
+    # variants: three biLMs (1 step, 30 steps, the seeds run's 60), each with its paired dev gain over the baseline
+    variants = json.loads((published / "variants.json").read_text())
+    assert sorted(v["pretrain_steps"] for v in variants["variants"]) == [1, 30, 60]
+    ppl = [v["heldout_ppl"] for v in variants["variants"]]
+    assert ppl == sorted(ppl) and ppl[-1] > ppl[0]  # listed by perplexity; 1 step is the worst language model
+    dev = lambda run: round(json.loads((run / "model-best" / "meta.json").read_text())["performance"]["ents_f"] * 100, 2)
+    one_step = next(v for v in variants["variants"] if v["pretrain_steps"] == 1)
+    gain = round(dev(work / "variants" / "training" / "ner_elmo_bilm1_10_s0") - dev(work / "training_seeds" / "ner_baseline_10_s0"), 2)
+    assert one_step["gain"]["per_seed"] == {"0": gain}
+    assert f"| 1 step | {one_step['pretrain_minutes']:.1f} | {one_step['heldout_ppl']:.1f} |" in section
+    assert "![perplexity vs gain](published/ppl_vs_gain.png)" in section
+    assert (published / "ppl_vs_gain.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the published README section is exactly what the report script writes from the published results
     check = subprocess.run(
         [sys.executable, str(project / "scripts" / "report.py"), "readme", "--check", "--results", str(published),

@@ -113,13 +113,72 @@ def test_seeds_mean_std_and_paired_gains(report, tmp_path):
     assert "s1: 68.10 / 71.90 / +3.80" in section
 
 
-def test_variants_figure_and_empty_state(report, tmp_path):
+def _run(path: Path, f1: float, seed: int, provenance: bool = True) -> None:
+    (path / "model-best").mkdir(parents=True)
+    (path / "model-best" / "meta.json").write_text(json.dumps({"performance": {"ents_f": f1, "ents_p": f1}}))
+    if provenance:
+        (path / "provenance.json").write_text(json.dumps({"seed": seed, "started_utc": "2026-11-26T10:00:00Z",
+                                                          "ended_utc": "2026-11-26T10:10:00Z"}))
+
+
+def _bilm(path: Path, step: int, ppl: float) -> None:
+    path.mkdir(parents=True)
+    (path / "pretrain_summary.json").write_text(json.dumps({"step": step, "heldout_ppl": ppl, "train_seconds": step * 0.6}))
+
+
+def test_variants_pair_dev_gains_by_seed_and_render(report, tmp_path):
     section = report.render_section(tmp_path, tmp_path / "README.md")
     assert "No results recorded yet" in section and "No variants recorded yet" in section
-    variants = [{"name": "1300 steps", "heldout_ppl": 182.7, "elmo_gain_f1": 2.05, "fraction": 10},
-                {"name": "3500 steps", "heldout_ppl": 130.3, "elmo_gain_f1": 3.58, "fraction": 10}]
-    (tmp_path / "variants.json").write_text(json.dumps(variants))
-    report.plot_variants(variants, tmp_path / "ppl_vs_gain.png")
-    section = report.render_section(tmp_path, tmp_path / "README.md")
-    assert "| 3500 steps | 130.3 | 10% | +3.58 |" in section and "(ppl_vs_gain.png)" in section
-    assert (tmp_path / "ppl_vs_gain.png").read_bytes()[:4] == b"\x89PNG"
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import variants
+    finally:
+        sys.path.pop(0)
+    runs = tmp_path / "training"
+    for seed, f1 in ((0, 0.7506), (1, 0.7410), (2, 0.7600)):
+        _run(runs / f"base_10_s{seed}", f1, seed)
+    for seed, f1 in ((0, 0.7843), (1, 0.7790), (2, 0.7700)):
+        _run(runs / f"elmo_10_s{seed}", f1, seed)
+    for seed, f1 in ((0, 0.7200), (1, 0.7300)):
+        _run(runs / f"elmo1_10_s{seed}", f1, seed)
+    _run(runs / "elmo1_10_s1x", 0.99, 1)  # not a seed folder of that prefix: ignored
+    _bilm(tmp_path / "bilm", 3500, 128.93)
+    _bilm(tmp_path / "bilm1", 1, 20931.0)
+    out = tmp_path / "results"
+    assert variants.main(["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm"), str(runs / "elmo_10"),
+                          "--variant", str(tmp_path / "bilm1"), str(runs / "elmo1_10"),
+                          "--out", str(out / "variants.json"), "--plot", str(out / "ppl_vs_gain.png")]) == 0
+    result = json.loads((out / "variants.json").read_text())
+    best, untrained = result["variants"]  # ordered by perplexity
+    assert best["name"] == "3,500 steps" and untrained["name"] == "1 step"
+    assert best["gain"]["per_seed"] == {"0": 3.37, "1": 3.8, "2": 1.0}
+    assert best["gain"]["mean"] == round(statistics.fmean([3.37, 3.8, 1.0]), 2) and best["gain"]["n"] == 3
+    assert untrained["gain"]["per_seed"] == {"0": -3.06, "1": -1.1} and untrained["gain"]["n"] == 2  # paired on shared seeds
+    assert set(result["provenance"]["steps"]) == {f"training/{name}_10_s{s}" for name, seeds in
+                                                  (("base", "012"), ("elmo", "012"), ("elmo1", "01")) for s in seeds}
+    assert (out / "ppl_vs_gain.png").read_bytes()[:4] == b"\x89PNG"
+    section = report.render_section(out, tmp_path / "README.md")
+    assert f"| 1 step | 0.0 | 20931.0 | 72.50 ± 0.71 (n=2) | -2.08 ± 1.39 (n=2) |" in section
+    assert "](results/ppl_vs_gain.png)" in section and "dev only" in section
+    # a run that did not finish is named, not skipped
+    shutil.rmtree(runs / "elmo1_10_s1" / "model-best")
+    with pytest.raises(SystemExit, match="elmo1_10_s1/model-best/meta.json: missing"):
+        variants.main(["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm1"), str(runs / "elmo1_10"),
+                       "--out", str(out / "v.json")])
+    with pytest.raises(SystemExit, match="pretrain_summary.json: missing"):
+        variants.main(["--baseline", str(runs / "base_10"), "--variant", str(runs), str(runs / "elmo_10"), "--out", str(out / "v.json")])
+
+
+def test_goals_and_wall_time_are_stated_from_the_records(report):
+    summary = {"ner": {"10": {"gain": {"mean": 6.2, "n": 3}}, "100": {"gain": {"mean": 1.16, "n": 3}}}}
+    line = report.goal_lines(summary)[0]
+    assert "ner 10%: ≥ +6.00 — met (+6.20, mean of 3 seed(s))" in line and "ner 100%: ≥ +2.00 — **not met** (+1.16" in line
+    assert "— not measured" in report.goal_lines({})[0]
+    record = lambda command, start, end: {"command": command, "started_utc": start, "ended_utc": end, "git": {"commit": "a" * 40}}
+    steps = {"work/bilm": record(["python", "-m", "spacy_elmo", "pretrain", "x.cfg"], "2026-11-26T11:33:00Z", "2026-11-26T12:08:00Z"),
+             "training_seeds/a": record(["python", "-m", "spacy", "train"], "2026-11-26T13:00:00Z", "2026-11-26T13:50:00Z"),
+             "metrics_seeds/a": record(["python", "-m", "spacy", "evaluate"], "2026-11-26T14:20:00Z", "2026-11-26T14:30:00Z")}
+    text = report.seeds_time_lines({"steps": steps})[0]
+    assert "ran 90.0 min" in text and "pretrained in 35.0 min" in text and "125.0 min together, within the 150-minute" in text
+    steps["metrics_seeds/a"]["ended_utc"] = "2026-11-26T15:00:00Z"
+    assert "155.0 min together, **over** the 150-minute" in report.seeds_time_lines({"steps": steps})[0]

@@ -1,0 +1,134 @@
+"""What buys accuracy: each biLM variant's held-out perplexity against the ELMo gain it gives on dev.
+
+    python scripts/variants.py --baseline work/training_seeds/ner_baseline_10 \
+        --variant work/bilm work/training_seeds/ner_elmo_10 \
+        --variant work/variants/bilm_1000 work/variants/training/ner_elmo_bilm1000_10 \
+        --out work/results/variants.json --plot work/results/ppl_vs_gain.png
+
+A variant is a pretrained biLM folder (its `pretrain_summary.json` gives the held-out perplexity,
+steps and minutes) and the prefix of the `spacy train` runs made with it, one per seed
+(`PREFIX_s{seed}`, as scripts/train_ner.py names them). The gain is paired by seed: the dev score
+of ELMo's `model-best` minus the baseline's for the same seed (`--baseline PREFIX`). Dev only: the
+score is the one training selected `model-best` by, read from its meta.json — no test set is read,
+so variants can be tried freely under the protocol. Every biLM and run's provenance is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from report import copy_configs, find_provenance, own_provenance, plt, spread
+
+SEED_DIR = re.compile(r"_s(?P<seed>\d+)$")
+
+
+def seed_runs(prefix: Path) -> dict[str, Path]:
+    """{seed: folder} of the runs named `{prefix}_s{seed}`."""
+    runs = {}
+    for run in sorted(prefix.parent.glob(f"{prefix.name}_s*")):
+        match = SEED_DIR.search(run.name)
+        if match and run.name == f"{prefix.name}_s{match['seed']}" and run.is_dir():
+            runs[match["seed"]] = run
+    return runs
+
+
+def dev_scores(prefix: Path, score: str) -> dict[str, float]:
+    """{seed: dev score %} of every `{prefix}_s{seed}/model-best` (the score training selected it by)."""
+    found = {}
+    for seed, run in seed_runs(prefix).items():
+        meta = run / "model-best" / "meta.json"
+        if not meta.is_file():
+            raise SystemExit(f"{meta}: missing (did the training run {run} finish?)")
+        value = json.loads(meta.read_text()).get("performance", {}).get(score)
+        if not isinstance(value, (int, float)):
+            raise SystemExit(f"{meta}: performance.{score}: expected a number, found {value!r}")
+        found[seed] = round(float(value) * 100, 2)
+    if not found:
+        raise SystemExit(f"{prefix}_s*: no training runs found (expected folders named {prefix.name}_s0, _s1, ...)")
+    return dict(sorted(found.items(), key=lambda kv: int(kv[0])))
+
+
+def read_variant(bilm: Path, prefix: Path, baseline: dict[str, float], score: str) -> dict:
+    summary_path = bilm / "pretrain_summary.json"
+    if not summary_path.is_file():
+        raise SystemExit(f"{summary_path}: missing (is {bilm} a finished `spacy-elmo pretrain` output?)")
+    summary = json.loads(summary_path.read_text())
+    for key in ("heldout_ppl", "step", "train_seconds"):
+        if not isinstance(summary.get(key), (int, float)):
+            raise SystemExit(f"{summary_path}: {key}: expected a number, found {summary.get(key)!r}")
+    elmo = dev_scores(prefix, score)
+    paired = [seed for seed in elmo if seed in baseline]
+    if not paired:
+        raise SystemExit(f"{prefix}_s*: seeds {sorted(elmo, key=int)} share none with the baseline's {sorted(baseline, key=int)}")
+    gains = {seed: round(elmo[seed] - baseline[seed], 2) for seed in paired}
+    return {
+        "name": f"{summary['step']:,} step" + ("" if summary["step"] == 1 else "s"),
+        "bilm": str(bilm),
+        "runs": str(prefix),
+        "pretrain_steps": summary["step"],
+        "pretrain_minutes": round(summary["train_seconds"] / 60, 1),
+        "heldout_ppl": round(summary["heldout_ppl"], 2),
+        "elmo": {"per_seed": elmo, **spread(list(elmo.values()))},
+        "gain": {"per_seed": gains, **spread(list(gains.values()))},
+    }
+
+
+def plot(result: dict, path: Path) -> None:
+    """Paired dev gain (mean ± std over seeds) against held-out perplexity, one point per variant."""
+    variants = sorted(result["variants"], key=lambda v: v["heldout_ppl"])
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    ax.errorbar([v["heldout_ppl"] for v in variants], [v["gain"]["mean"] for v in variants],
+                yerr=[v["gain"]["std"] or 0 for v in variants], marker="o", capsize=3)
+    for v in variants:
+        ax.annotate(f"{v['name']} (n={v['gain']['n']})", (v["heldout_ppl"], v["gain"]["mean"]), fontsize=7,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_xlabel("biLM held-out perplexity (log scale)")
+    ax.set_ylabel(f"ELMo gain, dev {result['score_label']}")
+    ax.set_title(f"{result['task']} at {result['fraction']}% of train: lower perplexity, bigger gain?", fontsize=9)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", type=Path, required=True, help="prefix of the baseline runs (PREFIX_s{seed})")
+    parser.add_argument("--variant", type=Path, nargs=2, action="append", required=True, metavar=("BILM", "PREFIX"),
+                        help="a pretrained biLM folder and the prefix of the runs trained with it")
+    parser.add_argument("--task", default="ner")
+    parser.add_argument("--fraction", type=int, default=10, help="the training fraction the runs used (for the report)")
+    parser.add_argument("--score", default="ents_f", help="meta.json performance key (ents_f for NER, tag_acc for POS)")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--plot", type=Path)
+    args = parser.parse_args(argv)
+    prov = own_provenance()
+    baseline = dev_scores(args.baseline, args.score)
+    variants = [read_variant(bilm, prefix, baseline, args.score) for bilm, prefix in args.variant]
+    steps = find_provenance([*seed_runs(args.baseline).values()]
+                            + [p for bilm, prefix in args.variant for p in [bilm, *seed_runs(prefix).values()]])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    result = {
+        "task": args.task, "fraction": args.fraction, "score": args.score,
+        "score_label": "F1" if args.score == "ents_f" else "accuracy" if args.score == "tag_acc" else args.score,
+        "baseline": {"runs": str(args.baseline), "per_seed": baseline, **spread(list(baseline.values()))},
+        "variants": sorted(variants, key=lambda v: v["heldout_ppl"]),
+        "provenance": {"report": prov.record(), "steps": steps, "configs": copy_configs(steps, args.out.parent)},
+    }
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    if args.plot:
+        plot(result, args.plot)
+    for v in result["variants"]:
+        print(f"{v['name']:>14}  ppl {v['heldout_ppl']:8.1f}  dev gain {v['gain']['mean']:+.2f} (n={v['gain']['n']})")
+    print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
