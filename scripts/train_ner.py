@@ -8,7 +8,8 @@ end of its log and makes this script exit non-zero.
     python scripts/train_ner.py configs/ner_elmo.cfg --name elmo --fractions 10 100 \
         --corpus work/corpus --out work/training --jobs 2 -- --paths.elmo work/bilm
 
-Arguments after `--` go to every `spacy train` unchanged (config overrides).
+Arguments after `--` go to every `spacy train` unchanged (config overrides). `--elmo TAG PATH`
+(repeatable) trains every run once per biLM, into `{name}_{TAG}_...`, all of them sharing the jobs.
 
 With `--seeds 0 1 2` every fraction is trained once per seed (`--system.seed`, which the configs
 pass on to `training.seed`), into `{out}/{name}_{pct}_s{seed}`; without it, once with `--seed`
@@ -33,8 +34,11 @@ def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tupl
     commands = {}
     seeds = args.seeds if args.seeds else [args.seed]
     single = set(args.single_seed_fractions or [])
-    for pct, seed in [(pct, seed) for seed in seeds for pct in args.fractions if pct not in single or seed == seeds[0]]:
-        name = f"{args.name}_{pct}_s{seed}" if args.seeds else f"{args.name}_{pct}"
+    biLMs = [(f"{args.name}_{tag}", ["--paths.elmo", path]) for tag, path in args.elmo] if args.elmo else [(args.name, [])]
+    runs = [(system, elmo, pct, seed) for seed in seeds for system, elmo in biLMs for pct in args.fractions
+            if pct not in single or seed == seeds[0]]
+    for system, elmo, pct, seed in runs:
+        name = f"{system}_{pct}_s{seed}" if args.seeds else f"{system}_{pct}"
         commands[name] = ([
             sys.executable, "-m", "spacy", "train", str(args.config),
             "--output", str(args.out / name),
@@ -46,6 +50,7 @@ def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tupl
             "--system.seed", str(seed),
             "--gpu-id", str(args.gpu_id),
             *extra,
+            *elmo,
         ], seed)
     return commands
 
@@ -100,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the one run per fraction (without --seeds)")
     parser.add_argument("--seeds", type=int, nargs="+", help="train every fraction once per seed, into {name}_{pct}_s{seed}")
     parser.add_argument("--single-seed-fractions", nargs="*", help="with --seeds: train these fractions with the first seed only")
+    parser.add_argument("--elmo", nargs=2, action="append", metavar=("TAG", "PATH"),
+                        help="train once with each of several biLMs (--paths.elmo PATH) into {name}_{TAG}_...; the runs share the jobs")
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (1 on a GPU; up to the CPU cores)")
     args = parser.parse_args(argv)

@@ -162,3 +162,25 @@ def test_zh_preprocess_strips_tags_and_joins_split_person_names():
     assert preprocess_zh.parse_line(line) == ["主席", "江泽民", "和", "中央", "人民", "克林顿", "欧阳修", "、", "李鹏"]
     assert preprocess_zh.parse_line(line, join_compounds=True)[3] == "中央人民"
     assert preprocess_zh.parse_line("江/nr  泽民/nr", join_names=False) == ["江", "泽民"]
+
+
+def test_train_ner_trains_each_run_once_per_biLM(tmp_path):
+    """`--elmo TAG PATH` (repeated): one run per biLM × fraction × seed, each with its own --paths.elmo, named by tag."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import train_ner
+    finally:
+        sys.path.pop(0)
+    import argparse
+
+    args = argparse.Namespace(name="ner_elmo", fractions=["10"], seeds=[0, 1], seed=0, single_seed_fractions=None,
+                              corpus=tmp_path, out=tmp_path / "out", config=Path("c.cfg"), steps=40, eval_frequency=20,
+                              patience=100, gpu_id=-1, elmo=[("bilm1", "v/bilm_1"), ("bilm1000", "v/bilm_1000")])
+    commands = train_ner.train_commands(args, ["--x", "1"])
+    assert list(commands) == ["ner_elmo_bilm1_10_s0", "ner_elmo_bilm1000_10_s0", "ner_elmo_bilm1_10_s1", "ner_elmo_bilm1000_10_s1"]
+    for name, (command, seed) in commands.items():
+        path = "v/bilm_1000" if "bilm1000" in name else "v/bilm_1"
+        assert command[-2:] == ["--paths.elmo", path] and "--x" in command and seed == int(name[-1])
+        assert command[command.index("--output") + 1] == str(tmp_path / "out" / name)
+    args.elmo = None
+    assert list(train_ner.train_commands(args, [])) == ["ner_elmo_10_s0", "ner_elmo_10_s1"]
