@@ -383,7 +383,34 @@ def render_section(results: Path, readme: Path) -> str:
            "and tests/test_report.py fails if this differs from what it would write. -->", ""]
     metrics_path = results / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
-    out += ["### Results of the last run", ""]
+    out += ["### Headline: every cell with 3 seeds, mean ± standard deviation and paired gains", ""]
+    seeds_path = results / "seeds.json"
+    seeds = json.loads(seeds_path.read_text()) if seeds_path.is_file() else {}
+    if not seeds.get("summary"):
+        out += ["No multi-seed run recorded yet (`spacy project run seeds`).", ""]
+    else:
+        out += provenance_lines("The seeds run", seeds.get("provenance"))
+        out += ["Every cell trained once per seed (`--system.seed`, i.e. `training.seed`) on the same data subset "
+                "and the same pretrained biLM; each final model scored once on test. ± is the sample standard deviation "
+                "over seeds; a paired gain is ELMo − baseline for the same seed.", ""]
+        out += ["| task | train | baseline | ELMo | paired gain | per seed: baseline / ELMo / gain |", "|---|---|---|---|---|---|"]
+        for task in sorted(seeds["summary"]):
+            label = TASK_SCORE.get(task, ("", task))[1]
+            for pct, cell in sorted(seeds["summary"][task].items(), key=lambda kv: int(kv[0])):
+                base, elmo, gain = cell.get("baseline"), cell.get("elmo"), cell.get("gain")
+                per_seed = []
+                for seed in sorted(set((base or {}).get("per_seed", {})) | set((elmo or {}).get("per_seed", {})), key=int):
+                    b = (base or {}).get("per_seed", {}).get(seed)
+                    e = (elmo or {}).get("per_seed", {}).get(seed)
+                    g = (gain or {}).get("per_seed", {}).get(seed)
+                    per_seed.append(f"s{seed}: {'–' if b is None else f'{b:.2f}'} / {'–' if e is None else f'{e:.2f}'}"
+                                    f" / {'–' if g is None else f'{g:+.2f}'}")
+                out.append(f"| {task} ({label}) | {pct}% | {_pm(base) if base else '–'} | {_pm(elmo) if elmo else '–'} | "
+                           f"{_gain_pm(gain) if gain else '–'} | {'; '.join(per_seed)} |")
+        out.append("")
+        out += goal_lines(seeds["summary"]) + seeds_time_lines(seeds.get("provenance"))
+
+    out += ["### The last `all` run (one seed, `make main`)", ""]
     if not metrics:
         out += ["No results recorded yet (`spacy project run all`).", ""]
     else:
@@ -435,33 +462,6 @@ def render_section(results: Path, readme: Path) -> str:
                     "| step | minutes |", "|---|---:|"] + [f"| {label} | {m:.1f} |" for label, m in timed] + [""]
         else:
             out += ["Step timings: not recorded by this run (see its hand-written log in `bench/RESULTS.md`).", ""]
-
-    out += ["#### Seeds: mean ± standard deviation and paired gains", ""]
-    seeds_path = results / "seeds.json"
-    seeds = json.loads(seeds_path.read_text()) if seeds_path.is_file() else {}
-    if not seeds.get("summary"):
-        out += ["No multi-seed run recorded yet (`spacy project run seeds`).", ""]
-    else:
-        out += provenance_lines("The seeds run", seeds.get("provenance"))
-        out += ["Every cell trained once per seed (`--system.seed`, i.e. `training.seed`) on the same data subset "
-                "and the same pretrained biLM; each final model scored once on test. ± is the sample standard deviation "
-                "over seeds; a paired gain is ELMo − baseline for the same seed.", ""]
-        out += ["| task | train | baseline | ELMo | paired gain | per seed: baseline / ELMo / gain |", "|---|---|---|---|---|---|"]
-        for task in sorted(seeds["summary"]):
-            label = TASK_SCORE.get(task, ("", task))[1]
-            for pct, cell in sorted(seeds["summary"][task].items(), key=lambda kv: int(kv[0])):
-                base, elmo, gain = cell.get("baseline"), cell.get("elmo"), cell.get("gain")
-                per_seed = []
-                for seed in sorted(set((base or {}).get("per_seed", {})) | set((elmo or {}).get("per_seed", {})), key=int):
-                    b = (base or {}).get("per_seed", {}).get(seed)
-                    e = (elmo or {}).get("per_seed", {}).get(seed)
-                    g = (gain or {}).get("per_seed", {}).get(seed)
-                    per_seed.append(f"s{seed}: {'–' if b is None else f'{b:.2f}'} / {'–' if e is None else f'{e:.2f}'}"
-                                    f" / {'–' if g is None else f'{g:+.2f}'}")
-                out.append(f"| {task} ({label}) | {pct}% | {_pm(base) if base else '–'} | {_pm(elmo) if elmo else '–'} | "
-                           f"{_gain_pm(gain) if gain else '–'} | {'; '.join(per_seed)} |")
-        out.append("")
-        out += goal_lines(seeds["summary"]) + seeds_time_lines(seeds.get("provenance"))
 
     out += ["#### Layer probes (paper §5.3)", ""]
     probe_path = results / "probe.json"
