@@ -47,6 +47,13 @@ SEEDS_BUDGET_MIN = 150
 SCORES = ("ents_f", "ents_p", "ents_r", "tag_acc", "cats_macro_f", "cats_score")
 
 
+def save_figure(fig, path: Path) -> None:
+    """Every report figure the same way: tight layout, 120 dpi PNG, figure closed."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def read_metrics(metrics_dir: Path) -> dict:
     """{system: {pct: {score: value in %}}} from spacy evaluate JSON files."""
     results: dict = {}
@@ -121,9 +128,7 @@ def plot_dev_curves(curves: dict, path: Path) -> None:
     ax.set_title("NER dev F1 during training")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def markdown_table(results: dict) -> str:
@@ -159,9 +164,7 @@ def plot_sample_efficiency(results: dict, path: Path) -> None:
     ax.set_title("NER: ELMo vs baseline by training size")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_layer_weights(weights: dict, path: Path) -> None:
@@ -179,9 +182,7 @@ def plot_layer_weights(weights: dict, path: Path) -> None:
         ax.legend(fontsize=8, ncol=n_layers + 1, loc="upper center")
     ax.set_ylabel("softmax(s) layer weight")
     ax.set_title("Learned ELMo layer weights per component")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 # ---------------------------------------------------------------------------------------------

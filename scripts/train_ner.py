@@ -34,8 +34,8 @@ def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tupl
     commands = {}
     seeds = args.seeds if args.seeds else [args.seed]
     single = set(args.single_seed_fractions or [])
-    biLMs = [(f"{args.name}_{tag}", ["--paths.elmo", path]) for tag, path in args.elmo] if args.elmo else [(args.name, [])]
-    runs = [(system, elmo, pct, seed) for seed in seeds for system, elmo in biLMs for pct in args.fractions
+    bilms = [(f"{args.name}_{tag}", ["--paths.elmo", path]) for tag, path in args.elmo] if args.elmo else [(args.name, [])]
+    runs = [(system, elmo, pct, seed) for seed in seeds for system, elmo in bilms for pct in args.fractions
             if pct not in single or seed == seeds[0]]
     for system, elmo, pct, seed in runs:
         name = f"{system}_{pct}_s{seed}" if args.seeds else f"{system}_{pct}"

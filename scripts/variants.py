@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from report import copy_configs, find_provenance, own_provenance, plt, spread
+from report import copy_configs, find_provenance, own_provenance, plt, save_figure, spread
 
 SEED_DIR = re.compile(r"_s(?P<seed>\d+)$")
 
@@ -92,9 +92,7 @@ def plot(result: dict, path: Path) -> None:
     ax.set_title(f"{result['task']} at {result['fraction']}% of train: lower perplexity, bigger gain?", fontsize=9)
     ax.axhline(0, color="grey", lw=0.8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
