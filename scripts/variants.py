@@ -52,7 +52,7 @@ def dev_scores(prefix: Path, score: str) -> dict[str, float]:
     return dict(sorted(found.items(), key=lambda kv: int(kv[0])))
 
 
-def read_variant(bilm: Path, prefix: Path, baseline: dict[str, float], score: str) -> dict:
+def read_variant(bilm: Path, prefix: Path, baseline: dict[str, float], score: str, name: str | None = None) -> dict:
     summary_path = bilm / "pretrain_summary.json"
     if not summary_path.is_file():
         raise SystemExit(f"{summary_path}: missing (is {bilm} a finished `spacy-elmo pretrain` output?)")
@@ -66,7 +66,7 @@ def read_variant(bilm: Path, prefix: Path, baseline: dict[str, float], score: st
         raise SystemExit(f"{prefix}_s*: seeds {sorted(elmo, key=int)} share none with the baseline's {sorted(baseline, key=int)}")
     gains = {seed: round(elmo[seed] - baseline[seed], 2) for seed in paired}
     return {
-        "name": f"{summary['step']:,} step" + ("" if summary["step"] == 1 else "s"),
+        "name": name or f"{summary['step']:,} step" + ("" if summary["step"] == 1 else "s"),
         "bilm": str(bilm),
         "runs": str(prefix),
         "pretrain_steps": summary["step"],
@@ -82,7 +82,7 @@ def plot(result: dict, path: Path) -> None:
     variants = sorted(result["variants"], key=lambda v: v["heldout_ppl"])
     fig, ax = plt.subplots(figsize=(5, 3.6))
     ax.errorbar([v["heldout_ppl"] for v in variants], [v["gain"]["mean"] for v in variants],
-                yerr=[v["gain"]["std"] or 0 for v in variants], marker="o", capsize=3)
+                yerr=[v["gain"]["std"] or 0 for v in variants], fmt="o", capsize=3)
     for v in variants:
         ax.annotate(f"{v['name']} (n={v['gain']['n']})", (v["heldout_ppl"], v["gain"]["mean"]), fontsize=7,
                     xytext=(4, 4), textcoords="offset points")
@@ -98,19 +98,24 @@ def plot(result: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, required=True, help="prefix of the baseline runs (PREFIX_s{seed})")
-    parser.add_argument("--variant", type=Path, nargs=2, action="append", required=True, metavar=("BILM", "PREFIX"),
-                        help="a pretrained biLM folder and the prefix of the runs trained with it")
+    parser.add_argument("--variant", nargs="+", action="append", required=True, metavar="BILM PREFIX [NAME]",
+                        help="a pretrained biLM folder, the prefix of the runs trained with it and, optionally, the "
+                             "variant's name in the report (default: its pretraining steps)")
     parser.add_argument("--task", default="ner")
     parser.add_argument("--fraction", type=int, default=10, help="the training fraction the runs used (for the report)")
     parser.add_argument("--score", default="ents_f", help="meta.json performance key (ents_f for NER, tag_acc for POS)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args(argv)
+    for given in args.variant:
+        if len(given) not in (2, 3):
+            parser.error(f"--variant {' '.join(given)}: expected BILM PREFIX [NAME], found {len(given)} values")
+    args.variant = [(Path(given[0]), Path(given[1]), given[2] if len(given) == 3 else None) for given in args.variant]
     prov = own_provenance()
     baseline = dev_scores(args.baseline, args.score)
-    variants = [read_variant(bilm, prefix, baseline, args.score) for bilm, prefix in args.variant]
+    variants = [read_variant(bilm, prefix, baseline, args.score, name) for bilm, prefix, name in args.variant]
     steps = find_provenance([*seed_runs(args.baseline).values()]
-                            + [p for bilm, prefix in args.variant for p in [bilm, *seed_runs(prefix).values()]])
+                            + [p for bilm, prefix, _ in args.variant for p in [bilm, *seed_runs(prefix).values()]])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = {
         "task": args.task, "fraction": args.fraction, "score": args.score,

@@ -126,7 +126,7 @@ def _bilm(path: Path, step: int, ppl: float) -> None:
     (path / "pretrain_summary.json").write_text(json.dumps({"step": step, "heldout_ppl": ppl, "train_seconds": step * 0.6}))
 
 
-def test_variants_pair_dev_gains_by_seed_and_render(report, tmp_path):
+def test_variants_pair_dev_gains_by_seed_and_render(report, tmp_path, capsys):
     section = report.render_section(tmp_path, tmp_path / "README.md")
     assert "No results recorded yet" in section and "No variants recorded yet" in section
     sys.path.insert(0, str(ROOT / "scripts"))
@@ -146,11 +146,11 @@ def test_variants_pair_dev_gains_by_seed_and_render(report, tmp_path):
     _bilm(tmp_path / "bilm1", 1, 20931.0)
     out = tmp_path / "results"
     assert variants.main(["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm"), str(runs / "elmo_10"),
-                          "--variant", str(tmp_path / "bilm1"), str(runs / "elmo1_10"),
+                          "--variant", str(tmp_path / "bilm1"), str(runs / "elmo1_10"), "untrained (1 step)",
                           "--out", str(out / "variants.json"), "--plot", str(out / "ppl_vs_gain.png")]) == 0
     result = json.loads((out / "variants.json").read_text())
     best, untrained = result["variants"]  # ordered by perplexity
-    assert best["name"] == "3,500 steps" and untrained["name"] == "1 step"
+    assert best["name"] == "3,500 steps" and untrained["name"] == "untrained (1 step)"  # named by steps unless given
     assert best["gain"]["per_seed"] == {"0": 3.37, "1": 3.8, "2": 1.0}
     assert best["gain"]["mean"] == round(statistics.fmean([3.37, 3.8, 1.0]), 2) and best["gain"]["n"] == 3
     assert untrained["gain"]["per_seed"] == {"0": -3.06, "1": -1.1} and untrained["gain"]["n"] == 2  # paired on shared seeds
@@ -158,13 +158,16 @@ def test_variants_pair_dev_gains_by_seed_and_render(report, tmp_path):
                                                   (("base", "012"), ("elmo", "012"), ("elmo1", "01")) for s in seeds}
     assert (out / "ppl_vs_gain.png").read_bytes()[:4] == b"\x89PNG"
     section = report.render_section(out, tmp_path / "README.md")
-    assert f"| 1 step | 0.0 | 20931.0 | 72.50 ± 0.71 (n=2) | -2.08 ± 1.39 (n=2) |" in section
+    assert f"| untrained (1 step) | 0.0 | 20931.0 | 72.50 ± 0.71 (n=2) | -2.08 ± 1.39 (n=2) |" in section
     assert "](results/ppl_vs_gain.png)" in section and "dev only" in section
     # a run that did not finish is named, not skipped
     shutil.rmtree(runs / "elmo1_10_s1" / "model-best")
     with pytest.raises(SystemExit, match="elmo1_10_s1/model-best/meta.json: missing"):
         variants.main(["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm1"), str(runs / "elmo1_10"),
                        "--out", str(out / "v.json")])
+    with pytest.raises(SystemExit) as error:
+        variants.main(["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm"), "--out", str(out / "v.json")])
+    assert error.value.code == 2 and "expected BILM PREFIX [NAME], found 1 values" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="pretrain_summary.json: missing"):
         variants.main(["--baseline", str(runs / "base_10"), "--variant", str(runs), str(runs / "elmo_10"), "--out", str(out / "v.json")])
 
