@@ -3,19 +3,36 @@ from the chosen year on tokenized like the BBC text, the held-out text unchanged
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "preprocess_more_text.py"
+sys.path.insert(0, str(ROOT / "scripts"))
+try:
+    import preprocess_more_text
+finally:
+    sys.path.pop(0)
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT)
+@pytest.fixture
+def run(capsys):
+    """Runs the script's main in this process; returncode, stdout and stderr as a subprocess would give them."""
+    def call(*args: str) -> SimpleNamespace:
+        try:
+            code = preprocess_more_text.main(list(args))
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else 1
+            if not isinstance(exit.code, int):
+                print(exit.code, file=sys.stderr)
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+    return call
 
 
-def test_more_text_appends_the_chosen_addresses_and_keeps_the_held_out_text(tmp_path):
+def test_more_text_appends_the_chosen_addresses_and_keeps_the_held_out_text(tmp_path, run):
     lm, sotu, out = tmp_path / "lm", tmp_path / "sotu", tmp_path / "lm_more"
     lm.mkdir()
     sotu.mkdir()
@@ -44,7 +61,7 @@ def test_more_text_appends_the_chosen_addresses_and_keeps_the_held_out_text(tmp_
     assert limited.returncode == 0 and len((tmp_path / "l" / "train.txt").read_text().splitlines()) == 3
 
 
-def test_more_text_names_what_is_missing(tmp_path):
+def test_more_text_names_what_is_missing(tmp_path, run):
     (tmp_path / "lm").mkdir()
     result = run("--sotu-dir", str(tmp_path / "sotu"), "--lm-dir", str(tmp_path / "lm"), "--output-dir", str(tmp_path / "o"))
     assert result.returncode == 2 and "lm/train.txt: missing (run the project's preprocess step first)" in result.stderr
