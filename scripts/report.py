@@ -503,7 +503,11 @@ def render_section(results: Path, readme: Path) -> str:
                 "|---|---:|---:|---:|---:|"]
         out += [f"| {v['name']} | {v['pretrain_minutes']:.1f} | {v['heldout_ppl']:.1f} | {_pm(v['elmo'])} | {_gain_pm(v['gain'])} |"
                 for v in variants["variants"]]
-        out.append("")
+        best = max(variants["variants"], key=lambda v: v["gain"]["mean"])
+        lowest = min(variants["variants"], key=lambda v: v["heldout_ppl"])
+        out += ["", f"Largest mean dev gain: {best['name']} ({_gain_pm(best['gain'])}); lowest held-out perplexity: "
+                    f"{lowest['name']} ({lowest['heldout_ppl']:.1f}). No variant is scored on test: the headline uses "
+                    f"the project's biLM.", ""]
         if (results / "ppl_vs_gain.png").is_file():
             out += [f"![perplexity vs gain]({_link(results, readme, 'ppl_vs_gain.png')})", ""]
 

@@ -160,6 +160,8 @@ def test_variants_pair_dev_gains_by_seed_and_render(report, tmp_path, capsys):
     section = report.render_section(out, tmp_path / "README.md")
     assert f"| untrained (1 step) | 0.0 | 20931.0 | 72.50 ± 0.71 (n=2) | -2.08 ± 1.39 (n=2) |" in section
     assert "](results/ppl_vs_gain.png)" in section and "dev only" in section
+    assert (f"Largest mean dev gain: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)); "
+            "lowest held-out perplexity: 3,500 steps (128.9).") in section
     # a run that did not finish is named, not skipped
     shutil.rmtree(runs / "elmo1_10_s1" / "model-best")
     with pytest.raises(SystemExit, match="elmo1_10_s1/model-best/meta.json: missing"):
