@@ -105,10 +105,16 @@ def test_project_smoke_workflow(tmp_path):
     assert "DIRTY TREE" in section or "(clean tree)" in section
     assert "probe accuracy by layer" in section
     assert "Goals for the ELMo gain (paired means): ner 10%: ≥ +6.00" in section and "Wall time: the seeds" in section
-    # variants: four biLMs (the tiny config cut to 1, 30 and 45 steps, and the seeds run's 60),
-    # each with its paired dev gain over the baseline
+    # variants: five biLMs (the tiny config cut to 1, 30 and 45 steps, the seeds run's 60, and 60 on more
+    # text), each with its paired dev gain over the baseline
     variants = json.loads((published / "variants.json").read_text())
-    assert sorted(v["pretrain_steps"] for v in variants["variants"]) == [1, 30, 45, 60]
+    assert sorted(v["pretrain_steps"] for v in variants["variants"]) == [1, 30, 45, 60, 60]
+    more = next(v for v in variants["variants"] if v["name"] == "more text (+ SOTU 1900-)")
+    assert more["bilm"].endswith("bilm_more_text") and more["gain"]["n"] == 1
+    lm, lm_more = work / "corpus" / "lm", work / "corpus" / "lm_more"  # the project's text + 300 sentences
+    assert (lm_more / "train.txt").read_text().splitlines()[:-300] == (lm / "train.txt").read_text().splitlines()
+    assert (lm_more / "heldout.txt").read_bytes() == (lm / "heldout.txt").read_bytes()
+    assert (work / "variants" / "bilm_more_text" / "vocab.txt").read_bytes() == (work / "bilm" / "vocab.txt").read_bytes()
     ppl = [v["heldout_ppl"] for v in variants["variants"]]
     assert ppl == sorted(ppl) and ppl[-1] > ppl[0]  # listed by perplexity; 1 step is the worst language model
     dev = lambda run: round(json.loads((run / "model-best" / "meta.json").read_text())["performance"]["ents_f"] * 100, 2)
