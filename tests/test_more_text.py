@@ -45,9 +45,12 @@ def test_more_text_appends_the_chosen_addresses_and_keeps_the_held_out_text(tmp_
     result = run("--sotu-dir", str(sotu), "--from-year", "1900", "--lm-dir", str(lm), "--output-dir", str(out))
     assert result.returncode == 0, result.stderr
     lines = (out / "train.txt").read_text(encoding="utf8").splitlines()
-    # the project's text first and whole (its missing final newline does not merge two sentences)
-    assert lines[:2] == ["BBC sentence one .", "EU rejects German call to boycott British lamb ."]
-    added = lines[2:]
+    # the project's text whole and in order (its missing final newline does not merge two sentences),
+    # the new sentences spread through it, not appended: pretraining would end every epoch on them
+    base = ["BBC sentence one .", "EU rejects German call to boycott British lamb ."]
+    assert [line for line in lines if line in base] == base
+    added = [line for line in lines if line not in base]
+    assert len(lines) == 4 and lines[0] == base[0] and lines[1] == added[0] and lines[2] == base[1]
     assert "Too old to be kept ." not in lines  # before --from-year
     assert "Held-out sentence ." not in added  # equal to a held-out sentence: dropped
     # one sentence per line, tokens split by the BBC text's tokenizer (hyphenated words stay whole)
