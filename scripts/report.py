@@ -402,13 +402,10 @@ def render_section(results: Path, readme: Path) -> str:
             label = TASK_SCORE.get(task, ("", task))[1]
             for pct, cell in sorted(seeds["summary"][task].items(), key=lambda kv: int(kv[0])):
                 base, elmo, gain = cell.get("baseline"), cell.get("elmo"), cell.get("gain")
-                per_seed = []
-                for seed in sorted(set((base or {}).get("per_seed", {})) | set((elmo or {}).get("per_seed", {})), key=int):
-                    b = (base or {}).get("per_seed", {}).get(seed)
-                    e = (elmo or {}).get("per_seed", {}).get(seed)
-                    g = (gain or {}).get("per_seed", {}).get(seed)
-                    per_seed.append(f"s{seed}: {'–' if b is None else f'{b:.2f}'} / {'–' if e is None else f'{e:.2f}'}"
-                                    f" / {'–' if g is None else f'{g:+.2f}'}")
+                values = [(part or {}).get("per_seed", {}) for part in (base, elmo, gain)]
+                show = lambda value, form: "–" if value is None else format(value, form)
+                per_seed = [f"s{seed}: " + " / ".join(show(v.get(seed), form) for v, form in zip(values, (".2f", ".2f", "+.2f")))
+                            for seed in sorted(set(values[0]) | set(values[1]), key=int)]
                 out.append(f"| {task} ({label}) | {pct}% | {_pm(base) if base else '–'} | {_pm(elmo) if elmo else '–'} | "
                            f"{_gain_pm(gain) if gain else '–'} | {'; '.join(per_seed)} |")
         out.append("")
