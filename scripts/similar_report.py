@@ -14,10 +14,10 @@ from pathlib import Path
 
 import time
 
-from spacy_elmo.training.similar import (
+from spacy_elmo.tools.similar import (
     contextual_word_vectors, find_vocab, most_similar, most_similar_in_context, read_sentences,
 )
-from spacy_elmo.util import load_model
+from spacy_elmo.loading import load_model
 
 
 def main() -> None:

@@ -23,8 +23,10 @@ from .layers.scalar_mix import build_scalar_mix
 from .layers.tok2vec import BiLMLayers, build_elmo_features
 
 
+# registered as "ElmoModel" (the name saved pipelines' configs use); the Python name says what it
+# is, a thinc layer around the torch `spacy_elmo.ElmoModel`
 @registry.architectures("spacy-elmo.ElmoModel.v1")
-def ElmoModel_v1(
+def ElmoBiLMLayer_v1(
     name: Optional[str] = None,
     max_batch_tokens: int = 4096,
     max_length: int = 256,
@@ -120,4 +122,4 @@ def ScalarMix_v1(dropout: float = 0.0, l2: float = 0.001) -> Model[List[Floats3d
     return build_scalar_mix(dropout=dropout, l2=l2)
 
 
-__all__ = ["ElmoModel_v1", "ElmoListener_v1", "ElmoTok2Vec_v1", "ElmoEmbed_v1", "ScalarMix_v1"]
+__all__ = ["ElmoBiLMLayer_v1", "ElmoListener_v1", "ElmoTok2Vec_v1", "ElmoEmbed_v1", "ScalarMix_v1"]

@@ -26,7 +26,7 @@ def cmd_embed(args) -> int:
         if args.input is None or args.output is None:
             print("error: embed needs both INPUT and OUTPUT (or neither, to read stdin)", file=sys.stderr)
             return 2
-        from .training.embed import dump_embeddings
+        from .tools.embed import dump_embeddings
 
         written = dump_embeddings(
             args.model, args.input, args.output, batch_size=args.batch_size,
@@ -37,7 +37,7 @@ def cmd_embed(args) -> int:
     import torch
 
     from . import ElmoTokenizer
-    from .util import load_model
+    from .loading import load_model
 
     model = load_model(args.model)
     tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token)
@@ -93,8 +93,8 @@ def cmd_finetune(args) -> int:
 def cmd_similar(args) -> int:
     """Nearest words to WORD by cosine: context-independent token vectors, or (--corpus) each word's
     contextual vectors averaged over a text."""
-    from .training import similar
-    from .util import load_model
+    from .loading import load_model
+    from .tools import similar
 
     if args.corpus is None:
         model = load_model(args.model)  # first: a wrong model reference is the likelier mistake
@@ -139,7 +139,7 @@ def cmd_probe(args) -> int:
     import json
 
     from .provenance import Provenance
-    from .training import probe
+    from .tools import probe
 
     prov = Provenance(seed=args.seed)
     result = probe.probe_tasks(args.model, args.train, args.dev, args.task, args.max_sentences, args.seed, args.l2, args.max_iter)
@@ -235,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .legacy import LegacyFormatError
-    from .util import ModelNotFoundError
+    from .loading import ModelNotFoundError
 
     args, extra = build_parser().parse_known_args(argv)
     args.overrides = extra

@@ -27,8 +27,9 @@ from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 
-from .architectures import ElmoModel_v1
-from .data_classes import ElmoDocData, LayerCache, register_extensions
+from .architectures import ElmoBiLMLayer_v1
+from .doc_data import ElmoDocData, register_extensions
+from .layers.layer_cache import LayerCache
 from .layers.bilm import (
     bilm_from_bytes,
     bilm_to_bytes,
@@ -85,7 +86,7 @@ def make_elmo(
     cache_mb: size in MB of the layer cache for a frozen biLM (0 = off); see `Elmo`.
     """
     if isinstance(model, str):
-        model = ElmoModel_v1(name=model)
+        model = ElmoBiLMLayer_v1(name=model)
     return Elmo(
         nlp.vocab,
         model,

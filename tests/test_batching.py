@@ -1,11 +1,12 @@
-"""One padded-size batcher: pretraining (`training.data.pack_by_length`) and the spaCy biLM layer
+"""One padded-size batcher: pretraining (`training.batches.pack_by_length`) and the spaCy biLM layer
 both use spaCy's `minibatch_by_padded_size`: rows × longest row ≤ budget, every sequence once."""
 
 from __future__ import annotations
 
 import random
 
-from spacy_elmo.training.data import SPECIAL_TOKENS, Corpus, Vocabulary, pack_by_length
+from spacy_elmo.training.batches import Corpus, pack_by_length
+from spacy_elmo.training.vocabulary import SPECIAL_TOKENS, Vocabulary
 
 
 def test_pretraining_batches_respect_the_padded_budget(tmp_path):

@@ -16,8 +16,8 @@ import torch
 
 from spacy_elmo import ElmoConfig, ElmoForBidirectionalLM, ElmoModel, ElmoTokenizer
 from spacy_elmo.cli import main
-from spacy_elmo.training.data import Vocabulary
-from spacy_elmo.training.similar import most_similar
+from spacy_elmo.tools.similar import most_similar
+from spacy_elmo.training.vocabulary import Vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ["the", "cat", "cats", "dog", "dogs", "sees", "a", "house", "houses", "river", ".", "Ångström", "日本"]
@@ -134,7 +134,7 @@ def test_similar_needs_a_vocabulary_for_models_without_one(lm_dir, tmp_path, cap
 
 def test_similar_in_context_averages_each_words_layer_vectors(lm_dir, input_file, capsys):
     """--corpus: a word's vector is the mean of its layer vectors over the text, centred on the mean word."""
-    from spacy_elmo.training.similar import contextual_word_vectors, read_sentences
+    from spacy_elmo.tools.similar import contextual_word_vectors, read_sentences
 
     model = ElmoModel.from_pretrained(lm_dir).eval()
     sentences = list(read_sentences(input_file))
@@ -163,7 +163,7 @@ def test_similar_in_context_averages_each_words_layer_vectors(lm_dir, input_file
 
 def test_contextual_vectors_cover_more_words_than_the_initial_table(lm_dir):
     """Past 1,024 distinct words the table grows; every word keeps its own average."""
-    from spacy_elmo.training.similar import contextual_word_vectors
+    from spacy_elmo.tools.similar import contextual_word_vectors
 
     model = ElmoModel.from_pretrained(lm_dir).eval()
     words = [f"w{i}" for i in range(1500)]

@@ -85,7 +85,7 @@ def test_pickled_weights_are_refused(tiny_model_dir, tmp_path):
             ElmoModel.from_pretrained(bad)
         assert not (tmp_path / "PWNED_BY_PICKLE").exists()
         with pytest.raises(Exception):
-            spacy_elmo.util.load_model(bad)
+            spacy_elmo.loading.load_model(bad)
         assert not (tmp_path / "PWNED_BY_PICKLE").exists()
     finally:
         os.chdir(cwd)

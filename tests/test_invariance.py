@@ -11,7 +11,7 @@ import pytest
 import spacy
 import torch
 
-from spacy_elmo.util import load_model
+from spacy_elmo.loading import load_model
 from spacy_elmo.characters import batch_to_char_ids
 from spacy_elmo.layers.bilm import window_spans
 

@@ -23,12 +23,12 @@ from safetensors.torch import load_file
 
 from spacy_elmo import ElmoForBidirectionalLM, ElmoModel, load_legacy
 from spacy_elmo.cli import main
-from spacy_elmo.training.data import (
-    Corpus, DataPosition, Vocabulary, iter_sequences, read_block, resolve_files, unigram_perplexity,
-)
+from spacy_elmo.training.batches import Corpus, DataPosition
 from spacy_elmo.training.checkpoints import Checkpoints
 from spacy_elmo.training.pretrain import pretrain
 from spacy_elmo.training.settings import PretrainError, learning_rate_at, load_settings, parse_overrides
+from spacy_elmo.training.text import iter_sequences, read_block, resolve_files
+from spacy_elmo.training.vocabulary import Vocabulary, unigram_perplexity
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "pretrain_tiny.cfg"

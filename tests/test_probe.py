@@ -89,7 +89,7 @@ def test_probe_learns_each_layer_and_the_mix(tiny_model_dir, docbin, tmp_path, o
 
 
 def test_probe_rejects_unknown_task(docbin):
-    from spacy_elmo.training.probe import read_examples
+    from spacy_elmo.tools.probe import read_examples
 
     with pytest.raises(ValueError, match="unknown probe task"):
         read_examples(docbin, "sentiment")

@@ -16,9 +16,10 @@ import torch
 from spacy.tokens import Doc, DocBin
 
 from spacy_elmo import ElmoTokenizer
-from spacy_elmo.data_classes import ElmoDocData, LayerCache
+from spacy_elmo.doc_data import ElmoDocData
+from spacy_elmo.layers.layer_cache import LayerCache
 from spacy_elmo.layers.bilm import plan_segments, window_spans
-from spacy_elmo.util import load_model
+from spacy_elmo.loading import load_model
 
 WORDS = "the cat sat on a mat while dogs ran far away from home and birds sang in trees today".split()
 

@@ -37,7 +37,7 @@ from thinc.api import (
 from thinc.types import Floats3d
 
 from ..characters import batch_to_char_ids
-from ..data_classes import LayerCache, doc_cache_key
+from .layer_cache import LayerCache, doc_cache_key
 
 
 class ElmoLayerStack(torch.nn.Module):
@@ -307,8 +307,8 @@ def get_elmo_model(model: Model, load: bool = True):
 
 
 def _load_quietly(name: str):
-    """`util.load_model` without transformers' progress bars (they would clutter `spacy train`)."""
-    from ..util import ModelNotFoundError, load_model
+    """`loading.load_model` without transformers' progress bars (they would clutter `spacy train`)."""
+    from ..loading import ModelNotFoundError, load_model
 
     try:
         with _quiet_hf():

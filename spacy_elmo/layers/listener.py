@@ -14,7 +14,7 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats3d
 
-from ..data_classes import register_extensions
+from ..doc_data import register_extensions
 
 register_extensions()
 

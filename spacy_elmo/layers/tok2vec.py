@@ -13,7 +13,7 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
-from ..data_classes import LayerCache
+from .layer_cache import LayerCache
 from .bilm import get_elmo_model, predict_cached
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from .data import DataPosition, write_text_atomic
+from .batches import DataPosition
 from .settings import PretrainError
 
 CRASH_ENV, FAIL_ENV, CRASH_EXIT_CODE = "SPACY_ELMO_CRASH_AT", "SPACY_ELMO_FAIL_AT", 75
@@ -57,6 +57,18 @@ def fault_point(point: str, step: int, path: Path | None = None) -> None:
 
 # --------------------------------------------------------------------------------------------------
 # Files
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Writes `text` to a temporary file next to `path`, flushes it to disk, then renames it over `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    return path
 
 
 def fsync_file(path: Path) -> None:

@@ -25,8 +25,10 @@ from pathlib import Path
 import torch
 
 from ..model_card import write_model_card
-from .checkpoints import Checkpoints, MetricsLog, TrainState, check_free_space, check_writable, fault_point
-from .data import Corpus, DataPosition, Vocabulary, iter_sequences, make_tokenizer, resolve_files, unigram_perplexity, write_text_atomic
+from .batches import Corpus, DataPosition
+from .checkpoints import Checkpoints, MetricsLog, TrainState, check_free_space, check_writable, fault_point, write_text_atomic
+from .text import iter_sequences, make_tokenizer, resolve_files
+from .vocabulary import Vocabulary, unigram_perplexity
 from .distributed import Distributed
 from .settings import PretrainError, TrainingDiverged, check_resumable, learning_rate_at, load_settings
 
@@ -108,7 +110,7 @@ class Pretrainer:
             config = ElmoConfig.from_pretrained(str(path))
             if config.vocab_size and vocab_file.is_file() and _has_lm_head(path):
                 return {"kind": "lm", "path": path, "config": config, "vocab": vocab_file}
-        from ..util import load_model
+        from ..loading import load_model
 
         elmo = load_model(reference)
         return {"kind": "elmo", "path": path, "config": elmo.config, "elmo": elmo}

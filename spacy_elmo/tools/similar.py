@@ -18,7 +18,7 @@ import numpy
 import torch
 
 from ..characters import word_to_char_ids
-from .data import SPECIAL_TOKENS, Vocabulary
+from ..training.vocabulary import SPECIAL_TOKENS, Vocabulary
 
 
 def find_vocab(model_ref: str | Path, vocab_file: str | Path | None = None) -> Vocabulary:

@@ -161,7 +161,7 @@ def run_probe(model, train_examples, dev_examples, seed: int = 0, l2: float = 1e
 def probe_tasks(model_ref, train, dev, tasks: Iterable[str], max_sentences: int = 0, seed: int = 0,
                 l2: float = 1e-4, max_iter: int = 100) -> dict:
     """{"tasks": {task: run_probe(...)}} for a model reference (HF dir, hub id or legacy files)."""
-    from ..util import load_model
+    from ..loading import load_model
 
     torch.manual_seed(seed)
     model = load_model(model_ref)

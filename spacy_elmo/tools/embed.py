@@ -20,8 +20,9 @@ from typing import BinaryIO, Iterator
 
 import torch
 
-from .data import CharEncoder, make_tokenizer
-from .distributed import Distributed
+from ..training.batches import CharEncoder
+from ..training.distributed import Distributed
+from ..training.text import make_tokenizer
 
 
 def _count_lines(path: Path) -> int:
@@ -56,7 +57,7 @@ def dump_embeddings(
     """Writes the layers of every line of `input_path` ("-" = stdin) to `output_path`; returns lines written here."""
     import h5py
 
-    from ..util import load_model
+    from ..loading import load_model
 
     procs = Distributed.from_env("auto")  # the same torchrun/device set-up as pretraining
     world, rank, device = procs.world_size, procs.rank, procs.device

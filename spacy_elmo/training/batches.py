@@ -1,4 +1,4 @@
-"""Training data for the biLM: word vocabulary, streamed shard files, deterministic resumable batches.
+"""Training batches for the biLM: streamed shard files → deterministic, resumable global batches.
 
 The corpus is never loaded whole. Shard files are read one *block* (a few thousand lines) at a time;
 inside a block the sequences are shuffled, sorted by length (little padding) and packed into global
@@ -11,210 +11,19 @@ Under torchrun every process reads the same text, builds the same global batches
 own rows (the char-id and word-id encoding, and the model work, are split; reading is cheap). A
 global batch is therefore the same whatever the number of processes, which is what makes a
 2-process run reproduce a 1-process run with the same global batch.
-
-Bad input never stops training: invalid UTF-8 is replaced (U+FFFD), empty lines are skipped,
-lines over `max_line_bytes` are cut, and sequences over `max_tokens` words are split.
 """
 
 from __future__ import annotations
 
-import glob
-import math
-import os
-from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy
 import torch
 
 from ..characters import batch_to_char_ids
-
-SPECIAL_TOKENS = ("<S>", "</S>", "<UNK>")
-BOS_ID, EOS_ID, UNK_ID = 0, 1, 2
-
-
-class Vocabulary:
-    """Word ↔ id for the LM softmax: `<S>`, `</S>`, `<UNK>` first, then words by falling frequency.
-
-    `counts` (only for a vocabulary built from data) holds each id's training count; `<S>`/`</S>`
-    count the sequences and `<UNK>` the words left out, which is what `unigram_perplexity` needs.
-    """
-
-    def __init__(self, words: Sequence[str], counts: Sequence[int] | None = None):
-        words = list(words)
-        if tuple(words[:3]) != SPECIAL_TOKENS:
-            raise ValueError(f"a vocabulary must start with {SPECIAL_TOKENS}, got {words[:3]}")
-        self.words = words
-        self.index = {word: i for i, word in enumerate(words)}
-        if len(self.index) != len(words):
-            raise ValueError("vocabulary has duplicate words")
-        self.counts = None if counts is None else [int(c) for c in counts]
-
-    def __len__(self) -> int:
-        return len(self.words)
-
-    def __contains__(self, word: str) -> bool:
-        return word in self.index
-
-    def encode(self, tokens: Sequence[str]) -> list[int]:
-        get = self.index.get
-        return [get(token, UNK_ID) for token in tokens]
-
-    @classmethod
-    def build(cls, sentences: Iterable[Sequence[str]], min_count: int = 1, max_size: int = 0) -> "Vocabulary":
-        """Counts words in `sentences`; keeps those seen `min_count` times, at most `max_size` ids in all."""
-        counter: Counter = Counter()
-        n_sequences = 0
-        for sentence in sentences:
-            counter.update(sentence)
-            n_sequences += 1
-        for token in SPECIAL_TOKENS:  # the markers are never words of the text
-            counter.pop(token, None)
-        ranked = sorted((item for item in counter.items() if item[1] >= min_count), key=lambda wc: (-wc[1], wc[0]))
-        if max_size:
-            ranked = ranked[: max(0, max_size - len(SPECIAL_TOKENS))]
-        kept = sum(count for _, count in ranked)
-        counts = [n_sequences, n_sequences, sum(counter.values()) - kept] + [count for _, count in ranked]
-        return cls(list(SPECIAL_TOKENS) + [word for word, _ in ranked], counts)
-
-    @classmethod
-    def load(cls, path: str | Path) -> "Vocabulary":
-        """Reads a bilm-tf vocab.txt (one word per line); `<S>`, `</S>`, `<UNK>` are moved (or added) to the front."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"vocabulary file not found: {path}")
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            words = [line.strip() for line in handle]
-        words = [w for w in dict.fromkeys(words) if w and w not in SPECIAL_TOKENS]
-        if not words:
-            raise ValueError(f"{path}: the vocabulary file has no words")
-        return cls(list(SPECIAL_TOKENS) + words)
-
-    def save(self, path: str | Path) -> Path:
-        """Writes one word per line (bilm-tf / AllenNLP format), atomically."""
-        return write_text_atomic(path, "\n".join(self.words) + "\n")
-
-
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Writes `text` to a temporary file next to `path`, flushes it to disk, then renames it over `path`."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    return path
-
-
-# --------------------------------------------------------------------------------------------------
-# Reading text
-
-
-def resolve_files(spec: str | Path | Sequence[str | Path]) -> list[Path]:
-    """The files named by a path, a directory (its files), a glob pattern, or a comma-separated list of these."""
-    if isinstance(spec, (str, Path)):
-        parts = [p.strip() for p in str(spec).split(",") if p.strip()]
-    else:
-        parts = [str(p) for p in spec]
-    files: list[Path] = []
-    for part in parts:
-        path = Path(part).expanduser()
-        if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-        elif path.is_file():
-            found = [path]
-        else:
-            found = sorted(Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file())
-        if not found:
-            raise FileNotFoundError(f"no text files match {part!r}")
-        files.extend(found)
-    return list(dict.fromkeys(files))
-
-
-def read_block(path: Path, offset: int, max_lines: int, max_line_bytes: int) -> tuple[list[str], int]:
-    """Up to `max_lines` non-empty lines from byte `offset` of `path`, and the offset after them.
-
-    Undecodable bytes become U+FFFD; a line longer than `max_line_bytes` keeps its first
-    `max_line_bytes` bytes (up to the last space) and the rest is skipped. Fewer lines than
-    asked means the end of the file was reached.
-    """
-    lines: list[str] = []
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        while len(lines) < max_lines:
-            raw = handle.readline(max_line_bytes + 1)
-            if not raw:
-                break
-            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
-                raw = raw[:max_line_bytes].rsplit(b" ", 1)[0]
-                while True:  # skip the rest of the huge line
-                    rest = handle.readline(1 << 20)
-                    if not rest or rest.endswith(b"\n"):
-                        break
-            text = raw.decode("utf-8", errors="replace").strip()
-            if text:
-                lines.append(text)
-        return lines, handle.tell()
-
-
-def make_tokenizer(data_format: str = "tokenized", lang: str = "en") -> Callable[[str], list[str]]:
-    """Line → words. "tokenized": split on whitespace (bilm-tf format); "text": a blank spaCy tokenizer."""
-    if data_format == "tokenized":
-        return str.split
-    if data_format == "text":
-        from ..tokenization_elmo import spacy_word_splitter
-
-        return spacy_word_splitter(lang)
-    raise ValueError(f"data format must be 'tokenized' or 'text', got {data_format!r}")
-
-
-def split_long(tokens: list[str], max_tokens: int) -> list[list[str]]:
-    """Cuts a line into sequences of at most `max_tokens` words (each becomes `<S>` … `</S>`)."""
-    return [tokens[i : i + max_tokens] for i in range(0, len(tokens), max_tokens)]
-
-
-def iter_sequences(
-    files: Sequence[Path],
-    tokenize: Callable[[str], list[str]] = str.split,
-    max_tokens: int = 100,
-    max_line_bytes: int = 1 << 20,
-    block_lines: int = 10_000,
-) -> Iterator[list[str]]:
-    """Every training sequence of `files` in file order (streamed; for the vocabulary and evaluation)."""
-    for path in files:
-        offset = 0
-        while True:
-            lines, offset = read_block(path, offset, block_lines, max_line_bytes)
-            if not lines:
-                break
-            for line in lines:
-                yield from split_long(tokenize(line), max_tokens)
-
-
-def unigram_perplexity(vocab: Vocabulary, sequences: Iterable[Sequence[str]]) -> float:
-    """Perplexity of `sequences` under the training unigram distribution of a built vocabulary.
-
-    Scored like the biLM: each direction predicts the words plus one boundary (`</S>` or `<S>`),
-    so this is the baseline a trained model's bidirectional perplexity should beat by far.
-    """
-    if vocab.counts is None:
-        raise ValueError("unigram_perplexity needs a vocabulary built from data (with counts)")
-    counts = numpy.asarray(vocab.counts, dtype=numpy.float64)
-    counts[UNK_ID] += 1.0  # unseen words must not get probability 0
-    log_p = numpy.log(counts) - math.log(counts[EOS_ID] + counts[UNK_ID:].sum())
-    nll, n = 0.0, 0
-    for sequence in sequences:
-        ids = vocab.encode(sequence)
-        nll -= float(log_p[ids].sum()) + float(log_p[EOS_ID])
-        n += len(ids) + 1
-    return math.exp(nll / max(n, 1))
-
-
-# --------------------------------------------------------------------------------------------------
-# Batches
+from .text import iter_sequences, read_block, split_long
 
 
 @dataclass
@@ -280,7 +89,7 @@ class Corpus:
     def __init__(
         self,
         files: Sequence[Path],
-        vocab: Vocabulary,
+        vocab: "Vocabulary",  # training.vocabulary (not imported: it imports checkpoints, which imports this)
         tokenize: Callable[[str], list[str]] = str.split,
         *,
         max_chars: int = 50,
@@ -390,17 +199,4 @@ class Corpus:
                 index += 1
 
 
-__all__ = [
-    "SPECIAL_TOKENS",
-    "Vocabulary",
-    "DataPosition",
-    "Batch",
-    "Corpus",
-    "CharEncoder",
-    "make_tokenizer",
-    "read_block",
-    "resolve_files",
-    "iter_sequences",
-    "unigram_perplexity",
-    "write_text_atomic",
-]
+__all__ = ["DataPosition", "Batch", "CharEncoder", "pack_by_length", "Corpus"]

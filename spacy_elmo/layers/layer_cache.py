@@ -1,0 +1,79 @@
+"""A bounded least-recently-used cache of a Doc's biLM layers, keyed by its token texts.
+
+Lets a frozen biLM skip text it has already run on (e.g. the training corpus in epochs 2+ of
+`spacy train`); the `elmo` component clears it whenever the biLM's weights may change.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Hashable, Iterable, Optional
+
+import numpy
+
+
+def doc_cache_key(words: Iterable[str], sent_starts: Optional[Iterable[int]] = None) -> Hashable:
+    """The cache key of a Doc: its token texts, plus its sentence starts when those split it."""
+    key = tuple(words)
+    return key if sent_starts is None else (key, tuple(sent_starts))
+
+
+class LayerCache:
+    """Least-recently-used map from a cache key to host-memory layers, bounded by bytes.
+
+    `max_bytes=0` disables it. Stored arrays are made read-only, since the same array may be
+    handed to several Docs.
+    """
+
+    def __init__(self, max_bytes: int = 0):
+        self.max_bytes = int(max_bytes)
+        self._data: OrderedDict[Hashable, numpy.ndarray] = OrderedDict()
+        self.nbytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def get(self, key: Hashable) -> Optional[numpy.ndarray]:
+        value = self._data.get(key)
+        if value is None:
+            self.misses += 1
+            return None
+        self._data.move_to_end(key)
+        self.hits += 1
+        return value
+
+    def put(self, key: Hashable, layers) -> None:
+        if not self.enabled:
+            return
+        if not isinstance(layers, numpy.ndarray):
+            layers = layers.get()
+        if layers.nbytes > self.max_bytes:
+            return
+        if key in self._data:
+            self.nbytes -= self._data.pop(key).nbytes
+        layers = numpy.array(layers, copy=True)  # never alias an array a caller may change
+        layers.flags.writeable = False
+        self._data[key] = layers
+        self.nbytes += layers.nbytes
+        while self.nbytes > self.max_bytes:
+            _, old = self._data.popitem(last=False)
+            self.nbytes -= old.nbytes
+
+    def clear(self) -> None:
+        self._data.clear()
+        self.nbytes = 0
+
+    def __getstate__(self):  # a pickled pipeline ships an empty cache
+        return {"max_bytes": self.max_bytes}
+
+    def __setstate__(self, state):
+        self.__init__(state["max_bytes"])
+
+
+__all__ = ["LayerCache", "doc_cache_key"]
