@@ -77,9 +77,13 @@ def fetch(reference: str, *, progress: bool = True) -> str:
             )
         return _retrieve(url, progress, _Extract(url))
     if len(parts) != 2:
-        raise DownloadError(f"{reference}: expected one URL of an archive or a pair \"options,weights\", found {len(parts)} parts")
+        raise DownloadError(
+            f'{reference}: expected one URL of an archive or a pair "options,weights", found {len(parts)} parts'
+        )
     if "," in str(cache_dir()):
-        raise DownloadError(f"the cache folder {cache_dir()} has a comma in its path, which would split the pair; set SPACY_ELMO_CACHE")
+        raise DownloadError(
+            f"the cache folder {cache_dir()} has a comma in its path, which would split the pair; set SPACY_ELMO_CACHE"
+        )
     return ",".join(_retrieve(part, progress) if _URL.match(part) else part for part in parts)
 
 
