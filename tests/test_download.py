@@ -1,0 +1,314 @@
+"""URL model references (spacy_elmo.download) against a real HTTP server on 127.0.0.1: archives and
+legacy pairs are downloaded once into $SPACY_ELMO_CACHE, checked against a sha256 fragment, and a
+broken connection, a corrupt or hostile archive or an HTTP error leaves nothing a later run uses."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import sys
+import tarfile
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from spacy_elmo.download import DownloadError, cache_dir, fetch, is_url
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Serves `server.routes[path] = (body, drop)`; `drop` sends the full Content-Length but
+    closes the connection after half the body. Records each request path in `server.requests`."""
+
+    def do_GET(self):
+        self.server.requests.append(self.path)
+        route = self.server.routes.get(self.path)
+        if route is None:
+            self.send_error(404)
+            return
+        body, drop = route
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body[: len(body) // 2] if drop else body)
+        self.close_connection = drop
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd.routes, httpd.requests = {}, []
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def serve(httpd, path: str, body: bytes, drop: bool = False) -> str:
+    httpd.routes[path] = (body, drop)
+    return f"http://127.0.0.1:{httpd.server_port}{path}"
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch) -> Path:
+    """Every test caches under tmp_path, never in ~/.cache; no proxy for the local server."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(folder))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    return folder
+
+
+def files_in(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+
+
+@pytest.fixture(scope="module")
+def model_files(allennlp_dir) -> dict[str, bytes]:
+    return {name: (allennlp_dir / name).read_bytes() for name in ("options.json", "lm_weights.hdf5")}
+
+
+def make_zip(members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression) as handle:
+        for name, data in members.items():
+            handle.writestr(name, data)
+    return buffer.getvalue()
+
+
+def make_tar(members: dict[str, bytes], mode: str = "w:gz") -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as handle:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            handle.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_is_url_and_local_references_unchanged(tmp_path):
+    assert is_url("https://example.org/model.zip") and is_url("HTTP://127.0.0.1:8000/m.tar.gz")
+    assert is_url("https://a.org/options.json, https://a.org/w.hdf5") and is_url("opts.json,http://a.org/w.hdf5")
+    local_references = ("build/fixture_elmo", "owner/name", "options.json,lm_weights.hdf5", "http_model", "ftp://a.org/m.zip")
+    for local in local_references:
+        assert not is_url(local)
+        assert fetch(local) == local
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize(
+    "suffix, build, members, expected",
+    [
+        # one top-level folder and nothing else: the model directory is that folder
+        (".zip", make_zip, {"elmo/options.json": 0, "elmo/lm_weights.hdf5": 1}, "elmo"),
+        (".tar.gz", make_tar, {"elmo/options.json": 0, "elmo/lm_weights.hdf5": 1}, "elmo"),
+        # files at the top, or a folder beside a file: the extraction folder itself
+        (".tgz", make_tar, {"options.json": 0, "lm_weights.hdf5": 1}, "."),
+        (".zip", make_zip, {"elmo/options.json": 0, "lm_weights.hdf5": 1}, "."),
+    ],
+)
+def test_archive_extraction_layout(server, cache, model_files, suffix, build, members, expected):
+    contents = list(model_files.values())
+    url = serve(server, f"/models/m{suffix}", build({name: contents[i] for name, i in members.items()}))
+    model_dir = Path(fetch(url, progress=False))
+    assert model_dir.is_dir() and model_dir.is_relative_to(cache)
+    top = model_dir if expected == "." else model_dir.parent
+    assert top.name == "model" and (expected == "." or model_dir.name == expected)
+    for name, i in members.items():
+        assert (top / name).read_bytes() == contents[i]
+
+
+def test_downloaded_once(server, model_files):
+    url = serve(server, "/m.zip", make_zip({"elmo/" + k: v for k, v in model_files.items()}))
+    first = fetch(url, progress=False)
+    second = fetch(url, progress=False)
+    assert first == second and server.requests == ["/m.zip"]
+    # with a matching sha256 the cached file is checked locally: still no request
+    assert fetch(f"{url}#sha256={sha256(server.routes['/m.zip'][0])}", progress=False) == first
+    assert server.requests == ["/m.zip"]
+
+
+def test_same_file_name_from_two_urls_does_not_collide(server):
+    a = serve(server, "/a/m.zip", make_zip({"x.txt": b"from a"}))
+    b = serve(server, "/b/m.zip", make_zip({"x.txt": b"from b"}))
+    assert (Path(fetch(a, progress=False)) / "x.txt").read_bytes() == b"from a"
+    assert (Path(fetch(b, progress=False)) / "x.txt").read_bytes() == b"from b"
+
+
+def test_legacy_pair_downloads_and_loads(server, cache, model_files):
+    from spacy_elmo import ElmoModel, load_legacy
+
+    options = serve(server, "/elmo/options.json", model_files["options.json"])
+    weights = serve(server, "/elmo/lm_weights.hdf5", model_files["lm_weights.hdf5"])
+    fetched = fetch(f"{options}#sha256={sha256(model_files['options.json'])}, {weights}", progress=False)
+    paths = [Path(p) for p in fetched.split(",")]
+    assert [p.name for p in paths] == ["options.json", "lm_weights.hdf5"]
+    assert all(p.is_relative_to(cache) for p in paths)
+    assert paths[1].read_bytes() == model_files["lm_weights.hdf5"]
+    assert isinstance(load_legacy(*fetched.split(",")), ElmoModel)
+    assert fetch(f"{options},{weights}", progress=False) == fetched and len(server.requests) == 2
+    # a local part of a pair stays as it is
+    assert fetch(f"local/options.json,{weights}", progress=False) == f"local/options.json,{paths[1]}"
+
+
+def test_sha256_mismatch_fails_and_caches_nothing(server, cache, model_files):
+    body = make_zip({"elmo/" + k: v for k, v in model_files.items()})
+    url = serve(server, "/m.zip", body)
+    wrong = "0" * 64
+    with pytest.raises(DownloadError) as err:
+        fetch(f"{url}#sha256={wrong}", progress=False)
+    message = str(err.value)
+    assert "\n" not in message and url in message and wrong in message and sha256(body) in message
+    assert files_in(cache) == []
+    model_dir = fetch(f"{url}#sha256={sha256(body).upper()}", progress=False)
+    assert (Path(model_dir) / "lm_weights.hdf5").read_bytes() == model_files["lm_weights.hdf5"]
+    assert len(server.requests) == 2
+
+
+def test_new_sha256_downloads_again_and_replaces_the_extraction(server):
+    url = serve(server, "/m.tar.gz", make_tar({"m/v.txt": b"version 1", "m/old.txt": b"gone in 2"}))
+    assert (Path(fetch(url, progress=False)) / "v.txt").read_bytes() == b"version 1"
+    new = make_tar({"m/v.txt": b"version 2"})
+    serve(server, "/m.tar.gz", new)
+    model_dir = Path(fetch(f"{url}#sha256={sha256(new)}", progress=False))
+    assert (model_dir / "v.txt").read_bytes() == b"version 2" and not (model_dir / "old.txt").exists()
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("path", ["/m.zip", "/options.json"])
+def test_interrupted_download_leaves_nothing(server, cache, model_files, path):
+    body = make_zip(model_files, zipfile.ZIP_STORED) if path.endswith(".zip") else model_files["lm_weights.hdf5"]
+    url = serve(server, path, body, drop=True)
+    reference = url if path.endswith(".zip") else f"{url},{url}"
+    with pytest.raises(DownloadError) as err:
+        fetch(reference, progress=False)
+    message = str(err.value)
+    assert "\n" not in message and url in message and "IncompleteRead" in message
+    assert files_in(cache) == []
+    serve(server, path, body)
+    local = fetch(reference, progress=False)
+    if path.endswith(".zip"):
+        assert (Path(local) / "lm_weights.hdf5").read_bytes() == model_files["lm_weights.hdf5"]
+    else:
+        assert Path(local.split(",")[0]).read_bytes() == body
+
+
+def _crc_broken_zip(model_files) -> bytes:
+    """A zip whose directory is sound but whose second member fails its CRC: the first member
+    extracts before the error."""
+    body = bytearray(make_zip({"elmo/" + k: v for k, v in model_files.items()}, zipfile.ZIP_STORED))
+    weights_at = bytes(body).index(model_files["lm_weights.hdf5"][:4096])
+    body[weights_at + 100_000] ^= 0xFF
+    return bytes(body)
+
+
+@pytest.mark.parametrize("kind", ["crc", "garbage", "truncated_gzip"])
+def test_corrupt_archive_removed_then_downloaded_again(server, cache, model_files, kind):
+    good_zip = make_zip({"elmo/" + k: v for k, v in model_files.items()})
+    good_tar = make_tar({"elmo/" + k: v for k, v in model_files.items()})
+    path, bad, good = {
+        "crc": ("/m.zip", _crc_broken_zip(model_files), good_zip),
+        "garbage": ("/m.zip", b"<html>not a zip</html>" * 50, good_zip),
+        "truncated_gzip": ("/m.tar.gz", good_tar[: len(good_tar) // 2], good_tar),
+    }[kind]
+    url = serve(server, path, bad)
+    with pytest.raises(DownloadError) as err:
+        fetch(url, progress=False)
+    message = str(err.value)
+    assert "\n" not in message and url in message and "archive" in message
+    assert files_in(cache) == [] and not any(cache.rglob("model"))
+    serve(server, path, good)
+    model_dir = Path(fetch(url, progress=False))
+    assert (model_dir / "lm_weights.hdf5").read_bytes() == model_files["lm_weights.hdf5"]
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "path, build, member",
+    [
+        ("/evil.zip", make_zip, "../evil"),
+        ("/evil.tar.gz", make_tar, "../evil"),
+        ("/abs.zip", make_zip, "/abs/evil"),
+        ("/abs.tar", lambda members: make_tar(members, "w"), "/abs/evil"),
+    ],
+)
+def test_path_traversal_refused(server, cache, tmp_path, path, build, member):
+    body = build({"ok.txt": b"fine", member: b"pwned"})
+    url = serve(server, path, body)
+    with pytest.raises(DownloadError) as err:
+        fetch(url, progress=False)
+    message = str(err.value)
+    assert "\n" not in message and url in message and member in message
+    assert [p for p in tmp_path.rglob("*") if p.name == "evil"] == [] and files_in(cache) == []
+
+
+def test_tar_link_refused(server, cache):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as handle:
+        link = tarfile.TarInfo("m/escape")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        handle.addfile(link)
+    url = serve(server, "/link.tar.gz", buffer.getvalue())
+    with pytest.raises(DownloadError, match="m/escape' is a link"):
+        fetch(url, progress=False)
+    assert files_in(cache) == []
+
+
+def test_http_error_is_one_line(server, cache):
+    url = f"http://127.0.0.1:{server.server_port}/missing.zip"
+    with pytest.raises(DownloadError) as err:
+        fetch(url, progress=False)
+    assert str(err.value) == f"{url}: the server answered HTTP 404 Not Found"
+    assert files_in(cache) == []
+
+
+def test_bad_references_fail_before_any_request(server):
+    base = f"http://127.0.0.1:{server.server_port}"
+    for reference, expected in [
+        (f"{base}/lm_weights.hdf5", "must name a model archive"),
+        (f"{base}/m.zip#md5=abc", "unsupported URL fragment #md5=abc"),
+        (f"{base}/m.zip#sha256=abc", "expected #sha256=<64 hex digits>"),
+        (f"{base}/a.json,{base}/b.hdf5,{base}/c", "found 3 parts"),
+    ]:
+        with pytest.raises(DownloadError, match=expected) as err:
+            fetch(reference, progress=False)
+        assert "\n" not in str(err.value)
+    assert server.requests == []
+
+
+def test_progress_bar_only_when_asked(server, capfd, monkeypatch):
+    import pooch
+
+    # pooch's log handler keeps the stderr of its import (an earlier test's capture): point it at
+    # this test's, as it is outside pytest
+    for handler in pooch.get_logger().handlers:
+        monkeypatch.setattr(handler, "stream", sys.stderr)
+    quiet = serve(server, "/quiet.zip", make_zip({"a.txt": b"a" * 10_000}))
+    loud = serve(server, "/loud.zip", make_zip({"a.txt": b"b" * 10_000}))
+    fetch(quiet, progress=False)
+    assert capfd.readouterr() == ("", "")
+    fetch(loud, progress=True)
+    out, err = capfd.readouterr()
+    assert out == "" and f"Downloading data from '{loud}'" in err and "100%" in err
+    fetch(loud, progress=True)  # cached: no bar
+    assert capfd.readouterr() == ("", "")
+
+
+def test_cache_location(monkeypatch, tmp_path):
+    assert cache_dir() == tmp_path / "cache"
+    monkeypatch.delenv("SPACY_ELMO_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "spacy_elmo"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() == tmp_path / "home" / ".cache" / "spacy_elmo"
