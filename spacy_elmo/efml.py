@@ -15,8 +15,8 @@ The directory, as the package's runtime reads it:
   not only "\\n"); each line is `line.strip().split('\\t')`, a single field is the id of U+3000 (a
   whitespace token that `strip` removed), and a later line for the same token overwrites an earlier
   one. The runtime sizes each embedding by the entry count, so ids must be exactly 0..len-1.
-* `token_embedder.pkl`, `encoder.pkl`: legacy-format torch state dicts (`EXPECTED_*` below give the
-  names and shapes), read only with `torch.load(..., weights_only=True)`.
+* `token_embedder.pkl`, `encoder.pkl`: legacy-format torch state dicts (names and shapes:
+  `expected_token_embedder`, `expected_encoder`), read only with `torch.load(..., weights_only=True)`.
 
 The runtime's token encoding (implemented by the tokenizer, stated here for the mapping): each
 sentence is wrapped in `<bos>` / `<eos>` tokens; a token longer than max_characters_per_token − 2
@@ -243,7 +243,8 @@ def read_lexicon(path: str | Path, specials: tuple[str, ...]) -> dict[str, int]:
     for token, index in lexicon.items():
         if index in by_id:
             raise EfmlFormatError(
-                f"{path}: id {index} is used twice: {by_id[index]!r} (line {line_of[by_id[index]]}) and {token!r} (line {line_of[token]})"
+                f"{path}: id {index} is used twice: {by_id[index]!r} (line {line_of[by_id[index]]}) "
+                f"and {token!r} (line {line_of[token]})"
             )
         by_id[index] = token
     size = len(lexicon)
@@ -302,7 +303,9 @@ def _names(names: list[str]) -> str:
     return shown + (f" (+{len(names) - 4} more)" if len(names) > 4 else "")
 
 
-def read_state_dict(path: str | Path, expected: dict[str, tuple[int, ...]], hints: dict[str, str] | None = None) -> dict[str, torch.Tensor]:
+def read_state_dict(
+    path: str | Path, expected: dict[str, tuple[int, ...]], hints: dict[str, str] | None = None
+) -> dict[str, torch.Tensor]:
     """A .pkl state dict loaded with weights_only=True and checked name by name against `expected`."""
     path = Path(path)
     if not path.is_file():
@@ -318,7 +321,9 @@ def read_state_dict(path: str | Path, expected: dict[str, tuple[int, ...]], hint
         ) from None
     except Exception as err:  # noqa: BLE001 - any failure to parse the file is a broken file, reported in one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise EfmlFormatError(f"{path}: not a readable PyTorch state dict (truncated or corrupt?): {type(err).__name__}: {first}") from None
+        raise EfmlFormatError(
+            f"{path}: not a readable PyTorch state dict (truncated or corrupt?): {type(err).__name__}: {first}"
+        ) from None
     if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
         raise EfmlFormatError(f"{path}: expected a state dict of named tensors, found {type(state).__name__}")
     missing = [name for name in expected if name not in state]
