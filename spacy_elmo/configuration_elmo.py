@@ -1,35 +1,58 @@
-"""`ElmoConfig`: the sizes and switches of an ELMo biLM (the fields of a legacy options.json, flattened)."""
+"""`ElmoConfig`: the sizes and switches of an ELMo biLM (the fields of a legacy options.json, flattened).
 
-from __future__ import annotations
+Types and choices are checked by huggingface_hub's `@strict` dataclass validation from the
+annotations below (`int`, `Literal[...]`, ...) and the per-field validators; `validate_elmo` checks
+only what involves several fields. `config_error_message` turns any of these errors into one line.
+"""
 
+# (no `from __future__ import annotations`: @strict validates from the evaluated annotations)
 import json
+import re
 from pathlib import Path
+from typing import Literal
 
-from huggingface_hub.dataclasses import strict
+from huggingface_hub.dataclasses import strict, validated_field
+from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from transformers import PreTrainedConfig
 
-_ACTIVATIONS = ("relu", "tanh")
-# which code evaluates the biLSTM (as `attn_implementation` chooses attention kernels in HF):
-# "eager" = the readable autograd definition in modeling_elmo.py; "packed" = the exact inference
-# kernel (spacy_elmo.kernels.packed_lstm, no autograd); "fused" = the exact training kernel
-# (spacy_elmo.kernels.fused_lstm, one autograd Function per layer); "cuda_graphs" = eager captured
-# once per bucketed shape in a CUDA graph and replayed (inference on CUDA;
-# spacy_elmo.kernels.cuda_graphs); "auto" = packed when nothing can need a gradient and the model
-# is in eval mode, else fused (eager under autocast)
-LSTM_IMPLEMENTATIONS = ("auto", "eager", "packed", "fused", "cuda_graphs")
-_INT_FIELDS = (
-    "n_characters", "max_characters_per_token", "char_embedding_dim", "n_highway", "num_layers",
-    "lstm_dim", "projection_dim", "num_output_representations", "vocab_size",
-)
-_FLOAT_FIELDS = ("cell_clip", "proj_clip", "forget_bias", "dropout", "initializer_range")
+# Which code evaluates the biLSTM, as `attn_implementation` chooses attention kernels in HF: a
+# run-time choice (a `from_pretrained` / `ElmoConfig` keyword, or set on `model.config`), never
+# written to config.json. The table of kernels is `modeling_elmo.LSTM_IMPLEMENTATIONS`.
+LstmImplementation = Literal["auto", "eager", "packed", "fused", "cuda_graphs"]
+RUNTIME_FIELDS = ("lstm_implementation",)
+
+# A character lexicon (`char_vocab_size` > 0) reserves ids 0-6 (see `spacy_elmo.characters`)
+LEXICON_RESERVED_IDS = 7
+UTF8_CHAR_ROWS = 262  # id 0 pads a whole token, 1-256 are the bytes, 257-261 the markers
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _at_least(minimum: int):
+    def check(value) -> None:
+        if value < minimum:
+            raise ValueError(f"must be >= {minimum}, got {value}")
+
+    return check
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _fraction(value) -> None:
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"must be in [0, 1), got {value}")
+
+
+def _filters(value) -> None:
+    if not value:
+        raise ValueError("must list at least one [width, number] pair")
+    for pair in value:
+        if len(pair) != 2 or min(pair) < 1:
+            raise ValueError(f"each filter is a [width, number] pair of positive integers, got {pair}")
+
+
+def _char_vocab(value) -> None:
+    if value != 0 and value < LEXICON_RESERVED_IDS:
+        raise ValueError(
+            f"is 0 (UTF-8 bytes) or the size of a character lexicon (>= {LEXICON_RESERVED_IDS}: "
+            f"ids 0-{LEXICON_RESERVED_IDS - 1} are reserved), got {value}"
+        )
 
 
 @strict
@@ -38,89 +61,73 @@ class ElmoConfig(PreTrainedConfig):
 
     Defaults are the "original" 5.5B architecture (2x4096_512_2048cnn_2xhighway).
     `vocab_size` > 0 only when the model carries an LM softmax head (pretraining).
+    `char_vocab_size` / `word_vocab_size` / `word_embedding_dim` describe ELMoForManyLangs-style
+    models (a character lexicon instead of UTF-8 bytes, a word embedding beside the char CNN);
+    their defaults (0) are the bilm-tf / AllenNLP architecture.
     """
 
     model_type = "elmo"
 
     # character CNN (options.json "char_cnn")
-    n_characters: int = 262
-    max_characters_per_token: int = 50
-    char_embedding_dim: int = 16
-    filters: list[list[int]] | tuple = (
-        (1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024),
+    n_characters: Literal[261, 262] = 262
+    max_characters_per_token: int = validated_field(_at_least(3), default=50)  # markers + 1 character
+    char_embedding_dim: int = validated_field(_at_least(1), default=16)
+    filters: list[list[int]] = validated_field(
+        _filters, default_factory=lambda: [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
     )
-    n_highway: int = 2
-    activation: str = "relu"
+    n_highway: int = validated_field(_at_least(0), default=2)
+    activation: Literal["relu", "tanh"] = "relu"
     # biLSTM (options.json "lstm")
-    num_layers: int = 2
-    lstm_dim: int = 4096
-    projection_dim: int = 512
+    num_layers: int = validated_field(_at_least(1), default=2)
+    lstm_dim: int = validated_field(_at_least(1), default=4096)
+    projection_dim: int = validated_field(_at_least(1), default=512)
     cell_clip: float | int | None = 3.0
     proj_clip: float | int | None = 3.0
     use_skip_connections: bool = True
-    forget_bias: float | int = 1.0
+    forget_bias: float | int = 1.0  # added to the forget gate at run time (bilm-tf); 0 for AllenNLP's cell
     # scalar mixes returned by ElmoModel (0 = none, only the raw layers)
-    num_output_representations: int = 0
+    num_output_representations: int = validated_field(_at_least(0), default=0)
     scalar_mix_layer_norm: bool = False
     # LM head (pretraining); 0 = no head
-    vocab_size: int = 0
-    dropout: float | int = 0.1
-    initializer_range: float = 0.02
-    # biLSTM kernel: "auto" | "eager" | "packed" | "fused" (see LSTM_IMPLEMENTATIONS)
-    lstm_implementation: str = "auto"
-
-    def __post_init__(self, **kwargs):
-        if not isinstance(self.filters, (list, tuple)) or not all(
-            isinstance(f, (list, tuple)) and len(f) == 2 and all(_is_int(x) for x in f) for f in self.filters
-        ):
-            raise ValueError(f"filters must be a list of [width, number] integer pairs, got {self.filters!r}")
-        self.filters = [[int(w), int(n)] for w, n in self.filters]
-        super().__post_init__(**kwargs)
+    vocab_size: int = validated_field(_at_least(0), default=0)
+    dropout: float | int = validated_field(_fraction, default=0.1)
+    initializer_range: float | int = 0.02
+    # characters: 0 = UTF-8 bytes (bilm-tf); N = rows of a character lexicon's embedding (the
+    # tokenizer's char_vocab.json holds it; ids 1-6 are the markers, see spacy_elmo.characters)
+    char_vocab_size: int = validated_field(_char_vocab, default=0)
+    # a word embedding concatenated with the char CNN output before the projection (EFML); 0 = none
+    word_vocab_size: int = validated_field(_at_least(0), default=0)
+    word_embedding_dim: int = validated_field(_at_least(0), default=0)
+    # biLSTM kernel (see LstmImplementation): a run-time setting, not saved
+    lstm_implementation: LstmImplementation = "auto"
 
     def validate_elmo(self):
-        """Checks the sizes make a working biLM (called by `@strict` on init)."""
-        problems = []
-        for name in _INT_FIELDS:
-            if not _is_int(getattr(self, name)):
-                problems.append(f"{name} must be an integer, got {getattr(self, name)!r}")
-        for name in _FLOAT_FIELDS:
-            value = getattr(self, name)
-            if not (value is None and name.endswith("_clip")) and not _is_number(value):
-                problems.append(f"{name} must be a number, got {value!r}")
-        if not isinstance(self.use_skip_connections, bool) or not isinstance(self.scalar_mix_layer_norm, bool):
-            problems.append("use_skip_connections and scalar_mix_layer_norm must be true/false")
-        if problems:
-            raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
-        if self.lstm_implementation not in LSTM_IMPLEMENTATIONS:
-            problems.append(
-                f"lstm_implementation must be one of {LSTM_IMPLEMENTATIONS}, got {self.lstm_implementation!r}"
-            )
-        if self.activation not in _ACTIVATIONS:
-            problems.append(f"activation must be one of {_ACTIVATIONS}, got {self.activation!r}")
-        if not self.filters:
-            problems.append("filters must list at least one [width, number] pair")
-        for width, num in self.filters:
-            if width < 1 or num < 1:
-                problems.append(f"filter [{width}, {num}] must have positive width and number")
-            elif width > self.max_characters_per_token:
-                problems.append(
-                    f"filter width {width} exceeds max_characters_per_token={self.max_characters_per_token}"
-                )
-        if self.max_characters_per_token < 3:
-            problems.append("max_characters_per_token must be >= 3 (begin/end-of-word markers + 1 byte)")
-        if self.n_characters not in (261, 262):
-            problems.append(f"n_characters must be 261 or 262, got {self.n_characters}")
-        for name in ("char_embedding_dim", "num_layers", "lstm_dim", "projection_dim"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.n_highway < 0 or self.num_output_representations < 0 or self.vocab_size < 0:
-            problems.append("n_highway, num_output_representations and vocab_size must be >= 0")
+        """What involves several fields (called by `@strict` on init)."""
+        for width, _ in self.filters:
+            if width > self.max_characters_per_token:
+                raise ValueError(f"filter width {width} exceeds max_characters_per_token={self.max_characters_per_token}")
         if self.projection_dim > self.lstm_dim:
-            problems.append(f"projection_dim ({self.projection_dim}) cannot exceed lstm_dim ({self.lstm_dim})")
-        if not 0.0 <= self.dropout < 1.0:
-            problems.append(f"dropout must be in [0, 1), got {self.dropout}")
-        if problems:
-            raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
+            raise ValueError(f"projection_dim ({self.projection_dim}) cannot exceed lstm_dim ({self.lstm_dim})")
+        if (self.word_vocab_size > 0) != (self.word_embedding_dim > 0):
+            raise ValueError(
+                f"word_vocab_size ({self.word_vocab_size}) and word_embedding_dim ({self.word_embedding_dim}) "
+                "are both 0 (no word embedding) or both > 0"
+            )
+        if self.word_vocab_size and self.word_vocab_size < 3:
+            raise ValueError(f"word_vocab_size must be >= 3 (sentence markers and unknown word), got {self.word_vocab_size}")
+
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs):
+        """As `PreTrainedConfig.from_dict`, ignoring a run-time field a config.json may carry
+        (files written by 0.1.0 saved `lstm_implementation`); keyword arguments still set it."""
+        return super().from_dict({k: v for k, v in config_dict.items() if k not in RUNTIME_FIELDS}, **kwargs)
+
+    def to_dict(self) -> dict:
+        """The saved fields (without the run-time `lstm_implementation`)."""
+        data = super().to_dict()
+        for name in RUNTIME_FIELDS:
+            data.pop(name, None)
+        return data
 
     @property
     def n_filters(self) -> int:
@@ -130,6 +137,15 @@ class ElmoConfig(PreTrainedConfig):
     def output_dim(self) -> int:
         """Width of every biLM layer output (forward + backward)."""
         return 2 * self.projection_dim
+
+    @property
+    def char_embedding_rows(self) -> int:
+        """Rows of the character embedding: the UTF-8 table's 262, or the lexicon's size."""
+        return self.char_vocab_size or UTF8_CHAR_ROWS
+
+    @property
+    def uses_char_lexicon(self) -> bool:
+        return self.char_vocab_size > 0
 
     @classmethod
     def from_options(cls, options: dict, **kwargs) -> "ElmoConfig":
@@ -152,7 +168,19 @@ class ElmoConfig(PreTrainedConfig):
         )
 
     def to_options(self) -> dict:
-        """The legacy options.json dict for this config."""
+        """The legacy options.json dict for this config; `ValueError` for what that format cannot hold."""
+        unsupported = [
+            name for name, value, plain in (
+                ("a character lexicon (char_vocab_size)", self.char_vocab_size, 0),
+                ("a word embedding (word_embedding_dim)", self.word_embedding_dim, 0),
+                ("forget_bias other than 1", float(self.forget_bias), 1.0),
+            ) if value != plain
+        ]
+        if unsupported:
+            raise ValueError(
+                "the legacy options.json + lm_weights.hdf5 format cannot hold " + ", ".join(unsupported)
+                + "; save it with save_pretrained instead"
+            )
         options = {
             "char_cnn": {
                 "activation": self.activation,
@@ -176,6 +204,30 @@ class ElmoConfig(PreTrainedConfig):
         return options
 
 
+def config_error_message(err: Exception) -> str:
+    """One line for a config validation error: "field 'x': ..." or the cross-field reason."""
+    while not isinstance(err, (StrictDataclassFieldValidationError, StrictDataclassClassValidationError)):
+        inner = err.__cause__ or err.__context__
+        if inner is None:
+            break
+        err = inner
+    if isinstance(err, StrictDataclassFieldValidationError):
+        field = str(err).split("'", 2)[1]
+        causes, cause = [], err.__cause__
+        while cause is not None:  # e.g. "Invalid item at index 0 in list 'filters'" ← its reason
+            causes.append(" ".join(str(cause).split()))
+            cause = cause.__cause__
+        reason = "; ".join(causes) or str(err)
+        union = re.match(r"Field '[^']*' with value (.*) doesn't match any type in \((.*?)\)\.", reason)
+        if union:  # "float | int | None" annotations list every failed alternative: say it once
+            kinds = [k.split("'")[1] if "'" in k else k for k in union.group(2).split(", ")]
+            reason = f"expected {' or '.join(k.replace('NoneType', 'null') for k in kinds)}, got {union.group(1)}"
+        return f"field '{field}': " + re.sub(rf"^Field '{field}' ", "", reason)
+    if isinstance(err, StrictDataclassClassValidationError):
+        return " ".join(str(err.__cause__ or err).split())
+    return " ".join(str(err).split())
+
+
 def read_json_object(path: Path, error: type[Exception]) -> dict:
     """A JSON file that must hold an object; `error` names the file when it does not."""
     try:
@@ -187,4 +239,4 @@ def read_json_object(path: Path, error: type[Exception]) -> dict:
     return data
 
 
-__all__ = ["ElmoConfig", "LSTM_IMPLEMENTATIONS", "read_json_object"]
+__all__ = ["ElmoConfig", "LstmImplementation", "config_error_message", "read_json_object"]
