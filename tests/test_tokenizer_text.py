@@ -67,3 +67,31 @@ def test_transformers_feature_extraction_pipeline_gets_spacy_words(tiny_model_di
     numpy.testing.assert_allclose(out, expected.numpy(), atol=1e-6)
     two = extractor(["The cat sat.", "Hello there!"])
     assert [numpy.asarray(o).shape[1] for o in two] == [4, 3]
+
+
+def test_hf_arguments_are_honoured_or_refused():
+    """padding="max_length" / truncation / max_length / pad_to_multiple_of / return_tensors act as in
+    HF tokenizers; anything else is refused in one line instead of being ignored."""
+    tokenizer = ElmoTokenizer()
+    batch = [["a", "b", "c", "d"], ["e"]]
+    padded = tokenizer(batch, padding="max_length", max_length=8)
+    assert tuple(padded["input_ids"].shape) == (2, 8, 50) and padded["attention_mask"].sum().item() == 5
+    cut = tokenizer(batch, truncation=True, max_length=3)
+    assert tuple(cut["input_ids"].shape) == (2, 3, 50) and cut["attention_mask"].tolist() == [[True] * 3, [True, False, False]]
+    both = tokenizer(batch, truncation=True, padding="max_length", max_length=2)
+    assert tuple(both["input_ids"].shape) == (2, 2, 50)
+    assert tuple(tokenizer(batch, pad_to_multiple_of=8)["input_ids"].shape) == (2, 8, 50)
+    numpy_batch = tokenizer(batch, return_tensors="np")
+    assert isinstance(numpy_batch["input_ids"], numpy.ndarray)
+    # padding does not change the real tokens' ids
+    assert torch.equal(padded["input_ids"][:, :4], tokenizer(batch)["input_ids"])
+    for kwargs, message in (
+        ({"paddding": True}, r"unexpected argument\(s\) \['paddding'\]"),
+        ({"padding": False}, "always pads"),
+        ({"truncation": True}, "need max_length"),
+        ({"max_length": 3}, "only with truncation=True or padding='max_length'"),
+        ({"return_tensors": "tf"}, "return_tensors must be"),
+        ({"pad_to_multiple_of": 0}, "pad_to_multiple_of must be a positive int"),
+    ):
+        with pytest.raises((TypeError, ValueError), match=message):
+            tokenizer(batch, **kwargs)
