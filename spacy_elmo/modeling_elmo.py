@@ -13,20 +13,21 @@ reproduced).
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
-from huggingface_hub.errors import StrictDataclassClassValidationError
+from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
-from . import kernels, model_card
-from .characters import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
-from .configuration_elmo import ElmoConfig, read_json_object
+from . import kernels, model_directory
+from .characters import WORD_BOS, WORD_EOS, WORD_UNK, sentence_boundaries
+from .configuration_elmo import ElmoConfig, config_error_message, read_json_object
 
 
 class ElmoState(NamedTuple):
@@ -89,27 +90,43 @@ class Highway(nn.Module):
 
 
 class ElmoCharacterEncoder(nn.Module):
-    """Context-independent token vectors x_k from character ids [..., max_chars] → [..., projection_dim]."""
+    """Context-independent token vectors x_k: char CNN + highway over each word's character ids,
+    concatenated with a word embedding when the model has one (ELMoForManyLangs), then projected
+    to projection_dim.
+
+    The projection of the concatenation [word vector; char features] is written as the sum of its
+    two blocks, `projection(char features) + word_projection(word vector)`: the same linear map,
+    and the char part then depends on a word's spelling only, so it is computed once per distinct
+    spelling (and cached at inference) while the word part is a lookup per token.
+    """
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
-        # 262 rows: id 0 is the zero padding row, ids 1..261 the +1-shifted bilm-tf characters.
-        self.char_embedding = nn.Embedding(262, config.char_embedding_dim, padding_idx=0)
+        # id 0 pads whole tokens (a zero row); the rest are the UTF-8 bytes and markers, or a lexicon
+        self.char_embedding = nn.Embedding(config.char_embedding_rows, config.char_embedding_dim, padding_idx=0)
         self.convolutions = nn.ModuleList(
             nn.Conv1d(config.char_embedding_dim, num, width) for width, num in config.filters
         )
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
         self.highways = nn.ModuleList(Highway(config.n_filters) for _ in range(config.n_highway))
+        has_words = config.word_embedding_dim > 0
+        # bilm-tf has no projection when the filters already give projection_dim features
         self.projection = (
             nn.Linear(config.n_filters, config.projection_dim)
-            if config.n_filters != config.projection_dim
+            if config.n_filters != config.projection_dim or has_words
             else nn.Identity()
         )
-
+        self.word_embedding = nn.Embedding(config.word_vocab_size, config.word_embedding_dim) if has_words else None
+        self.word_projection = nn.Linear(config.word_embedding_dim, config.projection_dim, bias=False) if has_words else None
         self.widest_filter = max(width for width, _ in config.filters)
 
-    def forward(self, char_ids: torch.Tensor, unique: bool = True) -> torch.Tensor:
-        """[..., max_chars] ids → [..., projection_dim]: `token_vectors(char_features(ids))`.
+    def forward(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None, unique: bool = True) -> torch.Tensor:
+        """[..., max_chars] character ids (and [...] word ids) → [..., projection_dim]."""
+        return self.add_word_vectors(self.spelling_vectors(char_ids, unique), word_ids)
+
+    def spelling_vectors(self, char_ids: torch.Tensor, unique: bool = True) -> torch.Tensor:
+        """[..., max_chars] ids → [..., projection_dim]: `token_vectors(char_features(ids))`, the part
+        of x_k that depends on the spelling alone.
 
         Evaluated by `kernels.encode_words`: each distinct word once (`unique`), with the character
         columns that no convolution window can tell apart from the padding dropped (exact).
@@ -118,6 +135,14 @@ class ElmoCharacterEncoder(nn.Module):
         flat = char_ids.reshape(-1, char_ids.shape[-1])
         x = kernels.encode_words(flat, self.widest_filter, self.char_features, self.token_vectors, unique)
         return x.reshape(*shape, x.shape[-1])
+
+    def add_word_vectors(self, spelled: torch.Tensor, word_ids: torch.Tensor | None) -> torch.Tensor:
+        """x_k = spelling part + the word embedding's block of the projection (models with one)."""
+        if self.word_embedding is None:
+            return spelled
+        if word_ids is None:
+            raise ValueError("this model has a word embedding: pass input_word_ids (ElmoTokenizer returns them)")
+        return spelled + self.word_projection(self.word_embedding(word_ids))
 
     def char_features(self, char_ids: torch.Tensor) -> torch.Tensor:
         """[words, chars] ids → [words, n_filters]: char CNN, max-pool over positions, activation."""
@@ -248,34 +273,17 @@ class ElmoBiLstm(nn.Module):
         )
 
     def implementation(self, tokens: torch.Tensor, initial_state: ElmoState | None = None) -> str:
-        """The kernel `forward` uses for these inputs: `config.lstm_implementation`, with "auto"
-        resolved to an inference kernel only when nothing can need a gradient (inputs, initial
-        state, *any* parameter) and the model is in eval mode, else to the training kernel "fused"
-        (dropout stays outside the kernels), or to "eager" under autocast (fused computes in fp32).
-        The inference kernel is "packed", except on CUDA under autocast, where "eager" (both
-        directions in one batched product per step) ran 2.1x faster on an H100 (bench/RESULTS.md)."""
-        choice = self.config.lstm_implementation
+        """The kernel `forward` uses for these inputs (`resolve_lstm_implementation` of the model's
+        choice, given whether anything here can need a gradient)."""
         needs_grad = torch.is_grad_enabled() and (
             tokens.requires_grad
             or any(p.requires_grad for p in self.parameters())
             or (initial_state is not None and any(t.requires_grad for t in initial_state))
         )
-        if choice == "auto":
-            autocast = torch.is_autocast_enabled(tokens.device.type)
-            if not (needs_grad or self.training):
-                return "eager" if autocast and tokens.device.type == "cuda" else "packed"
-            return "eager" if autocast else "fused"
-        if choice in ("packed", "cuda_graphs") and needs_grad:
-            raise RuntimeError(
-                f"lstm_implementation={choice!r} is an inference kernel without autograd, but a gradient "
-                "is needed here; use 'eager' or 'auto', or run under torch.no_grad()"
-            )
-        if choice == "cuda_graphs" and (tokens.device.type != "cuda" or self.training):
-            raise RuntimeError(
-                "lstm_implementation='cuda_graphs' runs inference (eval mode) on a CUDA device; "
-                f"the inputs are on {tokens.device.type} and the model is in {'train' if self.training else 'eval'} mode"
-            )
-        return choice
+        return resolve_lstm_implementation(
+            self.config.lstm_implementation, needs_grad=needs_grad, training=self.training,
+            autocast=torch.is_autocast_enabled(tokens.device.type), device_type=tokens.device.type,
+        )
 
     def forward(
         self,
@@ -287,77 +295,124 @@ class ElmoBiLstm(nn.Module):
         """tokens: [batch, time, dim]; mask: [batch, time] (rows are left-aligned).
 
         Returns one [batch, time, 2·projection_dim] output per layer (zero at padding) and,
-        if asked, the state after each row's last token.
+        if asked, the state after each row's last token. Computed by the kernel
+        `LSTM_IMPLEMENTATIONS[self.implementation(...)]`; all of them compute `bilstm_eager`.
         """
         implementation = self.implementation(tokens, initial_state)
         state = initial_state if initial_state is not None else self.zero_state(tokens.shape[0], tokens)
-        if implementation == "packed":
-            # the same computation over a packed, length-sorted batch, in place (kernels.packed_lstm)
-            layers, final = kernels.bilstm_packed(
-                [layer.kernel_weights() for layer in self.layers], tokens, mask, state.h, state.c,
-                skip_connections=self.use_skip_connections, dropout=self.dropout, return_state=return_state,
-            )
-            return layers, ElmoState(*final) if final is not None else None
-        if implementation == "cuda_graphs":
-            return self._graphed(tokens, mask, state, return_state)
-        return self._eager(tokens, mask, state, return_state, fused=implementation == "fused")
+        return LSTM_IMPLEMENTATIONS[implementation](self, tokens, mask, state, return_state)
 
-    def _eager(
-        self, tokens: torch.Tensor, mask: torch.Tensor, state: ElmoState, return_state: bool, fused: bool = False
-    ) -> tuple[list[torch.Tensor], ElmoState | None]:
-        """The definition: both directions step by step (the backward one over each row reversed
-        within its length), layer after layer, with residual connections from layer 1 up.  With
-        `fused`, each layer runs as one autograd Function (`ElmoLstmLayer.forward_fused`)."""
-        batch, steps, _ = tokens.shape
-        lengths = mask.sum(dim=1)
-        rev = _reverse_index(lengths, steps)
-        gather = rev.unsqueeze(-1).expand(-1, -1, tokens.shape[-1])
-        x = torch.stack([tokens, tokens.gather(1, gather)])
-        finals_h, finals_c, outputs = [], [], []
-        for index, layer in enumerate(self.layers):
-            run = layer.forward_fused if fused else layer  # the same function
-            out, (h, c) = run(
-                self.dropout(x), (state.h[index], state.c[index]), lengths if return_state else None
-            )
-            if self.use_skip_connections and index > 0:
-                out = out + x
-            outputs.append(out)
-            finals_h.append(h)
-            finals_c.append(c)
-            x = out
-        keep = mask.unsqueeze(-1).to(tokens.dtype)
-        gather = rev.unsqueeze(-1).expand(-1, -1, self.config.projection_dim)
-        layers = [torch.cat([out[0], out[1].gather(1, gather)], dim=-1) * keep for out in outputs]
-        final = ElmoState(torch.stack(finals_h), torch.stack(finals_c)) if return_state else None
-        return layers, final
 
-    def _graphed(
-        self, tokens: torch.Tensor, mask: torch.Tensor, state: ElmoState, return_state: bool
-    ) -> tuple[list[torch.Tensor], ElmoState | None]:
-        """`_eager` replayed from a CUDA graph captured per bucketed (batch, steps): extra rows are
-        empty and extra steps padding, which leave the real rows' values unchanged."""
-        batch, steps, dim = tokens.shape
-        rows, time = kernels.cuda_graphs.bucket(batch), kernels.cuda_graphs.bucket(steps)
-        padded = tokens.new_zeros(rows, time, dim)
-        padded[:batch, :steps] = tokens
-        padded_mask = mask.new_zeros(rows, time)
-        padded_mask[:batch, :steps] = mask
-        h = state.h.new_zeros(*state.h.shape[:2], rows, state.h.shape[-1])
-        c = state.c.new_zeros(*state.c.shape[:2], rows, state.c.shape[-1])
-        h[:, :, :batch], c[:, :, :batch] = state.h, state.c
-        key = (
-            rows, time, tokens.dtype, mask.dtype, return_state, torch.is_autocast_enabled("cuda"),
-            kernels.autocast_dtype("cuda"), tuple(p.data_ptr() for p in self.parameters()),
+def resolve_lstm_implementation(choice: str, *, needs_grad: bool, training: bool, autocast: bool, device_type: str) -> str:
+    """The kernel for a choice of `config.lstm_implementation` (a pure function of its arguments).
+
+    "auto" is an inference kernel when nothing can need a gradient (inputs, initial state, *any*
+    parameter) and the model is in eval mode, else the training kernel "fused" (dropout stays
+    outside the kernels), or "eager" under autocast (fused computes in fp32). The inference kernel
+    is "packed", except on CUDA under autocast, where "eager" (both directions in one batched
+    product per step) ran 2.1x faster on an H100 (bench/RESULTS.md). An explicit choice that
+    cannot run here raises `RuntimeError`.
+    """
+    if choice == "auto":
+        if not (needs_grad or training):
+            return "eager" if autocast and device_type == "cuda" else "packed"
+        return "eager" if autocast else "fused"
+    if choice not in LSTM_IMPLEMENTATIONS:
+        raise ValueError(f"lstm_implementation must be 'auto' or one of {sorted(LSTM_IMPLEMENTATIONS)}, got {choice!r}")
+    if choice in ("packed", "cuda_graphs") and needs_grad:
+        raise RuntimeError(
+            f"lstm_implementation={choice!r} is an inference kernel without autograd, but a gradient "
+            "is needed here; use 'eager' or 'auto', or run under torch.no_grad()"
         )
+    if choice == "cuda_graphs" and (device_type != "cuda" or training):
+        raise RuntimeError(
+            "lstm_implementation='cuda_graphs' runs inference (eval mode) on a CUDA device; "
+            f"the inputs are on {device_type} and the model is in {'train' if training else 'eval'} mode"
+        )
+    return choice
 
-        def run(x, m, h0, c0):
-            layers, final = self._eager(x, m, ElmoState(h0, c0), return_state)
-            return layers + (list(final) if final is not None else [])
 
-        outputs = kernels.cuda_graphs.graphed_call(self, key, run, [padded, padded_mask, h, c])
-        layers = [out[:batch, :steps] for out in outputs[: len(self.layers)]]
-        final = ElmoState(*(t[:, :, :batch] for t in outputs[len(self.layers) :])) if return_state else None
-        return layers, final
+# --- the biLSTM kernels: one signature (bilstm, tokens, mask, state, return_state) → (layers, final state)
+
+
+def bilstm_eager(
+    bilstm: ElmoBiLstm, tokens: torch.Tensor, mask: torch.Tensor, state: ElmoState, return_state: bool, fused: bool = False
+) -> tuple[list[torch.Tensor], ElmoState | None]:
+    """The definition: both directions step by step (the backward one over each row reversed
+    within its length), layer after layer, with residual connections from layer 1 up.  With
+    `fused`, each layer runs as one autograd Function (`ElmoLstmLayer.forward_fused`)."""
+    batch, steps, _ = tokens.shape
+    lengths = mask.sum(dim=1)
+    rev = _reverse_index(lengths, steps)
+    gather = rev.unsqueeze(-1).expand(-1, -1, tokens.shape[-1])
+    x = torch.stack([tokens, tokens.gather(1, gather)])
+    finals_h, finals_c, outputs = [], [], []
+    for index, layer in enumerate(bilstm.layers):
+        run = layer.forward_fused if fused else layer  # the same function
+        out, (h, c) = run(
+            bilstm.dropout(x), (state.h[index], state.c[index]), lengths if return_state else None
+        )
+        if bilstm.use_skip_connections and index > 0:
+            out = out + x
+        outputs.append(out)
+        finals_h.append(h)
+        finals_c.append(c)
+        x = out
+    keep = mask.unsqueeze(-1).to(tokens.dtype)
+    gather = rev.unsqueeze(-1).expand(-1, -1, bilstm.config.projection_dim)
+    layers = [torch.cat([out[0], out[1].gather(1, gather)], dim=-1) * keep for out in outputs]
+    final = ElmoState(torch.stack(finals_h), torch.stack(finals_c)) if return_state else None
+    return layers, final
+
+
+def bilstm_fused(bilstm, tokens, mask, state, return_state):
+    """`bilstm_eager` with each layer as one autograd Function (`kernels.lstm_layer_fused`): training."""
+    return bilstm_eager(bilstm, tokens, mask, state, return_state, fused=True)
+
+
+def bilstm_packed(bilstm, tokens, mask, state, return_state):
+    """`bilstm_eager` over a packed, length-sorted batch, in place, without autograd (`kernels.packed_lstm`)."""
+    layers, final = kernels.bilstm_packed(
+        [layer.kernel_weights() for layer in bilstm.layers], tokens, mask, state.h, state.c,
+        skip_connections=bilstm.use_skip_connections, dropout=bilstm.dropout, return_state=return_state,
+    )
+    return layers, ElmoState(*final) if final is not None else None
+
+
+def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
+    """`bilstm_eager` replayed from a CUDA graph captured per bucketed (batch, steps): extra rows are
+    empty and extra steps padding, which leave the real rows' values unchanged."""
+    batch, steps, dim = tokens.shape
+    rows, time = kernels.cuda_graphs.bucket(batch), kernels.cuda_graphs.bucket(steps)
+    padded = tokens.new_zeros(rows, time, dim)
+    padded[:batch, :steps] = tokens
+    padded_mask = mask.new_zeros(rows, time)
+    padded_mask[:batch, :steps] = mask
+    h = state.h.new_zeros(*state.h.shape[:2], rows, state.h.shape[-1])
+    c = state.c.new_zeros(*state.c.shape[:2], rows, state.c.shape[-1])
+    h[:, :, :batch], c[:, :, :batch] = state.h, state.c
+    key = (
+        rows, time, tokens.dtype, mask.dtype, return_state, torch.is_autocast_enabled("cuda"),
+        kernels.autocast_dtype("cuda"), tuple(p.data_ptr() for p in bilstm.parameters()),
+    )
+
+    def run(x, m, h0, c0):
+        layers, final = bilstm_eager(bilstm, x, m, ElmoState(h0, c0), return_state)
+        return layers + (list(final) if final is not None else [])
+
+    outputs = kernels.cuda_graphs.graphed_call(bilstm, key, run, [padded, padded_mask, h, c])
+    layers = [out[:batch, :steps] for out in outputs[: len(bilstm.layers)]]
+    final = ElmoState(*(t[:, :, :batch] for t in outputs[len(bilstm.layers) :])) if return_state else None
+    return layers, final
+
+
+# name → kernel, as HF's ALL_ATTENTION_FUNCTIONS; `config.lstm_implementation` names one (or "auto")
+LSTM_IMPLEMENTATIONS = {
+    "eager": bilstm_eager,
+    "fused": bilstm_fused,
+    "packed": bilstm_packed,
+    "cuda_graphs": bilstm_cuda_graphs,
+}
 
 
 def scalar_mix(layers: Sequence[torch.Tensor] | torch.Tensor, scalar_parameters: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
@@ -424,20 +479,28 @@ def _masked_sentence_norm(layer: torch.Tensor, mask: torch.Tensor | None, eps: f
     return (layer - mean) / torch.sqrt(var + eps) * keep
 
 
-def _boundary_ids(token: str, max_chars: int, like: torch.Tensor) -> torch.Tensor:
-    return torch.from_numpy(word_to_char_ids(token, max_chars)).to(like)
-
-
-def add_sentence_boundaries(char_ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Wraps each row in `<S>` … `</S>` char ids: [batch, time, chars] → [batch, time + 2, chars]."""
+def add_sentence_boundaries(
+    char_ids: torch.Tensor, mask: torch.Tensor, word_ids: torch.Tensor | None = None, char_lexicon: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Wraps each row in sentence start / end tokens: [batch, time, chars] → [batch, time + 2, chars]
+    (`<S>` … `</S>` in UTF-8 character ids, or the lexicon's `<bos>` … `<eos>`); word ids
+    [batch, time] likewise, with the word lexicon's sentence start / end ids."""
     batch, steps, max_chars = char_ids.shape
     lengths = mask.sum(dim=1)
+    rows = torch.arange(batch, device=char_ids.device)
+    start, end = (torch.from_numpy(ids).to(char_ids) for ids in sentence_boundaries(char_lexicon, max_chars))
     out = char_ids.new_zeros(batch, steps + 2, max_chars)
     out[:, 1 : steps + 1] = char_ids * mask.unsqueeze(-1).to(char_ids.dtype)
-    out[:, 0] = _boundary_ids(BOS_TOKEN, max_chars, char_ids)
-    out[torch.arange(batch, device=char_ids.device), lengths + 1] = _boundary_ids(EOS_TOKEN, max_chars, char_ids)
+    out[:, 0] = start
+    out[rows, lengths + 1] = end
     new_mask = torch.arange(steps + 2, device=mask.device).unsqueeze(0) < (lengths + 2).unsqueeze(1)
-    return out, new_mask
+    if word_ids is not None:
+        words = word_ids.new_zeros(batch, steps + 2)
+        words[:, 1 : steps + 1] = word_ids * mask.to(word_ids.dtype)
+        words[:, 0] = WORD_BOS
+        words[rows, lengths + 1] = WORD_EOS
+        word_ids = words
+    return out, new_mask, word_ids
 
 
 class ElmoLoadError(ValueError):
@@ -466,6 +529,10 @@ def _weights_name(source: str) -> str:
     return source
 
 
+def _ignore_patterns(prefixes: Sequence[str]) -> list[str]:
+    return [rf"^{re.escape(prefix)}" for prefix in prefixes]
+
+
 class ElmoPreTrainedModel(PreTrainedModel):
     """Shared HF machinery: config class, weight init, safetensors save/load."""
 
@@ -473,40 +540,48 @@ class ElmoPreTrainedModel(PreTrainedModel):
     config: ElmoConfig
     base_model_prefix = "elmo"
     main_input_name = "input_ids"
-    # tensors a checkpoint may lack: they are (re)initialized, never silently for the biLM itself
+    # tensors a checkpoint may lack: they are (re)initialized on purpose (no "LOAD REPORT ... MISSING"
+    # table for them), never silently for the biLM itself; e.g. new scalar mixes from
+    # `from_pretrained(path, num_output_representations=2)`
     _optional_weights = ("scalar_mixes.", "elmo.scalar_mixes.")
-    # new scalar mixes (e.g. `from_pretrained(path, num_output_representations=2)`) are initialized
-    # on purpose: no "LOAD REPORT ... MISSING" table for them
-    _keys_to_ignore_on_load_missing = [r"^scalar_mixes\.", r"^elmo\.scalar_mixes\."]
-    # save_pretrained / push_to_hub also write this model's README.md card (spacy_elmo.model_card)
-    save_pretrained = model_card.save_pretrained
-    push_to_hub = model_card.push_to_hub
+    _keys_to_ignore_on_load_missing = _ignore_patterns(_optional_weights)
+    # save_pretrained / push_to_hub write a complete model directory (spacy_elmo.model_directory)
+    save_pretrained = model_directory.save_pretrained
+    push_to_hub = model_directory.push_to_hub
     # a pretrained directory may carry the LM head; the encoder alone ignores it quietly
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         """HF loading (safetensors, `weights_only=True`) made strict: a bad config.json, missing or
-        mis-shaped tensors and NaN/inf weights raise `ElmoLoadError` naming the source."""
+        mis-shaped tensors and NaN/inf weights raise `ElmoLoadError` naming the source.
+        `lstm_implementation=` chooses the biLSTM kernel (a run-time setting, never read from the file)."""
         source = str(pretrained_model_name_or_path)
         want_info = kwargs.pop("output_loading_info", False)
         _check_config_file(source)
+        from transformers.utils import logging as hf_logging
+
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # its LOAD REPORT table: the errors below say it in one line
         try:
-            model, info = super().from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs)
-        except (StrictDataclassClassValidationError, ValueError, TypeError) as err:
+            # mis-shaped tensors are reported in the loading info (and refused below), not raised
+            with model_directory.quiet_progress():
+                model, info = super().from_pretrained(
+                    pretrained_model_name_or_path, *args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
+                )
+        except (StrictDataclassClassValidationError, StrictDataclassFieldValidationError, ValueError, TypeError) as err:
             if isinstance(err, ElmoLoadError):
                 raise
-            raise ElmoLoadError(f"{source}: invalid config.json: {err.__cause__ or err}") from None
-        except RuntimeError as err:
-            if "mismatch" in str(err).lower():
-                raise ElmoLoadError(f"{_weights_name(source)}: weight shapes do not match config.json ({err})") from None
-            raise
+            raise ElmoLoadError(f"{source}: invalid config.json: {config_error_message(err)}") from None
+        finally:
+            hf_logging.set_verbosity(verbosity)
         weights = _weights_name(source)
+        if info.get("mismatched_keys"):
+            shapes = [f"{name}: file {tuple(found)}, config.json {tuple(want)}" for name, found, want in sorted(info["mismatched_keys"])[:4]]
+            raise ElmoLoadError(f"{weights}: weight shapes do not match config.json ({'; '.join(shapes)})")
         missing = [k for k in info["missing_keys"] if not k.startswith(cls._optional_weights)]
         if missing:
             raise ElmoLoadError(f"{weights}: the weights file lacks tensors {sorted(missing)[:8]} required by config.json")
-        if info.get("mismatched_keys"):
-            raise ElmoLoadError(f"{weights}: weight shapes do not match config.json: {info['mismatched_keys'][:4]}")
         bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
         if bad:
             raise ElmoLoadError(f"{weights}: weights contain NaN/inf values in {bad[:8]}")
@@ -530,7 +605,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
             module.bias.zero_()
         elif isinstance(module, nn.Embedding):
             nn.init.uniform_(module.weight, -1.0, 1.0)
-            module.weight[0].zero_()
+            if module.padding_idx is not None:  # the character table's row 0 pads whole tokens
+                module.weight[module.padding_idx].zero_()
         elif isinstance(module, nn.Linear):
             # HF initializes parents before children, so the gate's −2 bias is set here, not above
             nn.init.normal_(module.weight, std=std)
@@ -562,9 +638,10 @@ class ElmoModel(ElmoPreTrainedModel):
         """Number of output layers, L + 1."""
         return self.config.num_layers + 1
 
-    def embed_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """Context-independent token vectors (char CNN + highway + projection) for [..., max_chars] ids."""
-        return self.token_encoder(char_ids)
+    def embed_tokens(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Context-independent token vectors x_k for [..., max_chars] character ids (and [...] word
+        ids, for a model with a word embedding)."""
+        return self.token_encoder(char_ids, word_ids)
 
     # Inference keeps an LRU of token vectors per distinct word (exact; cleared whenever the
     # character encoder's weights change; never used in training mode or when gradients flow).
@@ -581,29 +658,34 @@ class ElmoModel(ElmoPreTrainedModel):
         self.token_cache_size = 0
         self.token_cache = None
 
-    def _embed_real_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """Token vectors for [words, max_chars] ids, through the cache when inferring."""
+    def _embed_real_tokens(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None) -> torch.Tensor:
+        """Token vectors for [words, max_chars] ids (and [words] word ids); the spelling part goes
+        through the cache when inferring."""
         encoder = self.token_encoder
-        weights = list(encoder.parameters())
-        needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in weights)
+        weights = [p for name, p in encoder.named_parameters() if not name.startswith(("word_embedding.", "word_projection."))]
+        needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in encoder.parameters())
         autocast = torch.is_autocast_enabled(char_ids.device.type)  # cache only exact fp32 vectors
         if self.training or needs_grad or autocast or self.token_cache_size <= 0:
-            return encoder(char_ids)
+            return encoder(char_ids, word_ids)
         if self.token_cache is None or self.token_cache.max_words != self.token_cache_size:
             self.token_cache = kernels.TokenEmbeddingCache(self.token_cache_size)
-        return self.token_cache.lookup(weights, char_ids, lambda ids: encoder(ids, unique=False))
+        spelled = self.token_cache.lookup(weights, char_ids, lambda ids: encoder.spelling_vectors(ids, unique=False))
+        return encoder.add_word_vectors(spelled, word_ids)
 
     def forward(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
+        input_word_ids: torch.Tensor | None = None,
         initial_state: ElmoState | None = None,
         return_state: bool = False,
         keep_sentence_boundaries: bool = False,
         return_dict: bool | None = None,
         **kwargs,
     ) -> ElmoModelOutput:
-        """input_ids: [batch, tokens, max_chars] character ids (from `ElmoTokenizer`), without `<S>`/`</S>`.
+        """input_ids: [batch, tokens, max_chars] character ids (from `ElmoTokenizer`), without the
+        sentence start / end tokens; input_word_ids: [batch, tokens] word ids (models with a word
+        embedding only).
 
         `initial_state` / `return_state` carry the LSTM state explicitly (shapes in `ElmoState`);
         states refer to sequences *with* the boundary tokens, as in the original implementations.
@@ -627,9 +709,16 @@ class ElmoModel(ElmoPreTrainedModel):
         lengths = mask.sum(dim=1)
         if bool((mask != (torch.arange(mask.shape[1], device=mask.device) < lengths.unsqueeze(1))).any()):
             raise ValueError("attention_mask must be left-aligned (real tokens first, padding after)")
-        char_ids, full_mask = add_sentence_boundaries(input_ids, mask)
+        if (input_word_ids is not None) != (self.token_encoder.word_embedding is not None):
+            raise ValueError(
+                "this model has a word embedding: pass input_word_ids (ElmoTokenizer returns them)"
+                if input_word_ids is None else "input_word_ids given, but this model has no word embedding"
+            )
+        if input_word_ids is not None and tuple(input_word_ids.shape) != tuple(input_ids.shape[:2]):
+            raise ValueError(f"input_word_ids has shape {tuple(input_word_ids.shape)}, expected {tuple(input_ids.shape[:2])}")
+        char_ids, full_mask, word_ids = add_sentence_boundaries(input_ids, mask, input_word_ids, self.config.uses_char_lexicon)
         # the char CNN runs on real tokens only; padding positions stay zero
-        real = self._embed_real_tokens(char_ids[full_mask])
+        real = self._embed_real_tokens(char_ids[full_mask], None if word_ids is None else word_ids[full_mask])
         tokens = real.new_zeros(*full_mask.shape, real.shape[-1])
         tokens[full_mask] = real
         if initial_state is not None:
@@ -671,9 +760,10 @@ class ElmoForBidirectionalLM(ElmoPreTrainedModel):
     Word ids follow the pretraining vocabulary: 0 = `<S>`, 1 = `</S>`, 2 = `<UNK>`.
     """
 
-    BOS_ID, EOS_ID, UNK_ID = 0, 1, 2
+    BOS_ID, EOS_ID, UNK_ID = WORD_BOS, WORD_EOS, WORD_UNK
     # an encoder-only checkpoint can seed LM training: the head then starts fresh
-    _optional_weights = ("scalar_mixes.", "elmo.scalar_mixes.", "lm_head.")
+    _optional_weights = ElmoPreTrainedModel._optional_weights + ("lm_head.",)
+    _keys_to_ignore_on_load_missing = _ignore_patterns(_optional_weights)
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
@@ -708,13 +798,14 @@ class ElmoForBidirectionalLM(ElmoPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         softmax_fn=None,
+        input_word_ids: torch.Tensor | None = None,
         **kwargs,
     ) -> ElmoLMOutput:
         """labels: [batch, tokens] word ids of the input tokens. `softmax_fn(hidden, targets) -> summed loss`
         replaces the full softmax (e.g. a sampled softmax while training)."""
         if attention_mask is None:
             attention_mask = (input_ids > 0).any(dim=-1)
-        out = self.elmo(input_ids, attention_mask, keep_sentence_boundaries=True)
+        out = self.elmo(input_ids, attention_mask, input_word_ids, keep_sentence_boundaries=True)
         top = self.dropout(out.last_hidden_state)
         proj = self.config.projection_dim
         if labels is None:
@@ -748,4 +839,6 @@ __all__ = [
     "ElmoModel",
     "ElmoForBidirectionalLM",
     "add_sentence_boundaries",
+    "LSTM_IMPLEMENTATIONS",
+    "resolve_lstm_implementation",
 ]
