@@ -1,21 +1,18 @@
-"""README.md model cards for saved biLMs, and the save/push methods that write them.
+"""README.md model cards for saved biLMs.
 
 `write_model_card(directory, model, ...)` writes an HF model card (huggingface_hub's `ModelCard`):
 a metadata header (library_name, tags, license when known), the architecture, the parameter
 count, the training text with its size and held-out perplexity when known, and how to load the
-model with transformers and in spaCy. `ElmoModel` / `ElmoForBidirectionalLM` `save_pretrained`
-write it (and the tokenizer files when the directory has none), so `push_to_hub` uploads a
-complete, documented repository; `spacy-elmo convert` and `spacy-elmo pretrain` add what they know
-(the source files, the training run).
+model with transformers and in spaCy. `model_directory.save_model_directory` calls it, so
+`save_pretrained` / `push_to_hub` give a complete, documented repository; `spacy-elmo convert` and
+`spacy-elmo pretrain` add what they know (the source files, the training run).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
-from typing import Any, Sequence
 
 CARD_NAME = "README.md"
 TAGS = ["elmo", "feature-extraction", "spacy", "bilm"]
@@ -33,10 +30,20 @@ def _architecture(model) -> list[str]:
     rows = [
         "| part | settings |",
         "| --- | --- |",
-        f"| characters | UTF-8 bytes of each word, at most {c.max_characters_per_token - 2} per word; "
-        f"{c.n_characters} character ids embedded in {c.char_embedding_dim} dims |",
+        (
+            f"| characters | a character lexicon of {c.char_vocab_size:,} ids (`char_vocab.json`), at most "
+            f"{c.max_characters_per_token - 2} characters per word, embedded in {c.char_embedding_dim} dims |"
+            if c.char_vocab_size else
+            f"| characters | UTF-8 bytes of each word, at most {c.max_characters_per_token - 2} per word; "
+            f"{c.n_characters} character ids embedded in {c.char_embedding_dim} dims |"
+        ),
         f"| character CNN | {c.n_filters} filters (count×width: {widths}), {c.activation}, "
         f"{c.n_highway} highway layer(s), projection to {c.projection_dim} |",
+        *(
+            [f"| word embedding | {c.word_vocab_size:,} words (`word_vocab.json`) in {c.word_embedding_dim} dims, "
+             "concatenated with the char CNN output before the projection |"]
+            if c.word_embedding_dim else []
+        ),
         f"| biLSTM | {c.num_layers} layers per direction, cell {c.lstm_dim}, projection {c.projection_dim}, "
         f"skip connections: {'yes' if c.use_skip_connections else 'no'}, cell clip {c.cell_clip}, "
         f"projection clip {c.proj_clip} |",
@@ -163,61 +170,4 @@ def write_model_card(directory, model, **info) -> Path:
     return path
 
 
-# --- the save/push methods of ElmoPreTrainedModel -------------------------------------------------
-
-
-def save_pretrained(self, save_directory, *args, model_card: dict | bool | None = None, push_to_hub: bool = False, **kwargs):
-    """`PreTrainedModel.save_pretrained`, plus README.md (this model's card; `model_card` adds
-    `render_model_card` settings, False skips it) and the tokenizer files when the directory has none."""
-    from transformers import PreTrainedModel
-
-    from .tokenization_elmo import ElmoTokenizer
-
-    hub = {k: kwargs.pop(k) for k in ("repo_id", "commit_message", "private", "token", "create_pr") if k in kwargs}
-    result = PreTrainedModel.save_pretrained(self, save_directory, *args, **kwargs)
-    if kwargs.get("is_main_process", True):
-        directory = Path(save_directory)
-        if not (directory / "tokenizer_config.json").is_file():
-            ElmoTokenizer(max_characters_per_token=self.config.max_characters_per_token).save_pretrained(str(directory))
-        if model_card is not False:
-            write_model_card(directory, self, **(model_card or {}))
-    if push_to_hub:
-        self.push_to_hub(hub.pop("repo_id", Path(save_directory).name), model_card=model_card, **hub)
-    return result
-
-
-def push_to_hub(
-    self,
-    repo_id: str,
-    *,
-    commit_message: str | None = None,
-    commit_description: str | None = None,
-    private: bool | None = None,
-    token: bool | str | None = None,
-    revision: str | None = None,
-    create_pr: bool = False,
-    max_shard_size: int | str | None = "50GB",
-    tags: Sequence[str] | None = None,
-    model_card: dict | bool | None = None,
-):
-    """Uploads config.json, model.safetensors, the tokenizer files and this model's README.md card
-    (transformers' own push would replace the card with a generic one) in one commit."""
-    from transformers.utils.hub import hf_api
-
-    repo_id = hf_api().create_repo(repo_id, private=private, token=token, exist_ok=True).repo_id
-    card: dict[str, Any] = {"reference": repo_id, **(model_card or {})} if model_card is not False else False
-    with tempfile.TemporaryDirectory() as tmp:
-        save_pretrained(self, tmp, max_shard_size=max_shard_size, model_card=card)
-        if tags and card is not False:
-            from huggingface_hub import ModelCard
-
-            written = ModelCard.load(os.path.join(tmp, CARD_NAME))
-            written.data.tags = list(dict.fromkeys([*(written.data.tags or []), *tags]))
-            written.save(os.path.join(tmp, CARD_NAME))
-        return self._upload_modified_files(
-            tmp, repo_id, files_timestamps={}, commit_message=commit_message, token=token,
-            create_pr=create_pr, revision=revision, commit_description=commit_description,
-        )
-
-
-__all__ = ["render_model_card", "write_model_card", "save_pretrained", "push_to_hub"]
+__all__ = ["CARD_NAME", "render_model_card", "write_model_card"]

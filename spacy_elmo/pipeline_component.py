@@ -34,6 +34,7 @@ from .layers.bilm import (
     bilm_from_bytes,
     bilm_to_bytes,
     get_elmo_model,
+    get_tokenizer,
     load_bilm,
     predict_cached,
     save_bilm,
@@ -288,15 +289,15 @@ class Elmo(TrainablePipe):
 
     # --- serialization ------------------------------------------------------------------------------
 
-    # The biLM is written one way: `bilm/` is the HF directory of `save_pretrained` (config.json,
-    # model.safetensors, tokenizer_config.json), read by `from_pretrained` with its strict checks;
-    # the bytes are the same files (layers.bilm.bilm_to_bytes).
+    # The biLM is written one way: `bilm/` is its model directory (config.json, model.safetensors,
+    # the tokenizer files), read by `from_pretrained` with its strict checks; the bytes are the
+    # same files (layers.bilm.bilm_to_bytes).
 
     def to_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = tuple()) -> None:
-        """Writes `bilm/` (an HF directory: config.json, model.safetensors, tokenizer_config.json) and `cfg`."""
+        """Writes `bilm/` (a model directory: config.json, model.safetensors, the tokenizer files) and `cfg`."""
         serialize = {
             "cfg": lambda p: srsly.write_json(p, self.cfg),
-            "bilm": lambda p: save_bilm(get_elmo_model(self.model), p),
+            "bilm": lambda p: save_bilm(get_elmo_model(self.model), get_tokenizer(self.model), p),
         }
         util.to_disk(path, serialize, exclude)
 
@@ -304,7 +305,7 @@ class Elmo(TrainablePipe):
         """Reads `bilm/` with `ElmoModel.from_pretrained`: a bad file fails here, naming it."""
         deserialize = {
             "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
-            "bilm": lambda p: set_elmo_model(self.model, load_bilm(p)),
+            "bilm": lambda p: set_elmo_model(self.model, *load_bilm(p)),
         }
         util.from_disk(path, deserialize, exclude)
         self.cache.clear()
@@ -313,15 +314,15 @@ class Elmo(TrainablePipe):
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         serialize = {
             "cfg": lambda: srsly.json_dumps(self.cfg),
-            "bilm": lambda: bilm_to_bytes(get_elmo_model(self.model)),
+            "bilm": lambda: bilm_to_bytes(get_elmo_model(self.model), get_tokenizer(self.model)),
         }
         return util.to_bytes(serialize, exclude)
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "Elmo":
         def load_bilm(data: bytes) -> None:
-            elmo = bilm_from_bytes(data)
+            elmo, tokenizer = bilm_from_bytes(data)
             if elmo is not None:
-                set_elmo_model(self.model, elmo)
+                set_elmo_model(self.model, elmo, tokenizer)
 
         deserialize = {"cfg": lambda b: self.cfg.update(srsly.json_loads(b)), "bilm": load_bilm}
         util.from_bytes(bytes_data, deserialize, exclude)

@@ -68,7 +68,7 @@ def test_component_bytes_of_0_1_load(expected):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"model": "/nonexistent/elmo"}).from_bytes(old_component)
     numpy.testing.assert_allclose(nlp(SENTENCE)._.elmo.layers, expected, atol=1e-6, rtol=0)
-    assert bilm_from_bytes(srsly.msgpack_dumps({"config": None})) is None
+    assert bilm_from_bytes(srsly.msgpack_dumps({"config": None})) == (None, None)
 
 
 @pytest.fixture
@@ -85,9 +85,9 @@ def test_files_and_bytes_are_the_hf_directory(saved_pipeline, tiny_model):
     assert set(on_disk) == {"config.json", "model.safetensors", "tokenizer_config.json"}
     loaded = ElmoModel.from_pretrained(bilm)  # the spaCy face's files are a plain HF directory
     assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), tiny_model.state_dict().values()))
-    as_bytes = srsly.msgpack_loads(bilm_to_bytes(loaded))
+    as_bytes = srsly.msgpack_loads(bilm_to_bytes(loaded, ElmoTokenizer.from_pretrained(bilm)))
     assert as_bytes == {"files": on_disk}  # the same files, nothing pickled, no archive
-    assert bilm_to_bytes(None) == srsly.msgpack_dumps({"files": None})
+    assert bilm_to_bytes(None, None) == srsly.msgpack_dumps({"files": None})
 
 
 def _corrupt_nan(bilm: Path) -> None:

@@ -115,7 +115,9 @@ def test_pipe_batch_size_invariance(nlp):
     budget = elmo.model.attrs["max_batch_tokens"]
     elmo.model.attrs["max_batch_tokens"] = 50  # forces many small biLM batches
     shapes = []
-    hook = elmo.model.layers[0].shims[0]._model.register_forward_hook(lambda m, args, out: shapes.append(args[0].shape))
+    hook = elmo.model.layers[0].shims[0]._model.register_forward_hook(
+        lambda m, args, kwargs, out: shapes.append(kwargs["input_ids"].shape), with_kwargs=True
+    )
     try:
         small = [d.tensor for d in nlp.pipe(texts[:60], batch_size=64)]
     finally:

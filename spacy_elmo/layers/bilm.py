@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -36,77 +35,67 @@ from thinc.api import (
 )
 from thinc.types import Floats3d
 
-from ..characters import batch_to_char_ids
 from .layer_cache import LayerCache, doc_cache_key
 
 
 class ElmoLayerStack(torch.nn.Module):
-    """Holds the `ElmoModel` (None until loaded); returns all its layers stacked, [L+1, B, T, dim]."""
+    """Holds the `ElmoModel` and its `ElmoTokenizer` (None until loaded); returns all the model's
+    layers stacked, [L+1, B, T, dim]."""
 
-    def __init__(self, elmo: Optional[torch.nn.Module] = None):
+    def __init__(self, elmo: Optional[torch.nn.Module] = None, tokenizer=None):
         super().__init__()
         self.elmo = elmo
+        self.tokenizer = tokenizer
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        out = self.elmo(input_ids, attention_mask)
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, input_word_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        out = self.elmo(input_ids, attention_mask, input_word_ids)
         return torch.stack([h.float() for h in out.hidden_states])
 
 
 # --- serialization of the torch biLM: one HF directory, as files or as bytes ---------------------
 #
-# On disk the biLM is the directory `save_pretrained` writes (config.json, model.safetensors) plus
-# the tokenizer's settings; it is read back by `ElmoModel.from_pretrained` (local files,
-# safetensors only, and that method's strict checks: unknown config fields, missing or mis-shaped
-# tensors, NaN/inf). As bytes it is the same files, {name: content} in msgpack: no pickle, no archive.
+# On disk the biLM is a model directory (`model_directory.save_model_directory`: config.json,
+# model.safetensors, the tokenizer with its settings and lexicons; no model card); it is read back
+# by `ElmoModel.from_pretrained` (local files, safetensors only, and that method's strict checks:
+# unknown config fields, missing or mis-shaped tensors, NaN/inf) and `ElmoTokenizer.from_pretrained`.
+# As bytes it is the same files, {name: content} in msgpack: no pickle, no archive.
 
 
-@contextmanager
-def _quiet_hf():
-    """Without transformers' progress bars (they would clutter `spacy train` and `nlp.to_disk`)."""
-    from transformers.utils import logging as hf_logging
+def save_bilm(elmo, tokenizer, path: Union[str, Path]) -> None:
+    """Writes the biLM and its tokenizer as a model directory (no model card: it lives inside a pipeline)."""
+    from ..model_directory import save_model_directory
 
-    shown = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if shown:
-            hf_logging.enable_progress_bar()
-
-
-def save_bilm(elmo, path: Union[str, Path]) -> None:
-    """Writes the biLM as an HF directory: `save_pretrained` (config.json, model.safetensors) + tokenizer."""
-    from ..tokenization_elmo import ElmoTokenizer
-
-    with _quiet_hf():  # no model card: this directory lives inside a spaCy pipeline
-        elmo.save_pretrained(str(path), model_card=False)
-    ElmoTokenizer(max_characters_per_token=elmo.config.max_characters_per_token).save_pretrained(str(path))
+    save_model_directory(path, elmo, tokenizer, card=False)
 
 
 def load_bilm(path: Union[str, Path], device: Optional[torch.device] = None):
-    """The biLM in the local HF directory `path` (`ElmoModel.from_pretrained`, safetensors only), in eval mode.
+    """(biLM in eval mode, tokenizer) from the local model directory `path` (safetensors only).
 
-    A broken directory raises `ElmoLoadError` naming the file and the problem.
+    A broken directory raises `ElmoLoadError` naming the file and the problem. A directory
+    without tokenizer files (written by 0.1.0) gets the UTF-8 tokenizer.
     """
+    from ..model_directory import default_tokenizer
     from ..modeling_elmo import ElmoModel
+    from ..tokenization_elmo import ElmoTokenizer
 
-    with _quiet_hf():
-        elmo = ElmoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True)
-    return elmo.to(device or get_torch_default_device()).eval()
+    elmo = ElmoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True)
+    has_tokenizer = (Path(path) / "tokenizer_config.json").is_file()
+    tokenizer = ElmoTokenizer.from_pretrained(str(path)) if has_tokenizer else default_tokenizer(elmo)
+    return elmo.to(device or get_torch_default_device()).eval(), tokenizer
 
 
-def bilm_to_bytes(elmo) -> bytes:
+def bilm_to_bytes(elmo, tokenizer) -> bytes:
     """msgpack({"files": {name: content}}) of the directory `save_bilm` writes ({"files": None} for no biLM)."""
     if elmo is None:
         return srsly.msgpack_dumps({"files": None})
     with tempfile.TemporaryDirectory() as tmp:
-        save_bilm(elmo, tmp)
+        save_bilm(elmo, tokenizer, tmp)
         files = {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir()) if p.is_file()}
     return srsly.msgpack_dumps({"files": files})
 
 
 def bilm_from_bytes(data: bytes, device: Optional[torch.device] = None):
-    """The biLM serialized by `bilm_to_bytes` (None if it held none), read by `load_bilm`.
+    """(biLM, tokenizer) serialized by `bilm_to_bytes` ((None, None) if it held none), read by `load_bilm`.
 
     Also reads release 0.1.0's bytes, {"config": config.json text, "weights": safetensors}.
     """
@@ -122,7 +111,7 @@ def bilm_from_bytes(data: bytes, device: Optional[torch.device] = None):
     else:
         files = {"config.json": msg["config"].encode("utf8"), "model.safetensors": msg.get("weights", b"")}
     if files is None:
-        return None
+        return None, None
     with tempfile.TemporaryDirectory() as tmp:
         for name, content in files.items():
             if not isinstance(name, str) or name in ("", ".", "..") or Path(name).name != name:
@@ -135,25 +124,24 @@ def bilm_from_bytes(data: bytes, device: Optional[torch.device] = None):
 
 
 def _serialize_stack(stack: ElmoLayerStack) -> bytes:
-    return bilm_to_bytes(stack.elmo)
+    return bilm_to_bytes(stack.elmo, stack.tokenizer)
 
 
 def _deserialize_stack(stack: ElmoLayerStack, data: bytes, device) -> ElmoLayerStack:
-    elmo = bilm_from_bytes(data, device)
+    elmo, tokenizer = bilm_from_bytes(data, device)
     if elmo is not None:
-        stack.elmo = elmo
+        stack.elmo, stack.tokenizer = elmo, tokenizer
     return stack
 
 
 # --- thinc <-> torch conversions ----------------------------------------------------------------
 
 
-def _convert_inputs(model: Model, X: Tuple[numpy.ndarray, numpy.ndarray], is_train: bool):
-    """Host (numpy) character ids and mask → torch tensors on the biLM's device."""
+def _convert_inputs(model: Model, X: Dict[str, numpy.ndarray], is_train: bool):
+    """Host (numpy) character ids, mask (and word ids) → torch tensors on the biLM's device."""
     device = model.shims[0].device
-    ids, mask = X
-    args = (torch.as_tensor(ids, device=device), torch.as_tensor(mask, device=device))
-    return ArgsKwargs(args=args, kwargs={}), lambda d_inputs: None  # character ids take no gradient
+    kwargs = {name: torch.as_tensor(array, device=device) for name, array in X.items()}
+    return ArgsKwargs(args=(), kwargs=kwargs), lambda d_inputs: None  # ids take no gradient
 
 
 def _convert_outputs(model: Model, X_Ytorch, is_train: bool):
@@ -281,10 +269,16 @@ def is_loaded(model: Model) -> bool:
     return _stack(model).elmo is not None
 
 
-def set_elmo_model(model: Model, elmo) -> None:
-    """Puts a loaded `ElmoModel` into the layer (on the current thinc device) and sets nO / nL."""
+def set_elmo_model(model: Model, elmo, tokenizer=None) -> None:
+    """Puts a loaded `ElmoModel` (and its tokenizer; default: the one it has, or the UTF-8 one)
+    into the layer (on the current thinc device) and sets nO / nL."""
+    from ..model_directory import default_tokenizer
+
     stack = _stack(model)
-    stack.elmo = elmo.to(get_torch_default_device()).eval()
+    if tokenizer is None:
+        tokenizer = stack.tokenizer if stack.tokenizer is not None and stack.elmo is elmo else default_tokenizer(elmo)
+    tokenizer.check_model(elmo.config)
+    stack.elmo, stack.tokenizer = elmo.to(get_torch_default_device()).eval(), tokenizer
     model.set_dim("nO", int(elmo.config.output_dim), force=True)
     model.set_dim("nL", int(elmo.config.num_layers) + 1, force=True)
 
@@ -300,19 +294,24 @@ def get_elmo_model(model: Model, load: bool = True):
                 "`[paths] elmo`, e.g. `--paths.elmo DIR`) to an HF directory, a hub id or "
                 "'options.json,weights.hdf5'"
             )
-        set_elmo_model(model, _load_quietly(name))
+        set_elmo_model(model, *_load(name))
     elif stack.elmo is not None and not model.has_dim("nO"):
-        set_elmo_model(model, stack.elmo)
+        set_elmo_model(model, stack.elmo, stack.tokenizer)
     return stack.elmo
 
 
-def _load_quietly(name: str):
-    """`loading.load_model` without transformers' progress bars (they would clutter `spacy train`)."""
-    from ..loading import ModelNotFoundError, load_model
+def get_tokenizer(model: Model):
+    """The `ElmoTokenizer` of the biLM inside the layer (loading the biLM first if needed)."""
+    get_elmo_model(model)
+    return _stack(model).tokenizer
+
+
+def _load(name: str):
+    """(model, tokenizer) of the reference `name` (`loading.load_pretrained`)."""
+    from ..loading import ModelNotFoundError, load_pretrained
 
     try:
-        with _quiet_hf():
-            return load_model(name)
+        return load_pretrained(name)
     except ModelNotFoundError as err:  # say which setting named it
         raise ModelNotFoundError(f"elmo: the component's `model` setting (`paths.elmo` in a training config): {err}") from None
 
@@ -338,11 +337,11 @@ def _fork_safe_threads() -> None:
 
 def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
     _fork_safe_threads()
-    elmo = get_elmo_model(model)
+    get_elmo_model(model)
+    tokenizer = _stack(model).tokenizer
     wrapper = model.layers[0]
     ops = model.ops
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
-    max_chars = elmo.config.max_characters_per_token
     segments = plan_segments(docs, model.attrs["max_length"], model.attrs["window_overlap"])
     words = [[t.text for t in doc] for doc in docs]
     outputs = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
@@ -350,8 +349,8 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
     # spaCy's padded-size batcher over all segments at once: rows × longest row ≤ max_batch_tokens
     # (a longer segment runs alone), similar lengths together
     for segs in minibatch_by_padded_size(segments, model.attrs["max_batch_tokens"], buffer=max(1, len(segments))):
-        ids, mask = batch_to_char_ids([words[s.doc][s.start : s.end] for s in segs], max_chars)
-        Y, backprop_batch = wrapper((ids, mask), is_train=is_train)
+        inputs = tokenizer.encode_words([words[s.doc][s.start : s.end] for s in segs])
+        Y, backprop_batch = wrapper(inputs, is_train=is_train)
         for row, s in enumerate(segs):
             outputs[s.doc][:, s.keep_start : s.keep_end] = Y[:, row, s.keep_start - s.start : s.keep_end - s.start]
         if is_train:
@@ -398,6 +397,7 @@ __all__ = [
     "bilm_from_bytes",
     "bilm_to_bytes",
     "get_elmo_model",
+    "get_tokenizer",
     "is_loaded",
     "load_bilm",
     "save_bilm",

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..model_directory import save_model_directory
 from .batches import DataPosition
 from .settings import PretrainError
 
@@ -178,9 +179,10 @@ class Checkpoints:
         done = sorted(p for p in self.root.glob("step-*") if p.is_dir() and (p / "state.json").is_file())
         return done[-1] if done else None
 
-    def save(self, step: int, model, optimizer_state: dict, rng: dict, texts: dict[str, str]) -> Path:
-        """Writes checkpoint `step` (model via `save_pretrained`, optimizer and RNG state, `texts` as
-        files); returns its directory. state.json must be among `texts`: it marks the checkpoint complete."""
+    def save(self, step: int, model, tokenizer, optimizer_state: dict, rng: dict, texts: dict[str, str]) -> Path:
+        """Writes checkpoint `step` (the model directory of `model` and `tokenizer`, optimizer and RNG
+        state, `texts` as files); returns its directory. state.json must be among `texts`: it marks
+        the checkpoint complete."""
         name = f"step-{step:08d}"
         final, tmp = self.root / name, self.root / f".{name}.tmp"
         previous = self.latest()
@@ -188,7 +190,7 @@ class Checkpoints:
             self.root.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
-            model.save_pretrained(str(tmp))  # config.json + model.safetensors
+            save_model_directory(tmp, model, tokenizer, card=False)  # config.json, model.safetensors, tokenizer
             for written in tmp.iterdir():
                 fsync_file(written)
             write_tensor_file(optimizer_state, tmp / "optimizer.pt", step)

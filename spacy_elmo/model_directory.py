@@ -1,0 +1,145 @@
+"""The one writer of a model directory: weights, config, tokenizer and model card, together.
+
+`save_model_directory(directory, model, tokenizer, card=...)` writes
+
+- config.json + model.safetensors (`PreTrainedModel.save_pretrained`, without progress bars),
+- the tokenizer files (tokenizer_config.json with every setting: max_characters_per_token, lang;
+  char_vocab.json / word_vocab.json for a model with a character or word lexicon),
+- README.md, the model card (`model_card.render_model_card`; `card=False` for directories that
+  only this package reads, e.g. the biLM inside a spaCy pipeline or a checkpoint),
+
+with files readable by everyone the umask allows (a system-wide install or a `spacy package`
+archive must be readable by other users). `ElmoModel.save_pretrained` / `push_to_hub`,
+`spacy-elmo convert`, pretraining, its checkpoints and the spaCy component all write through it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from .model_card import CARD_NAME, write_model_card
+
+
+@contextlib.contextmanager
+def quiet_progress():
+    """Without transformers' own progress bars ("Loading weights", "Writing model shards"), which
+    every load and save of a model would print; huggingface_hub's download bars stay (a download
+    is long work)."""
+    from transformers.utils import logging as hf_logging
+
+    previous = hf_logging.set_tqdm_hook(lambda factory, args, kwargs: factory(*args, **{**kwargs, "disable": True}))
+    try:
+        yield
+    finally:
+        hf_logging.set_tqdm_hook(previous)
+
+
+def _readable(directory: Path) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in directory.iterdir():
+        if path.is_file():
+            os.chmod(path, 0o666 & ~umask)
+
+
+def default_tokenizer(model, directory: Path | None = None):
+    """The tokenizer a model is saved with when none is given: the one already in `directory` if
+    it fits the model, else the UTF-8 tokenizer (models without a lexicon only)."""
+    from .tokenization_elmo import ElmoTokenizer
+
+    config = model.config
+    if directory is not None and (directory / "tokenizer_config.json").is_file():
+        tokenizer = ElmoTokenizer.from_pretrained(str(directory))
+        try:
+            tokenizer.check_model(config)
+            return tokenizer
+        except ValueError:
+            pass
+    if config.char_vocab_size or config.word_vocab_size:
+        raise ValueError(
+            "this model has a character or word lexicon, which its tokenizer holds: pass the tokenizer "
+            "(model.save_pretrained(directory, tokenizer=tokenizer))"
+        )
+    return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
+
+
+def save_model_directory(directory, model, tokenizer=None, *, card: dict | bool | None = None, **save_kwargs) -> Path:
+    """Writes a complete model directory (see the module docstring); returns its path.
+
+    tokenizer: an `ElmoTokenizer` that fits `model` (default: `default_tokenizer`); card: settings
+    for `model_card.render_model_card` (license, language, source, training, reference), or False
+    for no README.md; save_kwargs: for `PreTrainedModel.save_pretrained` (e.g. max_shard_size).
+    """
+    from transformers import PreTrainedModel
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model, directory)
+    tokenizer.check_model(model.config)
+    with quiet_progress():
+        PreTrainedModel.save_pretrained(model, str(directory), **save_kwargs)
+        tokenizer.save_pretrained(str(directory))
+    if card is not False:
+        info: dict[str, Any] = dict(card or {})
+        info.setdefault("language", tokenizer.lang)
+        write_model_card(directory, model, **info)
+    _readable(directory)
+    return directory
+
+
+# --- the save/push methods of ElmoPreTrainedModel -------------------------------------------------
+
+
+def save_pretrained(self, save_directory, *args, tokenizer=None, model_card: dict | bool | None = None,
+                    push_to_hub: bool = False, **kwargs):
+    """`PreTrainedModel.save_pretrained` writing a complete directory (`save_model_directory`): also
+    the tokenizer (`tokenizer`, or the one already there, or the UTF-8 one) and the README.md card
+    (`model_card` adds `render_model_card` settings; False skips it)."""
+    hub = {k: kwargs.pop(k) for k in ("repo_id", "commit_message", "private", "token", "create_pr") if k in kwargs}
+    if kwargs.get("is_main_process", True):
+        save_model_directory(save_directory, self, tokenizer, card=model_card, **kwargs)
+    if push_to_hub:
+        self.push_to_hub(hub.pop("repo_id", Path(save_directory).name), tokenizer=tokenizer, model_card=model_card, **hub)
+
+
+def push_to_hub(
+    self,
+    repo_id: str,
+    *,
+    tokenizer=None,
+    commit_message: str | None = None,
+    commit_description: str | None = None,
+    private: bool | None = None,
+    token: bool | str | None = None,
+    revision: str | None = None,
+    create_pr: bool = False,
+    max_shard_size: int | str | None = "50GB",
+    tags: Sequence[str] | None = None,
+    model_card: dict | bool | None = None,
+):
+    """Uploads the complete model directory (`save_model_directory`: config.json, model.safetensors,
+    the tokenizer files and this model's README.md card) in one commit, with huggingface_hub's
+    public `create_repo` and `create_commit`."""
+    from huggingface_hub import CommitOperationAdd, HfApi, ModelCard
+
+    api = HfApi(token=token)
+    repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
+    card: dict[str, Any] | bool = {"reference": repo_id, **(model_card or {})} if model_card is not False else False
+    with tempfile.TemporaryDirectory() as tmp:
+        save_model_directory(tmp, self, tokenizer, card=card, max_shard_size=max_shard_size)
+        if tags and card is not False:
+            written = ModelCard.load(os.path.join(tmp, CARD_NAME))
+            written.data.tags = list(dict.fromkeys([*(written.data.tags or []), *tags]))
+            written.save(os.path.join(tmp, CARD_NAME))
+        operations = [CommitOperationAdd(path_in_repo=p.name, path_or_fileobj=str(p)) for p in sorted(Path(tmp).iterdir())]
+        return api.create_commit(
+            repo_id, operations, commit_message=commit_message or "Upload model",
+            commit_description=commit_description, revision=revision, create_pr=create_pr,
+        )
+
+
+__all__ = ["save_model_directory", "default_tokenizer", "quiet_progress", "save_pretrained", "push_to_hub"]

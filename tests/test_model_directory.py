@@ -1,0 +1,116 @@
+"""One writer of a model directory (weights, config, tokenizer with every setting, card) used by every
+caller, and the biLSTM kernel as a run-time choice resolved by one pure function, never saved."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+import spacy
+import torch
+
+from spacy_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
+from spacy_elmo.loading import load_pretrained
+from spacy_elmo.modeling_elmo import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
+
+
+def _tokenizer_settings(directory) -> dict:
+    data = json.loads((directory / "tokenizer_config.json").read_text())
+    return {k: data[k] for k in ("lang", "max_characters_per_token")}
+
+
+def test_a_chinese_bilm_stays_chinese_inside_a_spacy_pipeline(tiny_model, tmp_path):
+    tiny_model.save_pretrained(tmp_path / "zh_elmo", tokenizer=ElmoTokenizer(lang="zh"))
+    assert _tokenizer_settings(tmp_path / "zh_elmo") == {"lang": "zh", "max_characters_per_token": 50}
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("elmo", config={"model": str(tmp_path / "zh_elmo")})
+    nlp.to_disk(tmp_path / "pipeline")
+    assert _tokenizer_settings(tmp_path / "pipeline" / "elmo" / "bilm")["lang"] == "zh"
+    _, tokenizer = load_pretrained(tmp_path / "pipeline" / "elmo" / "bilm")
+    assert tokenizer.lang == "zh"
+
+
+def test_every_writer_writes_the_same_complete_directory(tiny_model, tmp_path, allennlp_dir):
+    from spacy_elmo.cli import main
+
+    tiny_model.save_pretrained(tmp_path / "saved", tokenizer=ElmoTokenizer(lang="de"))
+    assert main(["convert", str(allennlp_dir), str(tmp_path / "converted"), "--lang", "de"]) == 0
+    for directory in (tmp_path / "saved", tmp_path / "converted"):
+        names = {p.name for p in directory.iterdir()}
+        assert {"config.json", "model.safetensors", "tokenizer_config.json", "README.md"} <= names, directory
+        assert _tokenizer_settings(directory)["lang"] == "de"
+        assert "language: de" in (directory / "README.md").read_text()
+    saved = {p.name: p.read_bytes() for p in (tmp_path / "saved").iterdir() if p.name != "README.md"}
+    converted = {p.name: p.read_bytes() for p in (tmp_path / "converted").iterdir() if p.name != "README.md"}
+    assert saved == converted  # the same files from the same model and tokenizer
+
+
+def test_saved_files_are_readable_by_others(tiny_model, tmp_path):
+    umask = os.umask(0o022)
+    try:
+        tiny_model.save_pretrained(tmp_path / "m")
+    finally:
+        os.umask(umask)
+    for path in (tmp_path / "m").iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path.name
+
+
+def test_the_kernel_choice_is_never_saved_and_old_files_load_anywhere(tiny_model, tmp_path):
+    tiny_model.config.lstm_implementation = "packed"
+    try:
+        tiny_model.save_pretrained(tmp_path / "m")
+    finally:
+        tiny_model.config.lstm_implementation = "auto"
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert "lstm_implementation" not in config
+    # a 0.1.0 file saved on a GPU with cuda_graphs: the choice is ignored, the model runs here
+    config["lstm_implementation"] = "cuda_graphs"
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    model = ElmoModel.from_pretrained(tmp_path / "m").eval()
+    assert model.config.lstm_implementation == "auto"
+    with torch.no_grad():
+        model(**ElmoTokenizer()([["a", "b"]]))
+    assert ElmoModel.from_pretrained(tmp_path / "m", lstm_implementation="eager").config.lstm_implementation == "eager"
+
+
+def test_one_table_of_kernels_and_a_pure_resolver():
+    assert sorted(LSTM_IMPLEMENTATIONS) == ["cuda_graphs", "eager", "fused", "packed"]
+    assert set(ElmoConfig.__dataclass_fields__["lstm_implementation"].type.__args__) == {"auto", *LSTM_IMPLEMENTATIONS}
+    table = {
+        # (needs_grad, training, autocast, device) → auto's choice
+        (False, False, False, "cpu"): "packed",
+        (False, False, True, "cuda"): "eager",
+        (False, False, False, "cuda"): "packed",
+        (True, False, False, "cpu"): "fused",
+        (False, True, False, "cpu"): "fused",
+        (True, True, True, "cuda"): "eager",
+    }
+    for (needs_grad, training, autocast, device), want in table.items():
+        got = resolve_lstm_implementation("auto", needs_grad=needs_grad, training=training, autocast=autocast, device_type=device)
+        assert got == want, (needs_grad, training, autocast, device)
+    for name in LSTM_IMPLEMENTATIONS:  # an explicit choice is taken as it is, where it can run
+        if name in ("eager", "fused"):
+            assert resolve_lstm_implementation(name, needs_grad=True, training=True, autocast=False, device_type="cpu") == name
+    with pytest.raises(RuntimeError, match="inference kernel without autograd"):
+        resolve_lstm_implementation("packed", needs_grad=True, training=False, autocast=False, device_type="cpu")
+    with pytest.raises(RuntimeError, match="runs inference .* on a CUDA device"):
+        resolve_lstm_implementation("cuda_graphs", needs_grad=False, training=False, autocast=False, device_type="cpu")
+
+
+def test_every_kernel_has_one_signature(tiny_model):
+    """Each table entry is called the same way and computes the same layers."""
+    from spacy_elmo.modeling_elmo import add_sentence_boundaries
+
+    batch = ElmoTokenizer()([["The", "cat", "sat"], ["Hi"]])
+    ids, mask, _ = add_sentence_boundaries(batch["input_ids"], batch["attention_mask"])
+    bilstm = tiny_model.encoder
+    with torch.no_grad():
+        tokens = tiny_model.embed_tokens(ids) * mask.unsqueeze(-1)
+        state = bilstm.zero_state(2, tokens)
+        outputs = {name: LSTM_IMPLEMENTATIONS[name](bilstm, tokens, mask, state, True) for name in ("eager", "fused", "packed")}
+    for name, (layers, final) in outputs.items():
+        for got, want in zip(layers, outputs["eager"][0]):
+            assert torch.allclose(got, want, atol=1e-5), name
+        assert torch.allclose(final.h, outputs["eager"][1].h, atol=1e-5), name
