@@ -8,16 +8,47 @@ from pathlib import Path
 
 
 def cmd_convert(args) -> int:
-    """Legacy options.json + lm_weights.hdf5 → HF directory (config.json, model.safetensors, tokenizer)."""
-    from . import ElmoTokenizer, load_legacy
+    """Any model reference (legacy options.json + weights, an ELMoForManyLangs directory, a URL, an
+    HF directory or hub id) → a model directory (config.json, model.safetensors, tokenizer, card)."""
+    from .loading import load_pretrained
+    from .model_directory import save_model_directory
 
-    model = load_legacy(args.options, args.weights)
-    card = {"source": f"`{args.options.name}` + `{args.weights.name}`", "license": args.license, "language": args.lang}
-    model.save_pretrained(args.output, model_card=card)
-    ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token, lang=args.lang).save_pretrained(args.output)
+    if len(args.paths) not in (2, 3):
+        raise ValueError("convert takes SOURCE OUTPUT or OPTIONS.json WEIGHTS.hdf5 OUTPUT")
+    *source, output = args.paths
+    if len(source) == 2:
+        _check_legacy_order(Path(source[0]), Path(source[1]))
+    reference = ",".join(source)
+    model, tokenizer = load_pretrained(reference, lang=args.lang, progress=not args.no_progress)
+    card = {"source": _describe_source(source), "license": args.license, "language": tokenizer.lang}
+    save_model_directory(output, model, tokenizer, card=card)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"Saved ELMo ({model.config.num_layers} layers, dim {model.config.output_dim}, {n_params:,} parameters) to {args.output}")
+    print(f"Saved ELMo ({model.config.num_layers} layers, dim {model.config.output_dim}, {n_params:,} parameters) to {output}")
     return 0
+
+
+def _check_legacy_order(options: Path, weights: Path) -> None:
+    """OPTIONS.json WEIGHTS.hdf5 given the other way round: say so instead of "not valid JSON"."""
+    def head(path: Path) -> bytes:
+        try:
+            with open(path, "rb") as handle:
+                return handle.read(8)
+        except OSError:
+            return b""
+
+    if head(options).startswith(b"\x89HDF") and head(weights).lstrip()[:1] == b"{":
+        raise ValueError(f"{options} is an HDF5 file and {weights} JSON: the order is `convert OPTIONS.json WEIGHTS.hdf5 OUTPUT`")
+
+
+def _describe_source(source: list[str]) -> str:
+    """What a model card says the model was converted from (file names, or the URL)."""
+    from .download import is_url
+
+    if len(source) == 1 and is_url(source[0]):
+        return source[0]
+    names = " + ".join(f"`{Path(s).name}`" for s in source)
+    efml = len(source) == 1 and (Path(source[0]) / "token_embedder.pkl").is_file()
+    return f"the ELMoForManyLangs directory {names}" if efml else names
 
 
 def cmd_embed(args) -> int:
@@ -36,11 +67,9 @@ def cmd_embed(args) -> int:
         return 0
     import torch
 
-    from . import ElmoTokenizer
-    from .loading import load_model
+    from .loading import load_pretrained
 
-    model = load_model(args.model)
-    tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token)
+    model, tokenizer = load_pretrained(args.model)
     lines = [line.split() for line in sys.stdin.read().splitlines() if line.strip()]
     if not lines:
         print("No input: give one whitespace-tokenized sentence per line on stdin.", file=sys.stderr)
@@ -93,19 +122,19 @@ def cmd_finetune(args) -> int:
 def cmd_similar(args) -> int:
     """Nearest words to WORD by cosine: context-independent token vectors, or (--corpus) each word's
     contextual vectors averaged over a text."""
-    from .loading import load_model
+    from .loading import load_pretrained
     from .tools import similar
 
     if args.corpus is None:
-        model = load_model(args.model)  # first: a wrong model reference is the likelier mistake
+        model, tokenizer = load_pretrained(args.model)  # first: a wrong model reference is the likelier mistake
         vocab = similar.find_vocab(args.model, args.vocab)
-        found = similar.most_similar(model, args.word, vocab, args.n)
+        found = similar.most_similar(model, args.word, vocab, args.n, tokenizer=tokenizer)
     else:
         if not args.corpus.is_file():
             raise FileNotFoundError(f"--corpus {args.corpus}: no such file")
-        model = load_model(args.model)
+        model, tokenizer = load_pretrained(args.model)
         sentences = similar.read_sentences(args.corpus, args.max_sentences)
-        words, vectors = similar.contextual_word_vectors(model, sentences, args.layer, args.min_count)
+        words, vectors = similar.contextual_word_vectors(model, sentences, args.layer, args.min_count, tokenizer=tokenizer)
         try:
             found = similar.most_similar_in_context(words, vectors, args.word, args.n)
         except KeyError as error:
@@ -160,12 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spacy-elmo", description="ELMo for spaCy and Hugging Face")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("convert", help=cmd_convert.__doc__)
-    p.add_argument("options", type=Path, help="legacy options.json")
-    p.add_argument("weights", type=Path, help="legacy lm_weights.hdf5")
-    p.add_argument("output", type=Path, help="output directory (HF layout)")
-    p.add_argument("--lang", default="en", help="spaCy language whose tokenizer splits raw text (saved with the tokenizer)")
+    p = sub.add_parser("convert", help=cmd_convert.__doc__, usage="spacy-elmo convert [-h] (SOURCE | OPTIONS.json WEIGHTS.hdf5) OUTPUT")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="SOURCE OUTPUT, where SOURCE is a legacy directory, an ELMoForManyLangs directory, a URL "
+                        "(an archive, or 'OPTIONS_URL,WEIGHTS_URL'), an HF directory or a hub id; "
+                        "or OPTIONS.json WEIGHTS.hdf5 OUTPUT")
+    p.add_argument("--lang", help="spaCy language whose tokenizer splits raw text, saved with the tokenizer "
+                                  "(default: en; xx, spaCy's multi-language tokenizer, for ELMoForManyLangs)")
     p.add_argument("--license", help="licence of the weights for the model card, e.g. apache-2.0")
+    p.add_argument("--no-progress", action="store_true", help="no download progress bar")
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("init-config", help=cmd_init_config.__doc__)

@@ -463,6 +463,31 @@ def efml_to_elmo(
     return config, state, char_lexicon, word_lexicon
 
 
+
+
+def load_efml(path: str | Path, lang: str = "xx"):
+    """(`ElmoModel` in eval mode, `ElmoTokenizer` with the model's lexicons) from an EFML directory.
+
+    `lang`: the spaCy language whose tokenizer splits raw text for the HF tokenizer (EFML
+    directories do not say; "xx" is spaCy's multi-language tokenizer).
+    """
+    from .modeling_elmo import ElmoModel
+    from .configuration_elmo import ElmoConfig
+    from .tokenization_elmo import ElmoTokenizer
+
+    config_kwargs, state, char_lexicon, word_lexicon = efml_to_elmo(read_efml(path))
+    model = ElmoModel(ElmoConfig(**config_kwargs))
+    result = model.load_state_dict(state, strict=False)
+    missing = [k for k in result.missing_keys if not k.startswith("scalar_mixes.")]
+    if missing or result.unexpected_keys:  # efml_to_elmo and ElmoModel disagree: a bug, not bad input
+        raise RuntimeError(f"{path}: mapped weights do not fit the model (missing {missing}, unexpected {result.unexpected_keys})")
+    tokenizer = ElmoTokenizer(
+        max_characters_per_token=model.config.max_characters_per_token, lang=lang,
+        char_vocab=char_lexicon, word_vocab=word_lexicon,
+    )
+    return model.eval(), tokenizer
+
+
 __all__ = [
     "CHAR_SPECIALS",
     "KNOWN_ARCHITECTURES",
@@ -470,6 +495,7 @@ __all__ = [
     "EfmlDirectory",
     "EfmlFormatError",
     "efml_to_elmo",
+    "load_efml",
     "expected_encoder",
     "expected_token_embedder",
     "is_efml_directory",

@@ -1,4 +1,11 @@
-"""Resolving a model reference (HF directory, hub id, legacy files) to an `ElmoModel`."""
+"""Resolving a model reference to an `ElmoModel` and its `ElmoTokenizer`.
+
+A reference is an HF directory (config.json + model.safetensors + tokenizer files), a hub id
+(`owner/name`), legacy files (a directory holding options.json + *.hdf5, or
+"OPTIONS.json,WEIGHTS.hdf5"), an ELMoForManyLangs directory, or an `https://` URL of any of these
+(an archive of a directory, or a pair of URLs of legacy files), downloaded once into the cache
+(`spacy_elmo.download`).
+"""
 
 from __future__ import annotations
 
@@ -78,24 +85,60 @@ def hub_loading_kwargs(repo_id: str) -> dict:
     return {}
 
 
-def load_model(reference: str | Path, **kwargs):
-    """An `ElmoModel` in eval mode from an HF directory, a hub id, or legacy options+weights files.
+def local_reference(reference: str | Path, progress: bool = True) -> str:
+    """`reference` with URLs replaced by their downloaded copies (see `spacy_elmo.download`)."""
+    from .download import fetch, is_url
 
-    A reference that is none of these fails at once with one line (`ModelNotFoundError`).
+    text = str(reference)
+    return fetch(text, progress=progress) if is_url(text) else text
+
+
+def load_pretrained(reference: str | Path, *, lang: str | None = None, progress: bool = True, **kwargs):
+    """(`ElmoModel` in eval mode, `ElmoTokenizer`) for a model reference (see the module docstring).
+
+    lang: the spaCy language of the tokenizer for references that do not record one (legacy and
+    EFML files: default "en" and "xx"). kwargs go to `ElmoModel.from_pretrained` (HF directories
+    and hub ids). A reference that names no model fails at once with one line (`ModelNotFoundError`).
     """
+    from .efml import is_efml_directory, load_efml
+    from .model_directory import default_tokenizer
     from .modeling_elmo import ElmoModel
+    from .tokenization_elmo import ElmoTokenizer
 
+    reference = local_reference(reference, progress)
     legacy = resolve_legacy(reference)
     if legacy is not None:
-        return load_legacy(*legacy)
-    path = Path(str(reference))
+        model = load_legacy(*legacy)
+        return model, ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token, lang=lang or "en")
+    path = Path(reference)
+    if is_efml_directory(path):
+        return load_efml(path, lang=lang or "xx")
     if path.exists() and not (path / "config.json").is_file():
         raise ModelNotFoundError(
-            f"{path}: not an ELMo model: expected config.json + model.safetensors (HF layout) "
-            "or options.json + lm_weights.hdf5 (legacy layout)"
+            f"{path}: not an ELMo model: expected config.json + model.safetensors (HF layout), "
+            "options.json + lm_weights.hdf5 (legacy layout) or an ELMoForManyLangs directory "
+            "(config.json naming its architecture, char.dic, token_embedder.pkl, encoder.pkl)"
         )
     if not path.exists():
-        if not is_hub_id(str(reference)):
+        if not is_hub_id(reference):
             raise ModelNotFoundError(f"no such directory: {reference}")
-        kwargs = {**hub_loading_kwargs(str(reference)), **kwargs}
-    return ElmoModel.from_pretrained(str(reference), **kwargs).eval()
+        kwargs = {**hub_loading_kwargs(reference), **kwargs}
+    model = ElmoModel.from_pretrained(reference, **kwargs).eval()
+    if path.exists():
+        tokenizer = ElmoTokenizer.from_pretrained(reference) if (path / "tokenizer_config.json").is_file() else None
+    else:
+        try:
+            tokenizer = ElmoTokenizer.from_pretrained(reference, local_files_only=kwargs.get("local_files_only", False))
+        except OSError:  # a hub repository without tokenizer files
+            tokenizer = None
+    tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model)
+    try:
+        tokenizer.check_model(model.config)
+    except ValueError as err:
+        raise ModelNotFoundError(f"{reference}: {err}") from None
+    return model, tokenizer
+
+
+def load_model(reference: str | Path, **kwargs):
+    """The `ElmoModel` of `load_pretrained` (its tokenizer: `load_pretrained(...)[1]`)."""
+    return load_pretrained(reference, **kwargs)[0]

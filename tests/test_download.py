@@ -312,3 +312,40 @@ def test_cache_location(monkeypatch, tmp_path):
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache_dir() == tmp_path / "home" / ".cache" / "spacy_elmo"
+
+
+# --- URL references wherever a model reference is taken ---------------------------------------------
+
+
+def _zip_folder(folder: Path, top: str) -> bytes:
+    return make_zip({f"{top}/{p.name}": p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()})
+
+
+def test_loader_convert_and_spacy_take_urls(server, cache, fixtures_dir, tmp_path, model_files):
+    """An EFML zip (as EFML distributes its models) and a legacy pair of URLs: the loader, `convert`
+    and the spaCy component's `model` accept them; a saved pipeline never asks the server again."""
+    import numpy
+    import spacy
+    from spacy.tokens import Doc
+
+    from spacy_elmo.cli import main
+    from spacy_elmo.loading import load_pretrained
+
+    efml = serve(server, "/efml/zh.model.zip", _zip_folder(fixtures_dir / "efml_tiny", "zh.model"))
+    model, tokenizer = load_pretrained(efml, progress=False)
+    assert model.config.char_vocab_size == 120 and tokenizer.word_vocab is not None
+    pair = ",".join(serve(server, f"/legacy/{name}", data) for name, data in model_files.items())
+    assert main(["convert", pair, str(tmp_path / "converted"), "--no-progress"]) == 0
+    assert (tmp_path / "converted" / "model.safetensors").is_file()
+
+    nlp = spacy.blank("xx")
+    nlp.add_pipe("elmo", config={"model": efml})
+    words = ["The", "cat", "sat"]
+    before = nlp(Doc(nlp.vocab, words=words))._.elmo.layers
+    nlp.to_disk(tmp_path / "pipeline")
+    asked = len(server.requests)
+    server.routes.clear()  # the URL now answers 404
+    reloaded = spacy.load(tmp_path / "pipeline")
+    numpy.testing.assert_array_equal(reloaded(Doc(reloaded.vocab, words=words))._.elmo.layers, before)
+    assert len(server.requests) == asked
+    assert server.requests.count("/efml/zh.model.zip") == 1  # loader and component shared one download

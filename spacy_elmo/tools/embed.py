@@ -20,7 +20,6 @@ from typing import BinaryIO, Iterator
 
 import torch
 
-from ..training.batches import CharEncoder
 from ..training.distributed import Distributed
 from ..training.text import make_tokenizer
 
@@ -57,7 +56,7 @@ def dump_embeddings(
     """Writes the layers of every line of `input_path` ("-" = stdin) to `output_path`; returns lines written here."""
     import h5py
 
-    from ..loading import load_model
+    from ..loading import load_pretrained
 
     procs = Distributed.from_env("auto")  # the same torchrun/device set-up as pretraining
     world, rank, device = procs.world_size, procs.rank, procs.device
@@ -65,9 +64,9 @@ def dump_embeddings(
     output.parent.mkdir(parents=True, exist_ok=True)
     target = rank_file(output, rank, world) if world > 1 else output
     tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    model = load_model(model_ref).to(device).eval()
+    model, tokenizer = load_pretrained(model_ref)
+    model = model.to(device).eval()
     tokenize = make_tokenizer(data_format, lang)
-    encode = CharEncoder(model.config.max_characters_per_token)
     from_stdin = str(input_path) == "-"
     bar = None
     if progress and rank == 0:  # only a shown bar needs the line count (a second pass over the file)
@@ -88,8 +87,8 @@ def dump_embeddings(
                     part = chunk[start : start + batch_size]
                     real = [(i, words) for i, words in part if words]
                     if real:
-                        char_ids, mask = encode([words for _, words in real])
-                        layers = torch.stack(model(char_ids.to(device), mask.to(device)).hidden_states, dim=1).float().cpu()
+                        inputs = tokenizer([words for _, words in real]).to(device)
+                        layers = torch.stack(model(**inputs).hidden_states, dim=1).float().cpu()
                         for row, (i, words) in enumerate(real):
                             out.create_dataset(str(i), data=layers[row, :, : len(words)].numpy())
                     for i, words in part:

@@ -64,11 +64,11 @@ def read_examples(path: str | Path, task: str, max_sentences: int = 0) -> list[t
 
 
 @torch.no_grad()
-def layer_features(model, examples, batch_size: int = 32) -> tuple[torch.Tensor, list[str]]:
+def layer_features(model, examples, batch_size: int = 32, tokenizer=None) -> tuple[torch.Tensor, list[str]]:
     """([L+1, N, dim] float32 features of the N labelled tokens, their N labels)."""
-    from ..tokenization_elmo import ElmoTokenizer
+    from ..model_directory import default_tokenizer
 
-    tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token)
+    tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model)
     device = next(model.parameters()).device
     chunks, labels = [], []
     for start in range(0, len(examples), batch_size):
@@ -120,10 +120,10 @@ def fit_probe(features, y, n_classes, layer: int | None, seed: int = 0, l2: floa
     return probe.eval()
 
 
-def run_probe(model, train_examples, dev_examples, seed: int = 0, l2: float = 1e-4, max_iter: int = 100) -> dict:
+def run_probe(model, train_examples, dev_examples, seed: int = 0, l2: float = 1e-4, max_iter: int = 100, tokenizer=None) -> dict:
     """Dev accuracy of a probe per layer and of the learned mix, with the majority-class baseline."""
-    train_x, train_labels = layer_features(model, train_examples)
-    dev_x, dev_labels = layer_features(model, dev_examples)
+    train_x, train_labels = layer_features(model, train_examples, tokenizer=tokenizer)
+    dev_x, dev_labels = layer_features(model, dev_examples, tokenizer=tokenizer)
     counts = Counter(train_labels)
     labels = sorted(counts)
     index = {label: i for i, label in enumerate(labels)}
@@ -161,15 +161,15 @@ def run_probe(model, train_examples, dev_examples, seed: int = 0, l2: float = 1e
 def probe_tasks(model_ref, train, dev, tasks: Iterable[str], max_sentences: int = 0, seed: int = 0,
                 l2: float = 1e-4, max_iter: int = 100) -> dict:
     """{"tasks": {task: run_probe(...)}} for a model reference (HF dir, hub id or legacy files)."""
-    from ..loading import load_model
+    from ..loading import load_pretrained
 
     torch.manual_seed(seed)
-    model = load_model(model_ref)
+    model, tokenizer = load_pretrained(model_ref)
     result = {"model": str(model_ref), "train": str(train), "dev": str(dev), "max_sentences": max_sentences, "tasks": {}}
     for task in tasks:
         result["tasks"][task] = run_probe(
             model, read_examples(train, task, max_sentences), read_examples(dev, task, max_sentences),
-            seed=seed, l2=l2, max_iter=max_iter,
+            seed=seed, l2=l2, max_iter=max_iter, tokenizer=tokenizer,
         )
     return result
 

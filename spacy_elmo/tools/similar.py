@@ -14,10 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Iterator
 
-import numpy
 import torch
 
-from ..characters import word_to_char_ids
 from ..training.vocabulary import SPECIAL_TOKENS, Vocabulary
 
 
@@ -36,24 +34,30 @@ def find_vocab(model_ref: str | Path, vocab_file: str | Path | None = None) -> V
 
 
 @torch.no_grad()
-def token_vectors(model, words: list[str], batch_size: int = 2048) -> torch.Tensor:
-    """[len(words), projection_dim] context-independent vectors (float32, CPU)."""
-    max_chars = model.config.max_characters_per_token
+def token_vectors(model, words: list[str], batch_size: int = 2048, tokenizer=None) -> torch.Tensor:
+    """[len(words), projection_dim] context-independent vectors (float32, CPU); `tokenizer`: the
+    model's (default: `model_directory.default_tokenizer`)."""
+    from ..model_directory import default_tokenizer
+
+    tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model)
     device = next(model.parameters()).device
     parts = []
     for start in range(0, len(words), batch_size):
-        ids = numpy.stack([word_to_char_ids(w, max_chars) for w in words[start : start + batch_size]])
-        parts.append(model.embed_tokens(torch.from_numpy(ids).to(device)).float().cpu())
+        inputs = tokenizer.encode_words([[w] for w in words[start : start + batch_size]])
+        char_ids = torch.from_numpy(inputs["input_ids"][:, 0]).to(device)
+        word_ids = inputs.get("input_word_ids")
+        word_ids = None if word_ids is None else torch.from_numpy(word_ids[:, 0]).to(device)
+        parts.append(model.embed_tokens(char_ids, word_ids).float().cpu())
     return torch.cat(parts) if parts else torch.zeros(0, model.config.projection_dim)
 
 
-def most_similar(model, word: str, vocab: Vocabulary, n: int = 10) -> list[tuple[str, float]]:
+def most_similar(model, word: str, vocab: Vocabulary, n: int = 10, tokenizer=None) -> list[tuple[str, float]]:
     """The `n` vocabulary words closest to `word` by cosine similarity (the word itself excluded)."""
     candidates = [w for w in vocab.words if w not in SPECIAL_TOKENS and w != word]
     if not candidates:
         return []
-    vectors = torch.nn.functional.normalize(token_vectors(model, candidates), dim=-1)
-    query = torch.nn.functional.normalize(token_vectors(model, [word]), dim=-1)[0]
+    vectors = torch.nn.functional.normalize(token_vectors(model, candidates, tokenizer=tokenizer), dim=-1)
+    query = torch.nn.functional.normalize(token_vectors(model, [word], tokenizer=tokenizer), dim=-1)[0]
     scores = vectors @ query
     top = torch.topk(scores, min(n, len(candidates)))
     return [(candidates[i], float(s)) for s, i in zip(top.values.tolist(), top.indices.tolist())]
@@ -61,15 +65,15 @@ def most_similar(model, word: str, vocab: Vocabulary, n: int = 10) -> list[tuple
 
 @torch.no_grad()
 def contextual_word_vectors(
-    model, sentences: Iterable[list[str]], layer: int, min_count: int = 2, batch_size: int = 32
+    model, sentences: Iterable[list[str]], layer: int, min_count: int = 2, batch_size: int = 32, tokenizer=None
 ) -> tuple[list[str], torch.Tensor]:
     """(words, [len(words), dim]): each word's layer-`layer` vectors averaged over its occurrences
     in `sentences` (words seen at least `min_count` times), then centred on the mean word."""
-    from ..tokenization_elmo import ElmoTokenizer
+    from ..model_directory import default_tokenizer
 
     if not 0 <= layer < model.num_layers:
         raise ValueError(f"layer must be in 0..{model.num_layers - 1} for this model, got {layer}")
-    tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token)
+    tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model)
     device = next(model.parameters()).device
     width = 2 * model.config.projection_dim
     index: dict[str, int] = {}  # word -> row of sums/counts (rows grow by doubling)
