@@ -23,6 +23,7 @@ from safetensors.torch import load_file
 
 from spacy_elmo import ElmoForBidirectionalLM, ElmoModel, load_legacy
 from spacy_elmo.cli import main
+from spacy_elmo.characters import TokenEncoder, Utf8Characters
 from spacy_elmo.training.batches import Corpus, DataPosition
 from spacy_elmo.training.checkpoints import Checkpoints
 from spacy_elmo.training.pretrain import pretrain
@@ -195,7 +196,7 @@ def test_learning_rate_schedule():
 def test_corpus_position_resumes_the_same_batches(corpus):
     files = resolve_files(str(corpus["train"]))
     vocab = Vocabulary.build(iter_sequences(files))
-    make = lambda: Corpus(files, vocab, max_chars=20, batch_tokens=300, max_tokens=40, block_lines=500, max_epochs=2)
+    make = lambda: Corpus(files, vocab, encoder=TokenEncoder(Utf8Characters(20)), batch_tokens=300, max_tokens=40, block_lines=500, max_epochs=2)
     everything = [(b.word_ids, p) for b, p in make().batches()]
     epochs = [p.epoch for _, p in everything]
     assert sorted(set(epochs)) == [0, 1] and epochs.count(0) == epochs.count(1)  # two epochs of equal size
@@ -358,8 +359,9 @@ def test_settings_schema_follows_elmo_config_and_errors_name_setting_expected_an
         "training.optimizer": ("sgd", "training.optimizer: expected 'adagrad' or 'adam', found 'sgd'"),
         "data.shuffle": (1, "data.shuffle: expected a valid boolean, found 1"),
         "data.min_count": (0, "data.min_count: expected greater than or equal to 1, found 0"),
-        "model.filters": ("x", "model.filters: expected a valid list or a valid tuple, found 'x'"),
-        "model.lstm_dim": (0, "[model] lstm_dim must be >= 1, got 0"),
+        "model.filters": ("x", "model.filters: expected a valid list, found 'x'"),
+        "model.lstm_dim": (0, "[model] field 'lstm_dim': must be >= 1, got 0"),
+        "model.activation": ("gelu", "model.activation: expected 'relu' or 'tanh', found 'gelu'"),
     }
     for key, (value, message) in cases.items():
         with pytest.raises(PretrainError) as info:
@@ -372,3 +374,36 @@ def test_settings_schema_follows_elmo_config_and_errors_name_setting_expected_an
     # [model] keeps only what the config sets, so null (no clipping) is a value, not "unset"
     assert load_settings(TINY, {"model.cell_clip": None})["model"]["cell_clip"] is None
     assert "lstm_implementation" not in load_settings(TINY)["model"]
+
+
+def test_a_character_lexicon_and_a_word_embedding_train_save_and_resume(corpus, tmp_path):
+    """data.characters = "lexicon" builds the character lexicon from the text; model.word_embedding_dim
+    adds a word embedding over the LM vocabulary; both travel with the tokenizer, through
+    checkpoints (resume) and into the model directory, which the loader and spaCy read."""
+    import spacy
+
+    from spacy_elmo.loading import load_pretrained
+
+    out = tmp_path / "lexicon_bilm"
+    overrides = {
+        "paths.train": str(corpus["train"]), "paths.heldout": str(corpus["heldout"]),
+        "data.characters": "lexicon", "model.word_embedding_dim": 8,
+        "training.max_steps": 40, "training.checkpoint_every": 20,
+    }
+    result = pretrain(TINY, out, {**overrides, "training.max_steps": 20}, progress=False)
+    assert result["step"] == 20
+    result = pretrain(TINY, out, overrides, resume=True, progress=False)
+    assert result["step"] == 40 and result["heldout_ppl"] < 40  # the grammar has ~40 words: it learned
+    model, tokenizer = load_pretrained(out)
+    chars = tokenizer.char_vocab
+    assert chars["<pad>"] == 1 and chars["<oov>"] == 6 and set("thecatdog") <= set(chars)
+    assert len(chars) + 1 == model.config.char_vocab_size < 100  # the grammar's letters, not 256 bytes
+    vocab = Vocabulary.load(out / "vocab.txt")
+    assert tokenizer.word_vocab == {w: i for i, w in enumerate(vocab.words)}
+    assert model.config.word_vocab_size == len(vocab) and model.config.word_embedding_dim == 8
+    checkpoint = Checkpoints(out / "checkpoints", 2).latest()
+    assert (checkpoint / "char_vocab.json").is_file() and (checkpoint / "word_vocab.json").is_file()
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": str(out)})
+    doc = nlp("the cat sees a dog .")
+    assert doc._.elmo.layers.shape == (3, 6, 64) and float(abs(doc.tensor).max()) > 0

@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Sequence
 import numpy
 import torch
 
-from ..characters import batch_to_char_ids
+from ..characters import TokenEncoder, Utf8Characters
 from .text import iter_sequences, read_block, split_long
 
 
@@ -51,6 +51,7 @@ class Batch:
     char_ids: torch.Tensor  # [rows, tokens, max_chars] character ids
     mask: torch.Tensor  # [rows, tokens] True at real words
     word_ids: torch.Tensor  # [rows, tokens] vocabulary ids (targets)
+    input_word_ids: torch.Tensor | None  # [rows, tokens] word-embedding ids (models with a word embedding)
     targets: int  # LM targets per direction in these rows (words + 1 boundary per row)
     global_targets: int  # the same over the whole global batch, all processes
     global_words: int  # words in the global batch (tokens/s counts these)
@@ -58,20 +59,20 @@ class Batch:
 
     def to(self, device) -> "Batch":
         self.char_ids, self.mask, self.word_ids = (t.to(device) for t in (self.char_ids, self.mask, self.word_ids))
+        if self.input_word_ids is not None:
+            self.input_word_ids = self.input_word_ids.to(device)
         return self
 
 
 class CharEncoder:
-    """Sentences → padded character ids and mask, caching the ids of frequent words."""
+    """Sentences → padded character ids and mask as tensors (the UTF-8 `TokenEncoder`, which
+    remembers the ids of the words it has seen)."""
 
     def __init__(self, max_chars: int, cache_size: int = 200_000):
-        self.max_chars, self.cache_size = max_chars, cache_size
-        self.cache: dict[str, numpy.ndarray] = {}
+        self.encoder = TokenEncoder(Utf8Characters(max_chars), cache_size=cache_size)
 
     def __call__(self, sentences: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor]:
-        if len(self.cache) >= self.cache_size:
-            self.cache.clear()
-        ids, mask = batch_to_char_ids(sentences, self.max_chars, self.cache)
+        ids, mask, _ = self.encoder(sentences)
         return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
@@ -92,7 +93,7 @@ class Corpus:
         vocab: "Vocabulary",  # training.vocabulary (not imported: it imports checkpoints, which imports this)
         tokenize: Callable[[str], list[str]] = str.split,
         *,
-        max_chars: int = 50,
+        encoder: TokenEncoder | None = None,
         batch_tokens: int = 2048,
         max_tokens: int = 100,
         block_lines: int = 10_000,
@@ -109,7 +110,7 @@ class Corpus:
             raise ValueError(f"max_tokens ({max_tokens}) cannot exceed batch_tokens ({batch_tokens})")
         self.files = list(files)
         self.vocab, self.tokenize = vocab, tokenize
-        self.encode_chars = CharEncoder(max_chars)
+        self.encode_words = encoder if encoder is not None else TokenEncoder(Utf8Characters(50))
         self.batch_tokens, self.max_tokens = batch_tokens, max_tokens
         self.block_lines, self.max_line_bytes = block_lines, max_line_bytes
         self.shuffle, self.seed, self.max_epochs = shuffle, seed, max_epochs
@@ -132,13 +133,14 @@ class Corpus:
             batches = [batches[i] for i in rng.permutation(len(batches))]
         return batches
 
-    def encode(self, rows: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Character ids, mask and vocabulary ids of `rows`."""
-        char_ids, mask = self.encode_chars(rows)
+    def encode(self, rows: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Character ids, mask, vocabulary ids (targets) and word-embedding ids (or None) of `rows`."""
+        char_ids, mask, input_word_ids = self.encode_words(rows)
         word_ids = torch.zeros(mask.shape, dtype=torch.long)
         for i, seq in enumerate(rows):
             word_ids[i, : len(seq)] = torch.tensor(self.vocab.encode(seq), dtype=torch.long)
-        return char_ids, mask, word_ids
+        inputs = None if input_word_ids is None else torch.from_numpy(input_word_ids)
+        return torch.from_numpy(char_ids), torch.from_numpy(mask), word_ids, inputs
 
     def make_batch(self, rows: list[list[str]]) -> Batch:
         """This process's share of a global batch (contiguous rows; a placeholder if it gets none)."""
@@ -147,9 +149,9 @@ class Corpus:
         weight = 1.0
         if not mine:  # fewer rows than processes: compute on a row but let it count 0
             mine, weight = [rows[0]], 0.0
-        char_ids, mask, word_ids = self.encode(mine)
+        char_ids, mask, word_ids, input_word_ids = self.encode(mine)
         return Batch(
-            char_ids, mask, word_ids,
+            char_ids, mask, word_ids, input_word_ids,
             targets=int(weight) * sum(len(s) + 1 for s in mine),
             global_targets=sum(len(s) + 1 for s in rows),
             global_words=sum(len(s) for s in rows),

@@ -24,11 +24,12 @@ from pathlib import Path
 
 import torch
 
-from ..model_card import write_model_card
+from ..configuration_elmo import config_error_message
+from ..model_directory import save_model_directory
 from .batches import Corpus, DataPosition
 from .checkpoints import Checkpoints, MetricsLog, TrainState, check_free_space, check_writable, fault_point, write_text_atomic
 from .text import iter_sequences, make_tokenizer, resolve_files
-from .vocabulary import Vocabulary, unigram_perplexity
+from .vocabulary import Vocabulary, build_char_lexicon, unigram_perplexity
 from .distributed import Distributed
 from .settings import PretrainError, TrainingDiverged, check_resumable, learning_rate_at, load_settings
 
@@ -71,6 +72,7 @@ class Pretrainer:
         init = self._init_source()
         self.vocab = self._load_vocab(init)
         self.model_config = self._model_config(init)
+        self.tokenizer = self._tokenizer(init)
         self._check_disk_space()
         torch.manual_seed(system["seed"])  # the same initial weights in every process
         self.model = self._build_model(init)
@@ -110,10 +112,10 @@ class Pretrainer:
             config = ElmoConfig.from_pretrained(str(path))
             if config.vocab_size and vocab_file.is_file() and _has_lm_head(path):
                 return {"kind": "lm", "path": path, "config": config, "vocab": vocab_file}
-        from ..loading import load_model
+        from ..loading import load_pretrained
 
-        elmo = load_model(reference)
-        return {"kind": "elmo", "path": path, "config": elmo.config, "elmo": elmo}
+        elmo, tokenizer = load_pretrained(reference)
+        return {"kind": "elmo", "path": path, "config": elmo.config, "elmo": elmo, "tokenizer": tokenizer}
 
     def _load_vocab(self, init: dict | None) -> Vocabulary:
         data, main = self.cfg["data"], self.dist.is_main
@@ -157,10 +159,46 @@ class Pretrainer:
                 config.dropout = settings["dropout"]
             config.vocab_size = len(self.vocab)
             return config
+        self.char_lexicon = self._build_char_lexicon(settings.get("max_characters_per_token", 50))
+        sizes = {"vocab_size": len(self.vocab)}
+        if self.char_lexicon is not None:
+            sizes["char_vocab_size"] = len(self.char_lexicon) + 1
+        if settings.get("word_embedding_dim"):  # the input word embedding shares the LM vocabulary's ids
+            sizes["word_vocab_size"] = len(self.vocab)
         try:
-            return ElmoConfig(**settings, vocab_size=len(self.vocab))
+            return ElmoConfig(**settings, **sizes)
         except (TypeError, ValueError) as err:
-            raise PretrainError(f"invalid [model] settings: {err}") from None
+            raise PretrainError(f"invalid [model] settings: {config_error_message(err)}") from None
+
+    def _build_char_lexicon(self, max_chars: int) -> dict[str, int] | None:
+        """With data.characters = "lexicon": the characters of the training text (every process
+        counts the same text, so all get the same lexicon)."""
+        data = self.cfg["data"]
+        if data["characters"] != "lexicon":
+            return None
+        sequences = iter_sequences(self.train_files, self.tokenize, data["max_tokens"], data["max_line_bytes"], data["block_lines"])
+        lexicon = build_char_lexicon(sequences, max_chars, data["char_min_count"])
+        if self.dist.is_main:
+            self.metrics.write({"event": "char_lexicon", "size": len(lexicon)})
+        return lexicon
+
+    def _tokenizer(self, init: dict | None):
+        """The tokenizer saved with the model: the checkpoint's or the pretrained model's (its
+        character and word lexicons), else UTF-8 characters with the data's language."""
+        from ..tokenization_elmo import ElmoTokenizer
+
+        if self.checkpoint is not None and (self.checkpoint / "tokenizer_config.json").is_file():
+            return ElmoTokenizer.from_pretrained(str(self.checkpoint))
+        if init is not None and init.get("tokenizer") is not None:
+            return init["tokenizer"]
+        if init is not None and (init["path"] / "tokenizer_config.json").is_file():
+            return ElmoTokenizer.from_pretrained(str(init["path"]))
+        config = self.model_config
+        words = {word: i for i, word in enumerate(self.vocab.words)} if config.word_vocab_size else None
+        return ElmoTokenizer(
+            max_characters_per_token=config.max_characters_per_token, lang=self.cfg["data"]["lang"],
+            char_vocab=getattr(self, "char_lexicon", None), word_vocab=words,
+        )
 
     def _check_disk_space(self) -> None:
         from ..modeling_elmo import ElmoForBidirectionalLM
@@ -213,7 +251,7 @@ class Pretrainer:
         data = self.cfg["data"]
         return Corpus(
             files, self.vocab, self.tokenize,
-            max_chars=self.model_config.max_characters_per_token, batch_tokens=batch_tokens,
+            encoder=self.tokenizer.encoder, batch_tokens=batch_tokens,
             max_tokens=data["max_tokens"], block_lines=data["block_lines"], max_line_bytes=data["max_line_bytes"],
             shuffle=data["shuffle"], seed=self.cfg["system"]["seed"], max_epochs=max_epochs,
             world_size=self.dist.world_size, rank=self.dist.rank,
@@ -235,7 +273,7 @@ class Pretrainer:
             return None
         state = self.state.to_dict() | {"world_size": self.dist.world_size}
         return self.checkpoints.save(
-            self.state.step, self.model, self.optimizer.state_dict(), rng,
+            self.state.step, self.model, self.tokenizer, self.optimizer.state_dict(), rng,
             {"pretrain.cfg": self.cfg.to_str(), "state.json": json.dumps(state, indent=2)},
         )
 
@@ -269,7 +307,8 @@ class Pretrainer:
         device = self.dist.device.type
         with torch.autocast(device, dtype=torch.bfloat16, enabled=self.cfg["training"]["precision"] == "bf16"):
             out = self.train_model(
-                input_ids=batch.char_ids, attention_mask=batch.mask, labels=batch.word_ids, softmax_fn=self.softmax_fn
+                input_ids=batch.char_ids, attention_mask=batch.mask, labels=batch.word_ids, softmax_fn=self.softmax_fn,
+                input_word_ids=batch.input_word_ids,
             )
         # sums over this process's targets; scaled so DDP's gradient average is the global mean's gradient
         sums = torch.stack([out.forward_loss, out.backward_loss]) * out.num_targets * batch.weight
@@ -307,7 +346,7 @@ class Pretrainer:
         sums = torch.zeros(3, dtype=torch.float64)
         for batch in corpus.eval_batches():
             batch.to(self.dist.device)
-            out = self.model(input_ids=batch.char_ids, attention_mask=batch.mask, labels=batch.word_ids)
+            out = self.model(input_ids=batch.char_ids, attention_mask=batch.mask, labels=batch.word_ids, input_word_ids=batch.input_word_ids)
             n = float(out.num_targets)
             sums += torch.tensor([float(out.forward_loss) * n, float(out.backward_loss) * n, n], dtype=torch.float64)
         self.model.train()
@@ -389,12 +428,8 @@ class Pretrainer:
         }
         if self.heldout_files:  # not again if the last periodic evaluation was at this step
             final |= last_eval if last_eval.get("step") == self.state.step else self._eval_record()
-        self.export()
+        self.export(final)
         self.write_summary(final)
-        if self.dist.is_main:  # README.md model card, now with the training text and its perplexity
-            corpus = next((r["train_words"] for r in self.metrics.records() if r.get("event") == "vocab"), None)
-            write_model_card(self.output, self.model, language=self.cfg["data"]["lang"],
-                             training={"text": self.train_files, "corpus_words": corpus, **final})
         self.dist.barrier()
         return final
 
@@ -428,15 +463,17 @@ class Pretrainer:
         self.metrics.write(record)
         return record
 
-    def export(self) -> None:
-        """The final model: HF directory (with LM head), tokenizer, vocab, config; legacy files if asked."""
+    def export(self, final: dict) -> None:
+        """The final model: its model directory (with LM head, tokenizer, and a card naming the
+        training text, its size and the held-out perplexity), vocab, config; legacy files if asked."""
         if not self.dist.is_main:
             return
-        from .. import ElmoTokenizer, save_legacy
+        from .. import save_legacy
 
         self.model.eval()
-        self.model.save_pretrained(str(self.output))
-        ElmoTokenizer(max_characters_per_token=self.model_config.max_characters_per_token, lang=self.cfg["data"]["lang"]).save_pretrained(str(self.output))
+        corpus = next((r["train_words"] for r in self.metrics.records() if r.get("event") == "vocab"), None)
+        card = {"training": {"text": self.train_files, "corpus_words": corpus, **final}}
+        save_model_directory(self.output, self.model, self.tokenizer, card=card)
         write_text_atomic(self.output / "pretrain.cfg", self.cfg.to_str())
         if self.cfg["export"]["legacy"]:
             legacy = self.output / "legacy"

@@ -65,6 +65,10 @@ class DataSettings(_Section):
     batch_tokens: int = Field(2048, ge=1)  # padded words per process and step (rows × longest row)
     block_lines: int = Field(10000, ge=1)  # lines read, shuffled and bucketed by length together
     shuffle: bool = True
+    # "utf8": characters are UTF-8 bytes (bilm-tf); "lexicon": a character lexicon built from the
+    # training text (characters seen char_min_count times; the rest are unknown), as ELMoForManyLangs
+    characters: Literal["utf8", "lexicon"] = "utf8"
+    char_min_count: int = Field(1, ge=1)
 
     @model_validator(mode="after")
     def _sequence_fits_batch(self):
@@ -119,6 +123,8 @@ MODEL_EXCLUDED = {
     "num_output_representations": "the LM loss uses no scalar mix",
     "scalar_mix_layer_norm": "the LM loss uses no scalar mix",
     "lstm_implementation": "training takes the auto rule (the fused kernel, eager under autocast)",
+    "char_vocab_size": "set from the character lexicon (data.characters = \"lexicon\")",
+    "word_vocab_size": "set from the vocabulary when word_embedding_dim > 0",
 }
 
 
@@ -141,13 +147,15 @@ def _model_fields() -> dict[str, tuple[Any, Any]]:
 
 def _check_model(self):
     """The set keys must make a valid ElmoConfig (its own checks: sizes, filters, ranges)."""
-    from ..configuration_elmo import ElmoConfig
+    from ..configuration_elmo import ElmoConfig, config_error_message
 
+    values = self.model_dump(exclude_unset=True)
+    if values.get("word_embedding_dim"):  # pretraining sets the size from its vocabulary
+        values["word_vocab_size"] = 3
     try:
-        ElmoConfig(**self.model_dump(exclude_unset=True))
+        ElmoConfig(**values)
     except Exception as err:  # ValueError / huggingface_hub's StrictDataclass errors
-        reason = " ".join(str(err.__cause__ or err).split()).split("Invalid ElmoConfig: ")[-1]
-        raise ValueError(f"[model] {reason}") from None
+        raise ValueError(f"[model] {config_error_message(err)}") from None
     return self
 
 

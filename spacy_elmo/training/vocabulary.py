@@ -80,6 +80,23 @@ class Vocabulary:
         return write_text_atomic(path, "\n".join(self.words) + "\n")
 
 
+def build_char_lexicon(sequences: Iterable[Sequence[str]], max_chars: int, min_count: int = 1) -> dict[str, int]:
+    """A character lexicon (`spacy_elmo.characters` layout: the reserved names at ids 1-6, then the
+    characters of the words, as cut to `max_chars - 2`, seen `min_count` times, by falling frequency)."""
+    from ..characters import LEXICON_SPECIALS
+
+    counter: Counter = Counter()
+    for sequence in sequences:
+        for word in sequence:
+            counter.update(word[: max_chars - 2])
+    ranked = sorted((item for item in counter.items() if item[1] >= min_count), key=lambda cc: (-cc[1], cc[0]))
+    lexicon = dict(LEXICON_SPECIALS)
+    for char, _ in ranked:
+        if char not in lexicon:
+            lexicon[char] = len(lexicon) + 1
+    return lexicon
+
+
 def unigram_perplexity(vocab: Vocabulary, sequences: Iterable[Sequence[str]]) -> float:
     """Perplexity of `sequences` under the training unigram distribution of a built vocabulary.
 
@@ -99,4 +116,4 @@ def unigram_perplexity(vocab: Vocabulary, sequences: Iterable[Sequence[str]]) ->
     return math.exp(nll / max(n, 1))
 
 
-__all__ = ["SPECIAL_TOKENS", "BOS_ID", "EOS_ID", "UNK_ID", "Vocabulary", "unigram_perplexity"]
+__all__ = ["SPECIAL_TOKENS", "BOS_ID", "EOS_ID", "UNK_ID", "Vocabulary", "build_char_lexicon", "unigram_perplexity"]
