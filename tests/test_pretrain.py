@@ -298,6 +298,17 @@ def test_config_overrides_and_validation():
         load_settings(ROOT / "configs" / f"pretrain_{name}.cfg")
 
 
+def test_overrides_are_read_as_spacy_train_reads_them(monkeypatch, capsys):
+    # spaCy's parser: a key without a value is a flag; SPACY_CONFIG_OVERRIDES (for `spacy train`) is ignored
+    monkeypatch.setenv("SPACY_CONFIG_OVERRIDES", "--training.max_steps 99")
+    assert parse_overrides(["--data.shuffle", "--training.max_steps", "-3"]) == {"data.shuffle": True, "training.max_steps": -3}
+    for bad in (["training.max_steps", "5"], ["--training.max_steps", "5", "6"], ["--max_steps", "5"]):
+        with pytest.raises(PretrainError) as info:
+            parse_overrides(bad)
+        assert str(info.value) == f"config overrides look like --section.key value or --section.key=value, found: {' '.join(bad)}"
+    assert capsys.readouterr().out == ""  # spaCy's own message is not printed as well
+
+
 def test_finetune_continues_from_a_pretrained_model(trained, corpus, tmp_path, capsys):
     out, _ = trained
     domain = write_grammar_corpus(tmp_path / "domain.txt", 300, seed=5)

@@ -85,6 +85,19 @@ def test_component_bytes_of_0_1_load(expected, same_vectors):
     assert bilm_from_bytes(srsly.msgpack_dumps({"config": None})) is None
 
 
+def test_downstream_models_trained_by_0_1_load_with_the_same_scores():
+    """Taggers on ElmoListener.v1 (+ tok2vec) and ElmoEmbed.v1, trained and saved by 0.1.0: their
+    thinc node layout is part of the saved model, so the v1 architectures must keep it."""
+    saved = numpy.load(OLD / "downstream_scores.npz", allow_pickle=False)
+    nlp = spacy.load(OLD / "downstream")
+    doc = nlp(SENTENCE)
+    for name in ("tagger_listener", "tagger_embed"):
+        scores = nlp.get_pipe(name).model.predict([doc])[0]
+        # the biLM layers agree within 1e-6 (above); a few width-8 layers with O(1) weights follow
+        numpy.testing.assert_allclose(scores, saved[name], atol=1e-5, rtol=0)
+        assert saved[name].std() > 0.01  # trained scores, not an untouched initialization
+
+
 @pytest.fixture
 def saved_pipeline(tiny_model_dir, tmp_path) -> Path:
     nlp = spacy.blank("en")

@@ -277,10 +277,6 @@ def _stack(model: Model) -> ElmoLayerStack:
     return model.layers[0].shims[0]._model
 
 
-def is_loaded(model: Model) -> bool:
-    return _stack(model).elmo is not None
-
-
 def set_elmo_model(model: Model, elmo) -> None:
     """Puts a loaded `ElmoModel` into the layer (on the current thinc device) and sets nO / nL."""
     stack = _stack(model)
@@ -398,7 +394,6 @@ __all__ = [
     "bilm_from_bytes",
     "bilm_to_bytes",
     "get_elmo_model",
-    "is_loaded",
     "load_bilm",
     "save_bilm",
     "plan_segments",
