@@ -98,10 +98,8 @@ def _time_batches(run, batches, min_seconds: float) -> list[float]:
 
 
 def _quantize(model) -> None:
-    try:
-        from spacy_elmo.quantization import quantize_int8
-    except ImportError:  # an older spacy_elmo (`python -m bench --source`)
-        from spacy_elmo.fast import quantize_int8
+    from spacy_elmo.quantization import quantize_int8
+
     quantize_int8(model)
 
 

@@ -11,8 +11,7 @@ from typing import Optional
 
 import numpy
 import srsly
-from thinc.api import get_array_module
-from thinc.types import Floats1d, Floats2d, Floats3d
+from thinc.types import Floats3d
 
 
 @dataclass
@@ -37,12 +36,6 @@ class ElmoDocData:
         if not isinstance(index, slice):
             raise TypeError("ElmoDocData supports slices of tokens only, e.g. data[2:5]")
         return ElmoDocData(self.layers[:, index])
-
-    def mix(self, weights: Floats1d, gamma: float = 1.0) -> Floats2d:
-        """γ · Σ_j w_j · layers[j] → [tokens, dim]."""
-        xp = get_array_module(self.layers)
-        weights = xp.asarray(weights, dtype=self.layers.dtype)
-        return (gamma * xp.tensordot(weights, self.layers, axes=1)).astype(self.layers.dtype, copy=False)
 
     def to_dict(self) -> dict:
         layers = self.layers

@@ -1,16 +1,20 @@
 """Read and write the original ELMo weight format: options.json + lm_weights.hdf5 (bilm-tf / AllenNLP).
 
-Every problem is reported as a `LegacyFormatError` naming the file, the dataset and what was expected.
+`weight_table` is the one mapping between the file's datasets and this model's tensors; reading and
+writing both go through it.  Every problem is reported as a `LegacyFormatError` naming the file,
+the dataset or field, and what was expected.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import h5py
 import numpy
 import torch
+from huggingface_hub.errors import StrictDataclassError
 
 from .configuration_elmo import ElmoConfig, read_json_object
 from .modeling_elmo import ElmoModel
@@ -20,8 +24,9 @@ class LegacyFormatError(ValueError):
     """A legacy options.json / hdf5 file is missing, unreadable, or does not match the expected layout."""
 
 
-def _rnn_prefix(direction: int, layer: int) -> str:
-    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+# options.json fields the loader needs; everything else has a default, and every value is checked
+# by ElmoConfig
+REQUIRED_OPTIONS = ("char_cnn.embedding.dim", "char_cnn.filters", "lstm.dim", "lstm.projection_dim")
 
 
 def read_options(options_file: str | Path) -> dict:
@@ -30,29 +35,98 @@ def read_options(options_file: str | Path) -> dict:
     if not path.is_file():
         raise LegacyFormatError(f"options file not found: {path}")
     options = read_json_object(path, LegacyFormatError)
-    for section, fields in (("char_cnn", ("embedding", "filters")), ("lstm", ("dim", "projection_dim"))):
+    for dotted in REQUIRED_OPTIONS:
+        section, *inner, field = dotted.split(".")
         if not isinstance(options.get(section), dict):
             raise LegacyFormatError(f"{path}: missing section '{section}' (this loader reads character-based biLMs)")
-        for field in fields:
-            if field not in options[section]:
-                raise LegacyFormatError(f"{path}: missing field '{section}.{field}'")
-    activation = options["char_cnn"].get("activation", "relu")
-    if activation not in ("relu", "tanh"):
-        raise LegacyFormatError(f"{path}: field 'char_cnn.activation' is {activation!r}; expected 'relu' or 'tanh'")
-    n_chars = options["char_cnn"].get("n_characters", 262)
-    if n_chars not in (261, 262):
-        raise LegacyFormatError(f"{path}: field 'char_cnn.n_characters' is {n_chars}; expected 261 or 262")
+        value, where = options[section], section
+        for name in inner:
+            value, where = value.get(name), f"{where}.{name}"
+            if not isinstance(value, dict):
+                raise LegacyFormatError(f"{path}: field '{where}' must be an object, found {value!r}")
+        if field not in value:
+            raise LegacyFormatError(f"{path}: missing field '{dotted}'")
     return options
 
 
 def config_from_options(options_file: str | Path, **overrides) -> ElmoConfig:
-    """ElmoConfig for a legacy options.json."""
+    """ElmoConfig for a legacy options.json; ElmoConfig's own checks, reported in one line naming the file."""
     path = Path(options_file)
     options = read_options(path)
     try:
         return ElmoConfig.from_options(options, **overrides)
-    except (KeyError, TypeError, ValueError) as err:
-        raise LegacyFormatError(f"{path}: invalid options ({err})") from None
+    except (KeyError, TypeError, ValueError, StrictDataclassError) as err:  # StrictDataclassError: @strict's checks
+        reason = " ".join(str(err.__cause__ or err).split())
+        raise LegacyFormatError(f"{path}: invalid options: {reason}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# The dataset ↔ tensor table
+
+
+class Transform(NamedTuple):
+    """How a dataset's value becomes our tensor (`read`) and back (`write`); exact inverses."""
+
+    read: Callable[[numpy.ndarray], numpy.ndarray]
+    write: Callable[[numpy.ndarray], numpy.ndarray]
+
+
+SAME = Transform(lambda a: a, lambda a: a)
+TRANSPOSE = Transform(lambda a: a.T, lambda a: a.T)  # TF x·W ↔ torch nn.Linear (out, in)
+# TF conv2d kernel (1, width, in, out) ↔ torch Conv1d (out, in, width)
+CONV = Transform(lambda w: w[0].transpose(2, 1, 0), lambda w: w.transpose(2, 1, 0)[None])
+# the file has 261 character rows (ids 0..260); ours has a zero row first for padding id 0
+PADDING_ROW = Transform(lambda a: numpy.concatenate([numpy.zeros_like(a[:1]), a]), lambda a: a[1:])
+
+
+class Entry(NamedTuple):
+    """One hdf5 dataset, or one block of its rows, ↔ one tensor of `ElmoModel.state_dict()`."""
+
+    dataset: str
+    shape: tuple[int, ...]  # the whole dataset's shape in the file
+    tensor: str
+    transform: Transform = SAME
+    direction: int | None = None  # our LSTM tensors stack both directions: [2, ...]
+    rows: slice = slice(None)  # the block of the dataset's rows that is this tensor
+
+
+def weight_table(config: ElmoConfig) -> list[Entry]:
+    """Every dataset of lm_weights.hdf5 (but the LM softmax) for `config`, with the tensor it holds."""
+    dim, n_filters, proj, hidden = config.char_embedding_dim, config.n_filters, config.projection_dim, config.lstm_dim
+    table = [Entry("char_embed", (261, dim), "token_encoder.char_embedding.weight", PADDING_ROW)]
+    for i, (width, num) in enumerate(config.filters):
+        table += [
+            Entry(f"CNN/W_cnn_{i}", (1, width, dim, num), f"token_encoder.convolutions.{i}.weight", CONV),
+            Entry(f"CNN/b_cnn_{i}", (num,), f"token_encoder.convolutions.{i}.bias"),
+        ]
+    for k in range(config.n_highway):
+        for tf_name, ours in (("carry", "gate"), ("transform", "transform")):
+            table += [
+                Entry(f"CNN_high_{k}/W_{tf_name}", (n_filters, n_filters), f"token_encoder.highways.{k}.{ours}.weight", TRANSPOSE),
+                Entry(f"CNN_high_{k}/b_{tf_name}", (n_filters,), f"token_encoder.highways.{k}.{ours}.bias"),
+            ]
+    if n_filters != proj:
+        table += [
+            Entry("CNN_proj/W_proj", (n_filters, proj), "token_encoder.projection.weight", TRANSPOSE),
+            Entry("CNN_proj/b_proj", (proj,), "token_encoder.projection.bias"),
+        ]
+    for layer in range(config.num_layers):
+        ours = f"encoder.layers.{layer}."
+        for direction in (0, 1):
+            cell = f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/"
+            # W_0 is [input; previous output] · W: its first rows are our input weight, the rest the hidden weight
+            table += [
+                Entry(cell + "W_0", (2 * proj, 4 * hidden), ours + "input_weight", direction=direction, rows=slice(0, proj)),
+                Entry(cell + "W_0", (2 * proj, 4 * hidden), ours + "hidden_weight", direction=direction, rows=slice(proj, None)),
+                Entry(cell + "B", (4 * hidden,), ours + "bias", direction=direction),
+            ]
+            if proj != hidden:
+                table.append(Entry(cell + "W_P_0", (hidden, proj), ours + "proj_weight", direction=direction))
+    return table
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading
 
 
 class _Reader:
@@ -60,9 +134,6 @@ class _Reader:
 
     def __init__(self, handle: h5py.File, path: Path):
         self.handle, self.path = handle, path
-
-    def has(self, name: str) -> bool:
-        return name in self.handle
 
     def __call__(self, name: str, shape: tuple[int, ...]) -> numpy.ndarray:
         if name not in self.handle:
@@ -85,10 +156,6 @@ class _Reader:
         return value
 
 
-def _t(array: numpy.ndarray) -> torch.Tensor:
-    return torch.from_numpy(numpy.ascontiguousarray(array))
-
-
 def read_legacy_state_dict(config: ElmoConfig, weights_file: str | Path) -> dict[str, torch.Tensor]:
     """The `ElmoModel` state dict from a bilm-tf lm_weights.hdf5, checked against `config`."""
     path = Path(weights_file)
@@ -98,41 +165,21 @@ def read_legacy_state_dict(config: ElmoConfig, weights_file: str | Path) -> dict
         handle = h5py.File(path, "r")
     except OSError as err:
         raise LegacyFormatError(f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}") from None
-    state: dict[str, torch.Tensor] = {}
+    state: dict[str, numpy.ndarray] = {}
+    directions: dict[str, dict[int, numpy.ndarray]] = {}
     with handle:
         read = _Reader(handle, path)
-        dim, n_filters, proj, hidden = (
-            config.char_embedding_dim, config.n_filters, config.projection_dim, config.lstm_dim,
-        )
-        # the file has 261 character rows (ids 0..260); a zero row is prepended for padding id 0
-        embed = read("char_embed", (261, dim))
-        state["token_encoder.char_embedding.weight"] = _t(numpy.concatenate([numpy.zeros((1, dim), numpy.float32), embed]))
-        for i, (width, num) in enumerate(config.filters):
-            w = read(f"CNN/W_cnn_{i}", (1, width, dim, num))
-            # TF conv2d kernel (1, width, in, out) → torch Conv1d (out, in, width)
-            state[f"token_encoder.convolutions.{i}.weight"] = _t(w[0].transpose(2, 1, 0))
-            state[f"token_encoder.convolutions.{i}.bias"] = _t(read(f"CNN/b_cnn_{i}", (num,)))
-        for k in range(config.n_highway):
-            for tf_name, ours in (("carry", "gate"), ("transform", "transform")):
-                state[f"token_encoder.highways.{k}.{ours}.weight"] = _t(read(f"CNN_high_{k}/W_{tf_name}", (n_filters, n_filters)).T)
-                state[f"token_encoder.highways.{k}.{ours}.bias"] = _t(read(f"CNN_high_{k}/b_{tf_name}", (n_filters,)))
-        if n_filters != proj:
-            state["token_encoder.projection.weight"] = _t(read("CNN_proj/W_proj", (n_filters, proj)).T)
-            state["token_encoder.projection.bias"] = _t(read("CNN_proj/b_proj", (proj,)))
-        for layer in range(config.num_layers):
-            per_dir = {"input_weight": [], "hidden_weight": [], "bias": [], "proj_weight": []}
-            for direction in (0, 1):
-                prefix = _rnn_prefix(direction, layer)
-                w = read(f"{prefix}/W_0", (proj + proj, 4 * hidden))
-                per_dir["input_weight"].append(w[:proj])
-                per_dir["hidden_weight"].append(w[proj:])
-                per_dir["bias"].append(read(f"{prefix}/B", (4 * hidden,)))
-                if proj != hidden:
-                    per_dir["proj_weight"].append(read(f"{prefix}/W_P_0", (hidden, proj)))
-            for name, values in per_dir.items():
-                if values:
-                    state[f"encoder.layers.{layer}.{name}"] = _t(numpy.stack(values))
-    return state
+        datasets: dict[str, numpy.ndarray] = {}
+        for entry in weight_table(config):
+            if entry.dataset not in datasets:
+                datasets[entry.dataset] = read(entry.dataset, entry.shape)
+            value = entry.transform.read(datasets[entry.dataset][entry.rows])
+            if entry.direction is None:
+                state[entry.tensor] = value
+            else:
+                directions.setdefault(entry.tensor, {})[entry.direction] = value
+    state.update({name: numpy.stack([per[0], per[1]]) for name, per in directions.items()})
+    return {name: torch.from_numpy(numpy.ascontiguousarray(value)) for name, value in state.items()}
 
 
 def load_legacy(options_file: str | Path, weights_file: str | Path, **config_overrides):
@@ -147,6 +194,10 @@ def load_legacy(options_file: str | Path, weights_file: str | Path, **config_ove
     return model.eval()
 
 
+# --------------------------------------------------------------------------------------------------
+# Writing
+
+
 def save_legacy(model, directory: str | Path) -> tuple[Path, Path]:
     """Writes options.json + lm_weights.hdf5 that bilm-tf / AllenNLP loaders read (softmax included when present)."""
 
@@ -154,35 +205,24 @@ def save_legacy(model, directory: str | Path) -> tuple[Path, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     elmo: ElmoModel = model if isinstance(model, ElmoModel) else model.elmo
     config = elmo.config
-    sd = {k: v.detach().cpu().float().numpy() for k, v in elmo.state_dict().items()}
+    state = {k: v.detach().cpu().float().numpy() for k, v in elmo.state_dict().items()}
+    blocks: dict[str, list[numpy.ndarray]] = {}
+    for entry in weight_table(config):
+        value = state[entry.tensor] if entry.direction is None else state[entry.tensor][entry.direction]
+        blocks.setdefault(entry.dataset, []).append(entry.transform.write(value))
     options_path, weights_path = directory / "options.json", directory / "lm_weights.hdf5"
     options_path.write_text(json.dumps(config.to_options(), indent=2), encoding="utf-8")
     with h5py.File(weights_path, "w") as out:
-        out["char_embed"] = sd["token_encoder.char_embedding.weight"][1:]
-        for i, _ in enumerate(config.filters):
-            out[f"CNN/W_cnn_{i}"] = sd[f"token_encoder.convolutions.{i}.weight"].transpose(2, 1, 0)[None]
-            out[f"CNN/b_cnn_{i}"] = sd[f"token_encoder.convolutions.{i}.bias"]
-        for k in range(config.n_highway):
-            for tf_name, ours in (("carry", "gate"), ("transform", "transform")):
-                out[f"CNN_high_{k}/W_{tf_name}"] = sd[f"token_encoder.highways.{k}.{ours}.weight"].T
-                out[f"CNN_high_{k}/b_{tf_name}"] = sd[f"token_encoder.highways.{k}.{ours}.bias"]
-        if config.n_filters != config.projection_dim:
-            out["CNN_proj/W_proj"] = sd["token_encoder.projection.weight"].T
-            out["CNN_proj/b_proj"] = sd["token_encoder.projection.bias"]
-        for layer in range(config.num_layers):
-            for direction in (0, 1):
-                prefix = _rnn_prefix(direction, layer)
-                base = f"encoder.layers.{layer}."
-                out[f"{prefix}/W_0"] = numpy.concatenate(
-                    [sd[base + "input_weight"][direction], sd[base + "hidden_weight"][direction]]
-                )
-                out[f"{prefix}/B"] = sd[base + "bias"][direction]
-                if base + "proj_weight" in sd:
-                    out[f"{prefix}/W_P_0"] = sd[base + "proj_weight"][direction]
+        for name, parts in blocks.items():  # a dataset's row blocks come in row order
+            out[name] = parts[0] if len(parts) == 1 else numpy.concatenate(parts)
+        # the LM head is not part of ElmoModel (nothing reads it back): written for bilm-tf's training code
         if elmo is not model and getattr(model, "lm_head", None) is not None:
             out["softmax/W"] = model.lm_head.weight.detach().cpu().float().numpy()
             out["softmax/b"] = model.lm_head.bias.detach().cpu().float().numpy()
     return options_path, weights_path
 
 
-__all__ = ["LegacyFormatError", "read_options", "config_from_options", "read_legacy_state_dict", "load_legacy", "save_legacy"]
+__all__ = [
+    "LegacyFormatError", "read_options", "config_from_options", "weight_table", "read_legacy_state_dict",
+    "load_legacy", "save_legacy",
+]

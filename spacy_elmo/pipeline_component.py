@@ -40,7 +40,7 @@ from .layers.bilm import (
     save_bilm,
     set_elmo_model,
 )
-from .layers.listener import ElmoListener
+from .layers.listener import ElmoListener, no_gradient
 
 DEFAULT_CONFIG_STR = """
 [elmo]
@@ -243,7 +243,7 @@ class Elmo(TrainablePipe):
         if not any(listener.grad_factor for listener in listeners):
             outputs = self.predict(docs)
             for listener in listeners:
-                listener.receive(batch_id, outputs, _no_backprop)
+                listener.receive(batch_id, outputs, no_gradient)
             return losses
         self.cache.clear()  # the weights are about to change
         self._weights_may_change = True
@@ -328,10 +328,6 @@ class Elmo(TrainablePipe):
         util.from_bytes(bytes_data, deserialize, exclude)
         self.cache.clear()
         return self
-
-
-def _no_backprop(d_outputs) -> list:  # module level, so it pickles
-    return []
 
 
 __all__ = ["DEFAULT_CONFIG", "Elmo", "make_elmo"]

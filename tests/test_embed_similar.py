@@ -14,6 +14,7 @@ import numpy
 import pytest
 import torch
 
+from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
 from spacy_elmo import ElmoConfig, ElmoForBidirectionalLM, ElmoModel, ElmoTokenizer
 from spacy_elmo.cli import main
 from spacy_elmo.tools.similar import most_similar
@@ -55,8 +56,11 @@ def input_file(tmp_path) -> Path:
     return path
 
 
-def expected_layers(model_dir: Path, line: str) -> numpy.ndarray:
+def expected_layers(model_dir: Path, line: str, exact: bool = False) -> numpy.ndarray:
+    """The layers of one line run alone, in float32 (or float64 with `exact`: the definition)."""
     model = ElmoModel.from_pretrained(model_dir).eval()
+    if exact:
+        model = exact_copy(model)
     words = line.split()
     with torch.no_grad():
         out = model(**ElmoTokenizer(max_characters_per_token=20)([words]))
@@ -73,8 +77,11 @@ def test_embed_writes_bilm_tf_layout(lm_dir, input_file, tmp_path, capsys):
         for i, line in enumerate(lines):
             data = handle[str(i)]
             assert data.dtype == numpy.float32 and data.shape == (3, len(line.split()), 32)
-            if line.split():
-                numpy.testing.assert_allclose(data[...], expected_layers(lm_dir, line), atol=2e-5)
+            if line.split():  # batches of 2 round otherwise than the line alone
+                assert_float32_error(
+                    expected_layers(lm_dir, line, exact=True), expected_layers(lm_dir, line), data[...],
+                    terms=forward_terms(ElmoConfig.from_pretrained(lm_dir)), what=f"line {i}",
+                )
         assert handle["1"].shape == (3, 0, 32)  # the empty line keeps its index
 
 
@@ -92,11 +99,16 @@ def test_embed_shards_by_rank_under_torchrun(lm_dir, input_file, tmp_path, monke
     assert parts == ["layers.hdf5", "layers.rank0-of-2.hdf5", "layers.rank1-of-2.hdf5"]
     with h5py.File(sharded.parent / "layers.rank1-of-2.hdf5", "r") as handle:
         assert sorted(handle.keys(), key=int) == ["1", "3", "5"]
+    lines = input_file.read_bytes().decode("utf-8", errors="replace").splitlines()
+    terms = forward_terms(ElmoConfig.from_pretrained(lm_dir))
     monkeypatch.chdir(ROOT)  # the links resolve next to the file, not from the working directory
     with h5py.File(single, "r") as a, h5py.File(sharded, "r") as b:
         assert sorted(a.keys()) == sorted(b.keys())
-        for name in a:
-            numpy.testing.assert_allclose(a[name][...], b[name][...], atol=1e-6)
+        for name in a:  # each rank batches other lines: the same layers up to rounding
+            assert a[name].shape == b[name].shape
+            if lines[int(name)].split():
+                exact = expected_layers(lm_dir, lines[int(name)], exact=True)
+                assert_float32_error(exact, a[name][...], b[name][...], terms=terms, what=f"line {name}")
 
 
 def test_embed_stdin_mode_still_works(lm_dir, monkeypatch, capsys):
@@ -139,19 +151,23 @@ def test_similar_in_context_averages_each_words_layer_vectors(lm_dir, input_file
     model = ElmoModel.from_pretrained(lm_dir).eval()
     sentences = list(read_sentences(input_file))
     words, vectors = contextual_word_vectors(model, sentences, layer=2, min_count=2, batch_size=2)
-    # by hand: every occurrence's top-layer vector, averaged per word
-    occurrences: dict = {}
-    for line in LINES:
-        if not line.split():
-            continue
-        layers = expected_layers(lm_dir, line.encode("utf-8").replace("\ufffd\ufffd".encode(), b"\xe9\xff").decode("utf-8", "replace"))
-        for word, vector in zip(line.split(), layers[2]):
-            occurrences.setdefault(word, []).append(vector)
-    frequent = {w: numpy.mean(v, axis=0) for w, v in occurrences.items() if len(v) >= 2}
-    assert sorted(words) == sorted(frequent) and {"the", "cat", "river"} <= set(words)
-    mean = numpy.mean([frequent[w] for w in words], axis=0)
-    for word, vector in zip(words, vectors.numpy()):
-        numpy.testing.assert_allclose(vector, frequent[word] - mean, atol=1e-5)
+    # by hand, in float32 and in float64 (the definition): every occurrence's top-layer vector,
+    # averaged per word, centred on the mean word
+    by_hand = {}
+    for exact in (False, True):
+        occurrences: dict = {}
+        for line in LINES:
+            if not line.split():
+                continue
+            text = line.encode("utf-8").replace("\ufffd\ufffd".encode(), b"\xe9\xff").decode("utf-8", "replace")
+            for word, vector in zip(line.split(), expected_layers(lm_dir, text, exact)[2]):
+                occurrences.setdefault(word, []).append(vector)
+        frequent = {w: numpy.mean(v, axis=0) for w, v in occurrences.items() if len(v) >= 2}
+        assert sorted(words) == sorted(frequent) and {"the", "cat", "river"} <= set(words)
+        mean = numpy.mean([frequent[w] for w in words], axis=0)
+        by_hand[exact] = {w: frequent[w] - mean for w in words}
+    terms = sum(len(v) for v in occurrences.values())  # the centring sums every occurrence
+    assert_float32_error(by_hand[True], by_hand[False], dict(zip(words, vectors.numpy())), terms=terms)
     assert main(["similar", str(lm_dir), "cat", "--corpus", str(input_file), "-n", "3"]) == 0
     rows = [line.split("\t") for line in capsys.readouterr().out.strip().splitlines()]
     assert len(rows) == 3 and "cat" not in {w for _, w in rows} and {w for _, w in rows} <= set(words)
@@ -173,5 +189,6 @@ def test_contextual_vectors_cover_more_words_than_the_initial_table(lm_dir):
     tokenizer = ElmoTokenizer(max_characters_per_token=20)
     with torch.no_grad():
         last = model(**tokenizer([sentences[-1]])).hidden_states[1][0]
+        exact = exact_copy(model)(**tokenizer([sentences[-1]])).hidden_states[1][0]
     # differences between words cancel the centring; the last two words were seen twice in this context
-    torch.testing.assert_close(vectors[-1] - vectors[-2], last[-1] - last[-2], atol=1e-5, rtol=1e-5)
+    assert_float32_error(exact[-1] - exact[-2], last[-1] - last[-2], vectors[-1] - vectors[-2], terms=len(words))

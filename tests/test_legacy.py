@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import h5py
@@ -10,7 +11,8 @@ import numpy
 import pytest
 import torch
 
-from spacy_elmo import ElmoConfig, ElmoModel, ElmoTokenizer, LegacyFormatError, load_legacy, save_legacy
+from spacy_elmo import ElmoConfig, ElmoForBidirectionalLM, ElmoModel, ElmoTokenizer, LegacyFormatError, load_legacy, save_legacy
+from spacy_elmo.legacy import config_from_options, read_legacy_state_dict, weight_table
 from spacy_elmo.cli import main as cli_main
 
 WORDS = [["Legacy", "weights", "load", "."], ["ok"]]
@@ -118,10 +120,16 @@ def test_options_contradicting_weights(tmp_path, allennlp_dir):
 @pytest.mark.parametrize(
     "edit,message",
     [
-        (lambda o: o["char_cnn"].update(activation="gelu"), r"'char_cnn.activation' is 'gelu'; expected 'relu' or 'tanh'"),
+        # values are checked by ElmoConfig: the field, what it expects and what it found, on one line
+        (lambda o: o["char_cnn"].update(activation="gelu"), r"activation.*'relu'.*'tanh'.*gelu"),
+        (lambda o: o["char_cnn"].update(n_characters=300), r"n_characters.*261.*262.*300"),
+        (lambda o: o["lstm"].update(dim="wide"), r"lstm_dim.*int.*wide"),
+        (lambda o: o["lstm"].update(projection_dim=100), r"projection_dim.*100.*lstm_dim.*64"),
+        # the structure the loader needs is checked here
         (lambda o: o.pop("lstm"), r"missing section 'lstm'"),
         (lambda o: o["lstm"].pop("projection_dim"), r"missing field 'lstm.projection_dim'"),
-        (lambda o: o["char_cnn"].update(n_characters=300), r"'char_cnn.n_characters' is 300"),
+        (lambda o: o["char_cnn"].update(embedding=16), r"field 'char_cnn.embedding' must be an object, found 16"),
+        (lambda o: o["char_cnn"].update(embedding={}), r"missing field 'char_cnn.embedding.dim'"),
     ],
 )
 def test_bad_options(tmp_path, allennlp_dir, edit, message):
@@ -129,11 +137,44 @@ def test_bad_options(tmp_path, allennlp_dir, edit, message):
     data = json.loads(options.read_text())
     edit(data)
     options.write_text(json.dumps(data))
-    with pytest.raises(LegacyFormatError, match=message):
+    with pytest.raises(LegacyFormatError, match=re.escape(str(options)) + ": .*" + message) as info:
         load_legacy(options, weights)
+    assert "\n" not in str(info.value)
     options.write_text("{not json")
     with pytest.raises(LegacyFormatError, match="options.json: not valid JSON"):
         load_legacy(options, weights)
+
+
+@pytest.mark.parametrize("lm_head", [False, True])
+def test_every_dataset_maps_to_one_tensor_and_back_exactly(tmp_path, lm_head):
+    """save_legacy and read_legacy_state_dict go through one table: every tensor comes back bit for
+    bit, every dataset written is one the reader reads (the LM softmax aside), and none is read twice."""
+    torch.manual_seed(0)
+    config = ElmoConfig(
+        char_embedding_dim=4, n_highway=2, num_layers=2, filters=[[1, 8], [2, 8]], projection_dim=8, lstm_dim=12,
+        num_output_representations=1, vocab_size=7 if lm_head else 0,
+    )
+    model = ElmoForBidirectionalLM(config) if lm_head else ElmoModel(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.uniform_(-1, 1)
+    elmo = model.elmo if lm_head else model
+    elmo.token_encoder.char_embedding.weight.data[0] = 0  # the padding row, which the file does not hold
+    options, weights = save_legacy(model, tmp_path)
+    state = read_legacy_state_dict(config_from_options(options), weights)
+    expected = {k: v for k, v in elmo.state_dict().items() if not k.startswith("scalar_mixes.")}
+    assert state.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert torch.equal(state[name], tensor), name
+    table = weight_table(config)
+    assert len({(e.dataset, e.rows.start) for e in table}) == len(table)  # no block of a dataset read twice
+    with h5py.File(weights, "r") as handle:
+        written = set()
+        handle.visititems(lambda name, obj: written.add(name) if isinstance(obj, h5py.Dataset) else None)
+    assert written - {e.dataset for e in table} == ({"softmax/W", "softmax/b"} if lm_head else set())
+    if lm_head:
+        with h5py.File(weights, "r") as handle:
+            assert numpy.array_equal(handle["softmax/W"][...], model.lm_head.weight.detach().numpy())
 
 
 def test_cli_convert_and_embed(tmp_path, allennlp_dir, capsys, monkeypatch):

@@ -23,7 +23,7 @@ from .fused_lstm import FusedLstmFunction, lstm_layer_fused
 from .int8 import Int8Linear, Int8Weights, int8_matmul
 from .packed_lstm import LstmWeights, PackedLayout, bilstm_packed, run_layer_packed
 from .token_cache import TokenEmbeddingCache
-from .weights import release_scratch, weights_key
+from .weights import weights_key
 
 __all__ = [
     "cuda_graphs",
@@ -42,6 +42,5 @@ __all__ = [
     "bilstm_packed",
     "run_layer_packed",
     "TokenEmbeddingCache",
-    "release_scratch",
     "weights_key",
 ]

@@ -77,8 +77,3 @@ def graphed_call(
         static.copy_(value)
     graph.replay()
     return [t.clone() for t in static_outputs]
-
-
-def release(owner) -> None:
-    """Drops the graphs (and their memory) captured for `owner`."""
-    _OWNERS.pop(owner, None)

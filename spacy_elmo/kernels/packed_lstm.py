@@ -96,21 +96,19 @@ class PackedLayout:
 # their outputs (each direction's thread holds one block: 128 rows are 8 MiB for original, and as
 # fast as 256 or 512 rows within the noise, measured interleaved at batch 32)
 PROJECTION_ROWS = 128
-# the recurrent products of at least this many rows use oneDNN with prepacked weights on CPU
-# (≈2x MKL for the skinny [rows, 512]·[512, 16384] shapes); fewer rows are matrix-vector-like
-# and memory bound, where MKL's plain GEMM is faster
+# With oneDNN (`_use_onednn`), on CPU in fp32:
+# - the recurrent products of at least this many rows use oneDNN with prepacked weights (≈2x MKL
+#   for the skinny [rows, 512]·[512, 16384] shapes); fewer rows are matrix-vector-like and memory
+#   bound, where MKL's plain GEMM is faster
 PREPACKED_MIN_ROWS = 8
-# ... except the cell projection ([rows, 4096]·[4096, 512]), which oneDNN streams ~2x faster than
-# MKL at a single row too (MKL's x·W matrix-vector product reads its 8 MB at ~14 GB/s)
-PREPACKED_PROJECTION_GEMV = True
-# the input projections run through oneDNN at every row count (MKL is ~2x slower at a few rows
-# and ~1.1-1.5x slower at PROJECTION_ROWS on the benchmark machine; one kernel for every batch
-# size also keeps a sentence's gate inputs independent of its batch).  Batches with fewer packed
-# rows than PREPACKED_INPUT_MAX_ROWS use input weights prepacked once (kept: +128 MiB for the
-# original architecture, only once such a batch was seen); larger ones hand oneDNN the plain
-# weight, reordered per call (same values; the reorder is ~5% of a 512-row product, and no copy
-# is kept)
-ONEDNN_INPUT = True
+# - the cell projection ([rows, 4096]·[4096, 512]) always uses oneDNN: it streams the weight ~2x
+#   faster than MKL at a single row too (MKL's x·W matrix-vector product reads its 8 MB at ~14 GB/s)
+# - the input projections always use oneDNN (MKL is ~2x slower at a few rows and ~1.1-1.5x slower
+#   at PROJECTION_ROWS on the benchmark machine; one kernel for every batch size also keeps a
+#   sentence's gate inputs independent of its batch).  Batches with fewer packed rows than
+#   PREPACKED_INPUT_MAX_ROWS use input weights prepacked once (kept: +128 MiB for the original
+#   architecture, only once such a batch was seen); larger ones hand oneDNN the plain weight,
+#   reordered per call (same values; the reorder is ~5% of a 512-row product, and no copy is kept)
 PREPACKED_INPUT_MAX_ROWS = 128
 USE_PREPACKED = True
 
@@ -295,10 +293,9 @@ def run_layer_packed(
     exact = not (int8 or torch.is_autocast_enabled(x.device.type))
     onednn = exact and _use_onednn(weights, x)
     # derived weights are built here, on the calling thread, never by two threads at once
-    onednn_input = onednn and ONEDNN_INPUT
-    if onednn_input and layout.size < PREPACKED_INPUT_MAX_ROWS:
+    if onednn and layout.size < PREPACKED_INPUT_MAX_ROWS:
         input_weight = _prepacked(weights, "input_weight")
-    elif onednn_input:
+    elif onednn:
         input_weight = [w.detach().t() for w in weights.input_weight]  # [4·hidden, input_dim] views
     else:
         input_weight = None
@@ -395,7 +392,7 @@ class _LayerRun(NamedTuple):
                 torch.mul(cell, 2.0, out=m).sigmoid_().mul_(2.0).sub_(1.0).mul_(gates[:, 3 * hidden :])  # tanh(c)·o
                 h_new = out[offset : offset + n]
                 if has_projection:
-                    if onednn and (use_packed or PREPACKED_PROJECTION_GEMV):
+                    if onednn:
                         projected = linear(m, packed_proj, None, "none", [], "")
                     elif exact:
                         projected = torch.mm(m, proj_weight, out=h_new)

@@ -68,8 +68,3 @@ def scratch(name: str, shape: tuple, like: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode(False):
             buffer = buffers[key] = torch.empty(numel, device=like.device, dtype=like.dtype)
     return buffer[:numel].view(shape)
-
-
-def release_scratch() -> None:
-    """Frees this thread's recycled buffers (they are re-created on the next call)."""
-    _local.__dict__.pop("buffers", None)

@@ -265,10 +265,6 @@ def _stack(model: Model) -> ElmoLayerStack:
     return model.layers[0].shims[0]._model
 
 
-def is_loaded(model: Model) -> bool:
-    return _stack(model).elmo is not None
-
-
 def set_elmo_model(model: Model, elmo, tokenizer=None) -> None:
     """Puts a loaded `ElmoModel` (and its tokenizer; default: the one it has, or the UTF-8 one)
     into the layer (on the current thinc device) and sets nO / nL."""
@@ -398,7 +394,6 @@ __all__ = [
     "bilm_to_bytes",
     "get_elmo_model",
     "get_tokenizer",
-    "is_loaded",
     "load_bilm",
     "save_bilm",
     "plan_segments",

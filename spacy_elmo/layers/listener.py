@@ -111,11 +111,13 @@ def listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool) -> Tu
             )
         else:  # e.g. a sample at initialization: the right shape, no information
             outputs.append(model.ops.alloc3f(model.get_dim("nL"), len(doc), model.get_dim("nO")))
-    return outputs, _empty_backprop
+    return outputs, no_gradient
 
 
-def _empty_backprop(d_layers) -> List[Doc]:  # module level, so it pickles
+def no_gradient(d_outputs) -> List[Doc]:  # module level, so it pickles
+    """The backprop callback of outputs that take no gradient (layers read from the Docs, a frozen
+    or only predicting biLM): nothing flows back, and Docs have no gradient of their own."""
     return []
 
 
-__all__ = ["ElmoListener"]
+__all__ = ["ElmoListener", "no_gradient"]

@@ -15,6 +15,7 @@ from thinc.types import Floats2d, Floats3d
 
 from .layer_cache import LayerCache
 from .bilm import get_elmo_model, predict_cached
+from .listener import no_gradient
 
 
 class BiLMLayers(Model):
@@ -53,13 +54,9 @@ def bilm_layers_forward(model: BiLMLayers, docs: List[Doc], is_train: bool) -> T
     if model.attrs["freeze"] or not is_train:
         if not model.attrs["freeze"]:
             model.cache.clear()
-        return predict_cached(bilm, docs, model.cache), _no_gradient
+        return predict_cached(bilm, docs, model.cache), no_gradient
     model.cache.clear()  # the weights are about to change
     return bilm(docs, is_train=True)
-
-
-def _no_gradient(d_layers) -> List[Doc]:
-    return []
 
 
 def build_elmo_features(
@@ -67,7 +64,13 @@ def build_elmo_features(
     mix: Model[List[Floats3d], List[Floats2d]],
     tok2vec: Optional[Model[List[Doc], List[Floats2d]]] = None,
 ) -> Model[List[Doc], List[Floats2d]]:
-    """Docs → [mix(layers) ; tok2vec(doc)] per token; nO = biLM width (+ tok2vec width)."""
+    """Docs → [mix(layers) ; tok2vec(doc)] per token; nO = biLM width (+ tok2vec width).
+
+    This is concatenate(chain(source, mix), tok2vec), but as one node over [source, mix, tok2vec]:
+    a saved downstream model stores its thinc nodes in order, and thinc's combinators would add a
+    node, so models trained with the v1 architectures would no longer load
+    (tests/test_serialization.py::test_downstream_models_trained_by_0_1_load_with_the_same_scores).
+    """
     layers = [source, mix] + ([tok2vec] if tok2vec is not None else [])
     return Model("elmo-features", features_forward, init=features_init, layers=layers, dims={"nO": None})
 

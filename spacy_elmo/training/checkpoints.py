@@ -263,12 +263,6 @@ class Checkpoints:
 # Output directory
 
 
-def check_output_dir(output: Path, needed_bytes: int = 0) -> None:
-    """Fails early, with a clear message, if `output` cannot hold the run's files."""
-    check_writable(output)
-    check_free_space(output, needed_bytes)
-
-
 def check_writable(output: Path) -> None:
     """Creates `output` and writes (then removes) a small probe file, or raises PretrainError."""
     try:
@@ -338,6 +332,6 @@ class MetricsLog:
 
 
 __all__ = [
-    "CheckpointError", "Checkpoints", "TrainState", "MetricsLog", "check_output_dir", "check_writable",
+    "CheckpointError", "Checkpoints", "TrainState", "MetricsLog", "check_writable",
     "check_free_space", "fault_point", "fsync_dir", "read_tensor_file", "write_tensor_file",
 ]

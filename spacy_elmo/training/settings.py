@@ -10,10 +10,12 @@ line that names the setting, what was expected and what was found.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
+import io
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -192,27 +194,20 @@ RESUME_FIXED = ("data", "system.seed")
 def parse_overrides(args: list[str]) -> dict[str, Any]:
     """`--section.key value` / `--section.key=value` command-line pairs → {"section.key": value}.
 
-    Values are read as JSON when they parse (numbers, true/false, null, lists), else as strings.
+    spaCy's own parser, the one `spacy train` uses: values are read as JSON when they parse
+    (numbers, true/false, null, lists), else as strings; a key without a value is `true`.
+    spaCy's SPACY_CONFIG_OVERRIDES variable is not read (its keys are meant for `spacy train`).
     """
-    overrides: dict[str, Any] = {}
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if not arg.startswith("--") or "." not in arg:
-            raise PretrainError(f"unrecognized argument {arg!r}: config overrides look like --section.key value")
-        if "=" in arg:
-            key, value = arg[2:].split("=", 1)
-            i += 1
-        else:
-            if i + 1 >= len(args) or (args[i + 1].startswith("--") and "." in args[i + 1]):
-                raise PretrainError(f"config override {arg} needs a value")
-            key, value = arg[2:], args[i + 1]
-            i += 2
-        try:
-            overrides[key] = json.loads(value)
-        except ValueError:
-            overrides[key] = value
-    return overrides
+    from click.exceptions import NoSuchOption
+    from spacy.cli._util import parse_config_overrides
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # spaCy prints its own message before exiting
+            return parse_config_overrides(list(args), env_var=None)
+    except (NoSuchOption, SystemExit):
+        raise PretrainError(
+            f"config overrides look like --section.key value or --section.key=value, found: {shlex.join(args)}"
+        ) from None
 
 
 def _describe(errors: list[dict]) -> list[str]:
