@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from float32_error import assert_float32_error  # tests/ is on sys.path (rootdir conftest)
-from spacy_elmo import ElmoConfig, ElmoModel, ElmoState
-from spacy_elmo.characters import batch_to_char_ids
+from spacy_elmo import ElmoConfig, ElmoModel, ElmoState, ElmoTokenizer
+from spacy_elmo.characters import LEXICON_SPECIALS
 
 # every kernel besides the definition, on every device it runs on (CUDA ones run where CUDA exists);
 # "packed" on CPU runs a layer's two directions in turn or at the same time on two threads, and
@@ -32,8 +32,16 @@ LENGTHS = [5, 0, 1, 9, 3, 1]  # ragged, with empty and one-token rows
 TERMS = len(LENGTHS) * (max(LENGTHS) + 2)
 
 
-def _config(skip: bool, cell_projection: bool, cnn_projection: bool, clip: bool, **extra) -> ElmoConfig:
+# an ELMoForManyLangs-style model: a character lexicon and a word embedding (AllenNLP's cell: no
+# forget bias added at run time)
+LEXICON = {**LEXICON_SPECIALS, **{c: 7 + i for i, c in enumerate("abcdef")}}  # "g" is unknown
+WORDS = {"<bos>": 0, "<eos>": 1, "<oov>": 2, **{w: 3 + i for i, w in enumerate(["a", "ab", "bad", "cafe", "deed"])}}
+EFML = {"char_vocab_size": len(LEXICON) + 1, "word_vocab_size": len(WORDS), "word_embedding_dim": 5, "forget_bias": 0.0}
+
+
+def _config(skip: bool, cell_projection: bool, cnn_projection: bool, clip: bool, efml: bool = False, **extra) -> ElmoConfig:
     filters = [[1, 4], [2, 4], [3, 8]]  # 16 filters
+    extra = {**EFML, **extra} if efml else extra
     return ElmoConfig(
         lstm_dim=24,
         projection_dim=(12 if cell_projection else 24) if cnn_projection else 16,
@@ -48,10 +56,13 @@ def _config(skip: bool, cell_projection: bool, cnn_projection: bool, clip: bool,
 
 
 SPACE = [
-    pytest.param(skip, cell_proj, cnn_proj, clip, id=f"skip{int(skip)}-cellproj{int(cell_proj)}-cnnproj{int(cnn_proj)}-clip{int(clip)}")
+    pytest.param(skip, cell_proj, cnn_proj, clip, False, id=f"skip{int(skip)}-cellproj{int(cell_proj)}-cnnproj{int(cnn_proj)}-clip{int(clip)}")
     for skip, cell_proj, cnn_proj, clip in itertools.product([True, False], repeat=4)
     # without a CNN projection the token vectors are 16-wide, so the LSTM projects 24 → 16
     if cnn_proj or cell_proj
+] + [  # a character lexicon and a word embedding, at both ends of the space
+    pytest.param(True, True, True, True, True, id="skip1-cellproj1-cnnproj1-clip1-efml"),
+    pytest.param(False, True, False, False, True, id="skip0-cellproj1-cnnproj0-clip0-efml"),
 ]
 
 
@@ -68,11 +79,17 @@ def _model(config: ElmoConfig, seed: int = 0) -> ElmoModel:
 
 
 def _inputs(batch: int, seed: int, config: ElmoConfig):
+    """(character ids, mask, word ids or None) of random words over "abcdefg" (with the lexicon
+    model's words among them, and unknown characters and words)."""
     rng = random.Random(seed)
-    words = ["".join(rng.choice("abcdefg") for _ in range(rng.randint(1, 6))) for _ in range(20)]
+    words = ["".join(rng.choice("abcdefg") for _ in range(rng.randint(1, 6))) for _ in range(20)] + list(WORDS)[3:]
     sentences = [[rng.choice(words) for _ in range(n)] for n in LENGTHS[:batch]]
-    ids, mask = batch_to_char_ids(sentences, config.max_characters_per_token)
-    return torch.from_numpy(ids), torch.from_numpy(mask)
+    tokenizer = (
+        ElmoTokenizer(config.max_characters_per_token, char_vocab=LEXICON, word_vocab=WORDS)
+        if config.char_vocab_size else ElmoTokenizer(config.max_characters_per_token)
+    )
+    encoded = tokenizer(sentences)
+    return encoded["input_ids"], encoded["attention_mask"], encoded.get("input_word_ids")
 
 
 def _state(config: ElmoConfig, batch: int, seed: int) -> ElmoState:
@@ -125,10 +142,11 @@ def _forward_inputs(config: ElmoConfig, device: str) -> dict:
     g = torch.Generator().manual_seed(4)
     lstm_mask = torch.arange(max(LENGTHS)).unsqueeze(0) < torch.tensor(LENGTHS).unsqueeze(1)
     tokens = torch.randn(len(LENGTHS), max(LENGTHS), config.projection_dim, generator=g) * lstm_mask.unsqueeze(-1)
-    ids, mask = _inputs(len(LENGTHS), seed=1, config=config)
+    ids, mask, words = _inputs(len(LENGTHS), seed=1, config=config)
     lstm_state, model_state = (_state(config, len(LENGTHS), seed=seed) for seed in (2, 3))
     return {
         "tokens": tokens.to(device), "lstm_mask": lstm_mask.to(device), "ids": ids.to(device), "mask": mask.to(device),
+        "words": None if words is None else words.to(device),
         "lstm_state": ElmoState(*(t.to(device) for t in lstm_state)),
         "model_state": ElmoState(*(t.to(device) for t in model_state)),
     }
@@ -145,7 +163,7 @@ def _forward(model, implementation: str, inputs: dict, initial: bool, return_sta
     model.config.lstm_implementation = implementation
     try:
         layers, final = model.encoder(inputs["tokens"].to(dtype), inputs["lstm_mask"], cast(inputs["lstm_state"]), return_state)
-        out = model(inputs["ids"], inputs["mask"], initial_state=cast(inputs["model_state"]), return_state=return_state)
+        out = model(inputs["ids"], inputs["mask"], inputs["words"], initial_state=cast(inputs["model_state"]), return_state=return_state)
     finally:
         model.config.lstm_implementation = "auto"
     results = {f"lstm.layer{k}": layer for k, layer in enumerate(layers)}
@@ -160,10 +178,10 @@ CASES = [(initial, return_state) for initial in (False, True) for return_state i
 
 
 @functools.cache
-def _forward_definition(skip, cell_proj, cnn_proj, clip, device) -> dict:
+def _forward_definition(skip, cell_proj, cnn_proj, clip, efml, device) -> dict:
     """The definition's results on `_forward_inputs` for each case, exact (float64) and eager
     (float32): computed once per configuration and device, shared by every kernel's test."""
-    config = _config(skip, cell_proj, cnn_proj, clip)
+    config = _config(skip, cell_proj, cnn_proj, clip, efml)
     inputs = _forward_inputs(config, device)
     results = {}
     for precision, dtype in (("exact", torch.float64), ("eager", torch.float32)):
@@ -176,9 +194,9 @@ def _forward_definition(skip, cell_proj, cnn_proj, clip, device) -> dict:
 
 
 @pytest.mark.parametrize("device,implementation", KERNELS)
-@pytest.mark.parametrize("skip,cell_proj,cnn_proj,clip", SPACE)
+@pytest.mark.parametrize("skip,cell_proj,cnn_proj,clip,efml", SPACE)
 def test_kernels_equal_eager_over_the_configuration_space(
-    skip, cell_proj, cnn_proj, clip, device, implementation, directions, monkeypatch
+    skip, cell_proj, cnn_proj, clip, efml, device, implementation, directions, monkeypatch
 ):
     """The bare biLSTM (with an all-padding row and one-token rows) and the whole model (boundaries,
     char CNN), with and without an initial state, with the final state or not, under no_grad and
@@ -190,9 +208,9 @@ def test_kernels_equal_eager_over_the_configuration_space(
 
         monkeypatch.setattr(packed_lstm, "PREPACKED_INPUT_MAX_ROWS", 0)
     implementation = implementation.split("-")[0]
-    config = _config(skip, cell_proj, cnn_proj, clip)
+    config = _config(skip, cell_proj, cnn_proj, clip, efml)
     assert (config.projection_dim != config.lstm_dim) == cell_proj
-    definition = _forward_definition(skip, cell_proj, cnn_proj, clip, device)
+    definition = _forward_definition(skip, cell_proj, cnn_proj, clip, efml, device)
     model = _model(config).to(device)
     model.disable_token_cache()
     assert model.encoder.layers[0].has_projection == cell_proj
@@ -240,32 +258,32 @@ def _lstm_grads(model, tokens, mask, state, return_state: bool, seed: int) -> di
     return _grads(model.encoder, {"tokens": x, "h0": state and state.h, "c0": state and state.c})
 
 
-def _model_grads(model, ids, mask, state, return_state: bool, seed: int) -> dict:
+def _model_grads(model, ids, mask, words, state, return_state: bool, seed: int) -> dict:
     """The same through the whole model (char CNN, boundaries): every parameter's gradient."""
     dtype = next(model.parameters()).dtype
     model.zero_grad(set_to_none=True)
     if state is not None:
         state = ElmoState(state.h.to(dtype, copy=True).requires_grad_(True), state.c.to(dtype, copy=True).requires_grad_(True))
-    out = model(ids, mask, initial_state=state, return_state=return_state)
+    out = model(ids, mask, words, initial_state=state, return_state=return_state)
     outputs = list(out.hidden_states) + (list(out.state) if return_state else [])
     _weighted_sum([o.double() for o in outputs], seed).backward()
     return _grads(model, {"h0": state and state.h, "c0": state and state.c})
 
 
 @pytest.mark.parametrize("implementation", TRAINING)
-@pytest.mark.parametrize("skip,cell_proj,cnn_proj,clip", SPACE)
-def test_training_kernels_give_eagers_gradients_over_the_configuration_space(skip, cell_proj, cnn_proj, clip, implementation):
+@pytest.mark.parametrize("skip,cell_proj,cnn_proj,clip,efml", SPACE)
+def test_training_kernels_give_eagers_gradients_over_the_configuration_space(skip, cell_proj, cnn_proj, clip, efml, implementation):
     """Every parameter's, the input's and the initial state's gradient, with ragged rows (0 and 1
     tokens), with and without an initial state and with the final state in the loss or not: within
     float32 rounding of the definition (eager in float64), as eager in float32 is."""
-    config = _config(skip, cell_proj, cnn_proj, clip)
+    config = _config(skip, cell_proj, cnn_proj, clip, efml)
     exact = _model(config).train().double()
     model = _model(config).train()
     for m in (exact, model):
         m.encoder.dropout.p = 0.0
     lstm_mask = torch.arange(max(LENGTHS)).unsqueeze(0) < torch.tensor(LENGTHS).unsqueeze(1)
     tokens = torch.randn(len(LENGTHS), max(LENGTHS), config.projection_dim) * lstm_mask.unsqueeze(-1)
-    ids, mask = _inputs(len(LENGTHS), seed=1, config=config)
+    ids, mask, words = _inputs(len(LENGTHS), seed=1, config=config)
     for with_state in (False, True):
         for return_state in (False, True):
             state = _state(config, len(LENGTHS), seed=2) if with_state else None
@@ -275,7 +293,7 @@ def test_training_kernels_give_eagers_gradients_over_the_configuration_space(ski
                 try:
                     results[name] = {
                         "lstm": _lstm_grads(m, tokens, lstm_mask, state, return_state, seed=3),
-                        "model": _model_grads(m, ids, mask, state, return_state, seed=5),
+                        "model": _model_grads(m, ids, mask, words, state, return_state, seed=5),
                     }
                 finally:
                     m.config.lstm_implementation = "auto"
@@ -294,7 +312,7 @@ def test_fused_backward_in_chunks_of_steps(chunk_rows, monkeypatch):
     from spacy_elmo.kernels import fused_lstm
 
     monkeypatch.setattr(fused_lstm, "CHUNK_ROWS", chunk_rows)
-    test_training_kernels_give_eagers_gradients_over_the_configuration_space(True, True, True, True, "fused")
+    test_training_kernels_give_eagers_gradients_over_the_configuration_space(True, True, True, True, False, "fused")
 
 
 @pytest.mark.parametrize("implementation", TRAINING)
@@ -303,7 +321,7 @@ def test_training_kernels_apply_the_same_dropout(implementation):
     gradients (within float32 rounding of eager in float64, which draws the same masks: other masks
     would differ by far more)."""
     config = _config(True, True, True, True, dropout=0.3)
-    ids, mask = _inputs(len(LENGTHS), seed=7, config=config)
+    ids, mask, _ = _inputs(len(LENGTHS), seed=7, config=config)
     results = {}
     for name, dtype, impl in (("exact", torch.float64, "eager"), ("eager", torch.float32, "eager"), ("kernel", torch.float32, implementation)):
         model = _model(config).train().to(dtype)
@@ -369,7 +387,7 @@ def test_auto_picks_packed_only_when_nothing_needs_a_gradient_in_eval_mode_else_
 def test_dropout_applies_in_training_without_gradients():
     config = _config(True, True, True, False, dropout=0.5)
     model = _model(config)
-    ids, mask = _inputs(3, seed=4, config=config)
+    ids, mask, _ = _inputs(3, seed=4, config=config)
     with torch.no_grad():
         model.eval()
         a, b = model(ids, mask).last_hidden_state, model(ids, mask).last_hidden_state
@@ -392,7 +410,7 @@ def test_freeze_patterns_train_with_the_full_models_gradients(pattern, implement
     """Gradual unfreezing: any frozen prefix trains, and the trainable parameters get the gradients
     they get in the fully trainable model (computed by eager: within float32 rounding of it in float64)."""
     config = _config(True, True, True, True)
-    ids, mask = _inputs(len(LENGTHS), seed=5, config=config)
+    ids, mask, _ = _inputs(len(LENGTHS), seed=5, config=config)
 
     def loss(model):
         return sum((h * torch.linspace(-1, 1, h.shape[-1])).sum() for h in model(ids, mask).hidden_states[1:])
@@ -435,7 +453,7 @@ def test_private_torch_api_fallbacks_are_exact(capability, monkeypatch, caplog, 
     from spacy_elmo.quantization import quantize_int8
 
     config = _config(True, True, True, True)
-    ids, mask = _inputs(len(LENGTHS), seed=6, config=config)
+    ids, mask, _ = _inputs(len(LENGTHS), seed=6, config=config)
     monkeypatch.setattr(packed_lstm, "PREPACKED_MIN_ROWS", 1)
     directions("parallel")  # two intra-op threads: the directions run on the pool unless its check fails
 
@@ -541,7 +559,7 @@ def test_directions_pool_survives_fork(directions):
     runs = directions("parallel")
     config = _config(True, True, True, True)
     model = _model(config)
-    ids, mask = _inputs(len(LENGTHS), seed=7, config=config)
+    ids, mask, _ = _inputs(len(LENGTHS), seed=7, config=config)
     with torch.inference_mode():
         model(ids, mask)
     assert runs and all(runs)
