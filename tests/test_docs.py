@@ -1,5 +1,6 @@
 """The docs run: every python block of README.md and docs/*.md runs (blocks of one file in order,
-sharing names, in a fresh folder where the fixture biLM is converted to build/fixture_elmo), every
+sharing names, in a fresh folder where the fixture biLM is converted to build/fixture_elmo and the
+ELMoForManyLangs fixture is build/efml_zh), every
 ini block parses and names registered architectures, and every `spacy-elmo X` command exists.
 A block that cannot run offline is marked by an HTML comment `<!-- no-test ... -->` just before it."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,7 @@ def test_few_blocks_are_skipped():
 def test_python_blocks_run(doc, allennlp_dir, tmp_path, monkeypatch, one_torch_thread):
     monkeypatch.chdir(tmp_path)
     assert main(["convert", str(allennlp_dir / "options.json"), str(allennlp_dir / "lm_weights.hdf5"), "build/fixture_elmo"]) == 0
+    shutil.copytree(allennlp_dir.parent / "efml_tiny", "build/efml_zh")  # stands for an unzipped ELMoForManyLangs model
     namespace: dict = {"__name__": "__docs__"}
     for i, (code, skipped) in enumerate(blocks(doc, "python")):
         if not skipped:

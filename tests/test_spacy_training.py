@@ -260,3 +260,25 @@ def test_layer_cache_skips_bilm_in_later_epochs(corpus, tiny_model_dir):
     train(nlp, None, stdout=io.StringIO(), stderr=io.StringIO())  # same docs: all from the cache
     assert len(calls) == first_epoch
     assert elmo.cache.hits > 0
+
+
+def test_spacy_train_ner_on_an_elmoformanylangs_directory(corpus, fixtures_dir, tmp_path):
+    """configs/ner_elmo.cfg with `[paths] elmo` pointed at an EFML directory (the README's example):
+    the pipeline trains, saves the biLM with its lexicons and runs without the EFML files."""
+    import shutil
+
+    from spacy.cli.train import train
+
+    source = tmp_path / "efml"
+    shutil.copytree(fixtures_dir / "efml_tiny", source)
+    overrides = {
+        "paths.train": str(corpus), "paths.dev": str(corpus), "paths.elmo": str(source),
+        "training.max_steps": 4, "training.eval_frequency": 2,
+    }
+    train(CONFIGS / "ner_elmo.cfg", tmp_path / "out", overrides=overrides)
+    shutil.rmtree(source)
+    bilm = tmp_path / "out" / "model-last" / "elmo" / "bilm"
+    assert {"char_vocab.json", "word_vocab.json"} <= {p.name for p in bilm.iterdir()}
+    nlp = spacy.load(tmp_path / "out" / "model-last")
+    doc = nlp("Yesterday Alice went to see the sea .")
+    assert doc._.elmo.layers.shape == (3, 8, 32) and float(abs(doc.tensor).max()) > 0
