@@ -399,11 +399,27 @@ def _seeds_table(summary: dict) -> list[str]:
     return out + [""]
 
 
+def seed_counts(summary: dict) -> str:
+    """How many seeds each cell has, from the data: "every cell with 3 seeds", or the usual count and the
+    cells that differ ("3 seeds per cell except pos 100% (1 seed)")."""
+    counts = {(task, pct): max((cell.get(system) or {}).get("n", 0) for system in ("baseline", "elmo"))
+              for task, by_pct in sorted(summary.items()) for pct, cell in sorted(by_pct.items(), key=lambda kv: int(kv[0]))}
+    if not counts:
+        return "no cells"
+    seeds = lambda n: f"{n} seed" + ("s" if n != 1 else "")  # noqa: E731
+    usual = max(sorted(set(counts.values())), key=list(counts.values()).count)
+    if all(n == usual for n in counts.values()):
+        return f"every cell with {seeds(usual)}"
+    others = [f"{task} {pct}% ({seeds(n)})" for (task, pct), n in counts.items() if n != usual]
+    return f"{seeds(usual)} per cell except {', '.join(others)}"
+
+
 def headline_section(seeds: dict) -> list[str]:
     """The multi-seed headline: provenance, the table of every cell, the goals and the wall time."""
-    out = ["### Headline: every cell with 3 seeds, mean ± standard deviation and paired gains", ""]
     if not seeds.get("summary"):
-        return out + ["No multi-seed run recorded yet (`spacy project run seeds`).", ""]
+        return ["### Headline: mean ± standard deviation over seeds and paired gains", "",
+                "No multi-seed run recorded yet (`spacy project run seeds`).", ""]
+    out = [f"### Headline: {seed_counts(seeds['summary'])}, mean ± standard deviation and paired gains", ""]
     out += provenance_lines("The seeds run", seeds.get("provenance"))
     out += ["Every cell trained once per seed (`--system.seed`, i.e. `training.seed`) on the same data subset "
             "and the same pretrained biLM; each final model scored once on test. ± is the sample standard deviation "
