@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test bench main demo clean
+.PHONY: install test time-test bench main demo clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt requirements-test.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,10 @@ install: $(VENV)/.installed
 
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# `make test` in a fresh clone of HEAD, timed: writes bench/results/make_test.txt (the duration the README cites)
+time-test: install
+	$(BIN)/python bench/time_make_test.py
 
 bench: install
 	$(BIN)/python -m bench

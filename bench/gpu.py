@@ -312,7 +312,9 @@ def main(argv=None) -> int:
     if DEVICE == "cuda" and not torch.cuda.is_available():
         raise SystemExit("bench.gpu needs a CUDA device")
     from spacy_elmo import ElmoModel, ElmoTokenizer
+    from spacy_elmo.provenance import git_state
 
+    git = git_state(ROOT)
     started = datetime.datetime.now(datetime.timezone.utc)
     arch = "tiny" if args.quick else "original"
     report = {
@@ -320,7 +322,8 @@ def main(argv=None) -> int:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
-        "commit": args.commit,
+        "commit": args.commit if args.commit != "unknown" else (git["commit"] or "unknown"),
+        "git": git,  # commit and dirty paths where the checkout is a git tree (bench.readme_speed shows them)
         "architecture": arch,
         "started": started.isoformat(timespec="seconds"),
     }

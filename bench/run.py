@@ -211,6 +211,11 @@ def main(argv=None) -> int:
         previous = path.read_text(encoding="utf-8") if path.is_file() else "# Benchmark results\n\nAppended by `python -m bench` (and other benchmarks); newest last.\n"
         path.write_text(previous.rstrip("\n") + "\n\n" + report, encoding="utf-8")
         print(f"appended to {path}")
+        if path.resolve() == (HERE / "RESULTS.md").resolve():
+            from . import performance_doc
+
+            performance_doc.main([])  # docs/performance.md's tables follow the record
+            print(f"rewrote {performance_doc.DOC}'s results tables")
     return 0
 
 

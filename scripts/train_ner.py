@@ -33,10 +33,8 @@ def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tupl
     """{run name: (spacy train command, seed)}, seed by seed (a cut-off run leaves whole seeds, not whole fractions)."""
     commands = {}
     seeds = args.seeds if args.seeds else [args.seed]
-    single = set(args.single_seed_fractions or [])
     bilms = [(f"{args.name}_{tag}", ["--paths.elmo", path]) for tag, path in args.elmo] if args.elmo else [(args.name, [])]
-    runs = [(system, elmo, pct, seed) for seed in seeds for system, elmo in bilms for pct in args.fractions
-            if pct not in single or seed == seeds[0]]
+    runs = [(system, elmo, pct, seed) for seed in seeds for system, elmo in bilms for pct in args.fractions]
     for system, elmo, pct, seed in runs:
         name = f"{system}_{pct}_s{seed}" if args.seeds else f"{system}_{pct}"
         commands[name] = ([
@@ -104,7 +102,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--patience", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0, help="seed of the one run per fraction (without --seeds)")
     parser.add_argument("--seeds", type=int, nargs="+", help="train every fraction once per seed, into {name}_{pct}_s{seed}")
-    parser.add_argument("--single-seed-fractions", nargs="*", help="with --seeds: train these fractions with the first seed only")
     parser.add_argument("--elmo", nargs=2, action="append", metavar=("TAG", "PATH"),
                         help="train once with each of several biLMs (--paths.elmo PATH) into {name}_{TAG}_...; the runs share the jobs")
     parser.add_argument("--gpu-id", type=int, default=-1)

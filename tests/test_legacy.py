@@ -87,15 +87,16 @@ def _edit_weights(weights, name, value=None, delete=False):
 def test_wrong_shape_names_dataset_and_shapes(tmp_path, allennlp_dir):
     options, weights = _copy(allennlp_dir, tmp_path)
     _edit_weights(weights, "CNN_high_1/W_carry", numpy.zeros((124, 100), numpy.float32))
-    with pytest.raises(LegacyFormatError, match=r"'CNN_high_1/W_carry' has shape \(124, 100\), expected \(124, 124\)"):
+    with pytest.raises(LegacyFormatError, match=r"lm_weights\.hdf5: .*'CNN_high_1/W_carry' has shape \(124, 100\), expected \(124, 124\)"):
         load_legacy(options, weights)
 
 
 def test_missing_dataset(tmp_path, allennlp_dir):
     options, weights = _copy(allennlp_dir, tmp_path)
     _edit_weights(weights, "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/B", delete=True)
-    with pytest.raises(LegacyFormatError, match=r"missing dataset 'RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/B' \(expected shape \(256,\)\)"):
+    with pytest.raises(LegacyFormatError, match=r"lm_weights\.hdf5: .*missing dataset 'RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/B' \(expected shape \(256,\)\)") as error:
         load_legacy(options, weights)
+    assert str(error.value).startswith(f"{weights}: ") and "\n" not in str(error.value)
 
 
 @pytest.mark.parametrize("bad", [numpy.nan, numpy.inf])
@@ -104,8 +105,9 @@ def test_nan_and_inf_weights(tmp_path, allennlp_dir, bad):
     value = h5py.File(allennlp_dir / "lm_weights.hdf5", "r")["CNN/W_cnn_2"][...]
     value[0, 1, 2, 3] = bad
     _edit_weights(weights, "CNN/W_cnn_2", value)
-    with pytest.raises(LegacyFormatError, match=r"'CNN/W_cnn_2' contains 1 NaN/inf values"):
+    with pytest.raises(LegacyFormatError, match=r"lm_weights\.hdf5: dataset 'CNN/W_cnn_2' contains 1 NaN/inf values$") as error:
         load_legacy(options, weights)
+    assert str(error.value).startswith(f"{weights}: ") and "\n" not in str(error.value)
 
 
 def test_options_contradicting_weights(tmp_path, allennlp_dir):

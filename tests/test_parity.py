@@ -14,6 +14,10 @@ from spacy_elmo import load_legacy
 from spacy_elmo.characters import batch_to_char_ids
 
 CASES = {"allennlp": ("allennlp_elmo", "sentences.json"), "bilm_tf": ("bilm_tf/model", "lm_embeddings_sentences.json")}
+# The layers each fixture holds reference values for (tests/fixtures/*/README.md): both hold the top layer (2)
+# of the 30 sentences (`lm_embeddings_{k}.hdf5`); AllenNLP's also holds the token layer (0) of every word in
+# them (`elmo_token_embeddings.hdf5`, rows of `vocab_test.txt`). Neither holds layer 1.
+HELD_LAYERS = {"allennlp": (0, 2), "bilm_tf": (2,)}
 
 
 def _reference(fixtures_dir, name):
@@ -23,14 +27,28 @@ def _reference(fixtures_dir, name):
     return d, load_legacy(d / "options.json", d / "lm_weights.hdf5"), json.loads((d / sentence_file).read_text())
 
 
+def _expected_layers(d, name):
+    """{layer: function (k, i, words) -> [len(words), 2 * projection] reference} for the layers the fixture holds."""
+    top = [h5py.File(d / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
+    layers = {2: lambda k, i, words: numpy.concatenate(list(top[k][str(i)][...]), axis=-1)}  # [forward; backward]
+    if (d / "elmo_token_embeddings.hdf5").is_file():
+        rows = (d / "vocab_test.txt").read_text().split("\n")
+        table = h5py.File(d / "elmo_token_embeddings.hdf5", "r")["embedding"][...]
+        vectors = {word: table[r] for r, word in enumerate(rows)}
+        # layer 0 is the context-independent token vector, the same for both directions
+        layers[0] = lambda k, i, words: numpy.stack([numpy.concatenate([vectors[w], vectors[w]]) for w in words])
+    return layers
+
+
 @pytest.mark.parametrize("implementation", ["eager", "packed"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_all_30_top_layer_outputs_match_with_state_carried_per_row(fixtures_dir, name, implementation):
-    """Both LSTM kernels reproduce the reference outputs."""
+def test_all_30_sentences_match_every_layer_the_fixtures_hold(fixtures_dir, name, implementation):
+    """Both LSTM kernels reproduce every reference layer of every sentence, with state carried per row."""
     d, model, sentences = _reference(fixtures_dir, name)
     model.config.lstm_implementation = implementation
-    expected = [h5py.File(d / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
-    state, compared, worst = None, 0, 0.0
+    expected = _expected_layers(d, name)
+    assert sorted(expected) == list(HELD_LAYERS[name])
+    state, compared, worst = None, {layer: 0 for layer in expected}, 0.0
     for i in range(10):  # batch i = row k of each list, run in order with per-row state carried
         batch = [sentences[k][i].split() for k in range(3)]
         ids, mask = batch_to_char_ids(batch)
@@ -38,14 +56,15 @@ def test_all_30_top_layer_outputs_match_with_state_carried_per_row(fixtures_dir,
             out = model(torch.from_numpy(ids), torch.from_numpy(mask), initial_state=state, return_state=True)
         state = out.state
         assert out.attention_mask.sum(1).tolist() == [len(s) for s in batch]
+        assert torch.equal(out.hidden_states[-1], out.last_hidden_state)
         for k in range(3):
-            ref = expected[k][str(i)][...]
-            ref = numpy.concatenate([ref[0], ref[1]], axis=-1)
-            got = out.last_hidden_state[k, : len(batch[k])].numpy()
-            assert got.shape == ref.shape
-            worst = max(worst, float(numpy.abs(got - ref).max()))
-            compared += 1
-    assert compared == 30
+            for layer, reference in expected.items():
+                ref = reference(k, i, batch[k])
+                got = out.hidden_states[layer][k, : len(batch[k])].numpy()
+                assert got.shape == ref.shape
+                worst = max(worst, float(numpy.abs(got - ref).max()))
+                compared[layer] += 1
+    assert compared == {layer: 30 for layer in HELD_LAYERS[name]}
     assert worst <= 1e-5, worst
 
 

@@ -94,14 +94,16 @@ def _variant(src, dst, config_edit=None, tensors_edit=None):
         (lambda c: c.update(activation="gelu"), None, r"invalid config.json: field 'activation': expected one of \('relu', 'tanh'\), got gelu$"),
         (lambda c: c.update(model_type="bert"), None, r"model_type is 'bert', expected 'elmo'"),
         (lambda c: c.update(lstm_dim=128), None, r"model.safetensors: weight shapes do not match config.json \(encoder.layers.0.bias: file \(2, 256\), config.json \(2, 512\);"),
-        (None, lambda t: t.pop("encoder.layers.1.bias"), r"lacks tensors \['encoder.layers.1.bias'\]"),
-        (None, lambda t: t["token_encoder.projection.weight"].fill_(float("inf")), r"NaN/inf values in \['token_encoder.projection.weight'\]"),
+        (None, lambda t: t.pop("encoder.layers.1.bias"), r"model\.safetensors: .*lacks tensors \['encoder.layers.1.bias'\]"),
+        (None, lambda t: t["token_encoder.projection.weight"].fill_(float("inf")), r"model\.safetensors: .*NaN/inf values in \['token_encoder.projection.weight'\]"),
     ],
 )
 def test_bad_saved_models_fail_at_load(tiny_model_dir, tmp_path, config_edit, tensors_edit, message):
     bad = _variant(tiny_model_dir, tmp_path / "bad", config_edit, tensors_edit)
-    with pytest.raises(ElmoLoadError, match=message):
+    with pytest.raises(ElmoLoadError, match=message) as error:
         ElmoModel.from_pretrained(bad)
+    if tensors_edit:  # a missing or NaN/inf tensor: one line naming the weights file by its path
+        assert str(error.value).startswith(f"{bad / 'model.safetensors'}: ") and "\n" not in str(error.value)
 
 
 def test_config_json_not_json(tiny_model_dir, tmp_path):

@@ -187,3 +187,24 @@ def test_goals_and_wall_time_are_stated_from_the_records(report):
     assert "ran 90.0 min" in text and "pretrained in 35.0 min" in text and "125.0 min together, within the 150-minute" in text
     steps["metrics_seeds/a"]["ended_utc"] = "2026-11-26T15:00:00Z"
     assert "155.0 min together, **over** the 150-minute" in report.seeds_time_lines({"steps": steps})[0]
+
+
+def test_headline_states_each_cells_seed_count_from_the_data(report, tmp_path):
+    """Never "every cell with 3 seeds" when a cell has fewer: the count comes from seeds.json."""
+    seeds = json.loads((ROOT / "results" / "seeds.json").read_text())
+    counts = {(task, pct): cell["baseline"]["n"] for task, by_pct in seeds["summary"].items() for pct, cell in by_pct.items()}
+    section = report.render_section(ROOT / "results", ROOT / "README.md")
+    headline = next(line for line in section.splitlines() if line.startswith("### Headline"))
+    if len(set(counts.values())) > 1:
+        assert "every cell" not in headline
+    for (task, pct), n in counts.items():
+        if n != max(counts.values(), key=list(counts.values()).count):
+            assert f"{task} {pct}% ({n} seed" in headline, headline
+    cell = lambda n: {"baseline": {"n": n}, "elmo": {"n": n}}  # noqa: E731
+    assert report.seed_counts({"ner": {"10": cell(3), "100": cell(3)}}) == "every cell with 3 seeds"
+    assert report.seed_counts({"ner": {"10": cell(3), "100": cell(3)}, "pos": {"10": cell(3), "100": cell(1)}}) == \
+        "3 seeds per cell except pos 100% (1 seed)"
+    assert report.seed_counts({"ner": {"10": cell(2), "100": cell(1)}, "pos": {"10": cell(2)}}) == \
+        "2 seeds per cell except ner 100% (1 seed)"
+    (tmp_path / "seeds.json").write_text(json.dumps({**seeds, "summary": {"ner": {"10": seeds["summary"]["ner"]["10"]}}}))
+    assert "### Headline: every cell with 3 seeds," in report.render_section(tmp_path, tmp_path / "README.md")
