@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from .legacy import LegacyFormatError, load_legacy
+from .quiet import quiet_hf
 
 
 def resolve_legacy(reference: str | Path) -> tuple[Path, Path] | None:
@@ -78,24 +80,58 @@ def hub_loading_kwargs(repo_id: str) -> dict:
     return {}
 
 
+def check_reference(reference: str | Path) -> None:
+    """Checks cheaply that `reference` can name a model, without reading weights or asking the network.
+
+    Legacy files must exist; a local directory must hold an ELMo `config.json` (or legacy files);
+    anything else must be a well-formed hub id, and one that is in the local cache when
+    HF_HUB_OFFLINE is set. Raises `ModelNotFoundError` (one line) otherwise.
+    """
+    legacy = resolve_legacy(reference)
+    if legacy is not None:
+        for path in legacy:
+            if not path.is_file():
+                raise ModelNotFoundError(f"no such file: {path} (in the legacy reference {str(reference)!r})")
+        return
+    path = Path(str(reference))
+    if path.exists():
+        config = path / "config.json"
+        if not config.is_file():
+            raise ModelNotFoundError(
+                f"{path}: not an ELMo model: expected config.json + model.safetensors (HF layout) "
+                "or options.json + lm_weights.hdf5 (legacy layout)"
+            )
+        try:
+            model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+        except (ValueError, AttributeError, OSError) as err:
+            raise ModelNotFoundError(f"{config}: not a JSON object ({err})") from None
+        if model_type != "elmo":
+            raise ModelNotFoundError(f"{config}: not an ELMo model (model_type {model_type!r}, expected 'elmo')")
+        return
+    if not is_hub_id(str(reference)):
+        raise ModelNotFoundError(f"no such directory: {reference}")
+    from huggingface_hub import is_offline_mode, try_to_load_from_cache
+
+    if is_offline_mode() and not isinstance(try_to_load_from_cache(str(reference), "config.json"), str):
+        raise ModelNotFoundError(
+            f"no such directory: {reference}; as a Hugging Face hub id it is not in the local cache, "
+            "and HF_HUB_OFFLINE is set"
+        )
+
+
 def load_model(reference: str | Path, **kwargs):
     """An `ElmoModel` in eval mode from an HF directory, a hub id, or legacy options+weights files.
 
     A reference that is none of these fails at once with one line (`ModelNotFoundError`).
+    Loading draws no progress bar of its own (`quiet.quiet_hf`); a hub download still shows one.
     """
     from .modeling_elmo import ElmoModel
 
+    check_reference(reference)
     legacy = resolve_legacy(reference)
     if legacy is not None:
         return load_legacy(*legacy)
-    path = Path(str(reference))
-    if path.exists() and not (path / "config.json").is_file():
-        raise ModelNotFoundError(
-            f"{path}: not an ELMo model: expected config.json + model.safetensors (HF layout) "
-            "or options.json + lm_weights.hdf5 (legacy layout)"
-        )
-    if not path.exists():
-        if not is_hub_id(str(reference)):
-            raise ModelNotFoundError(f"no such directory: {reference}")
+    if not Path(str(reference)).exists():
         kwargs = {**hub_loading_kwargs(str(reference)), **kwargs}
-    return ElmoModel.from_pretrained(str(reference), **kwargs).eval()
+    with quiet_hf():
+        return ElmoModel.from_pretrained(str(reference), **kwargs).eval()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -37,6 +36,7 @@ from thinc.api import (
 from thinc.types import Floats3d
 
 from ..characters import batch_to_char_ids
+from ..quiet import quiet_hf
 from .layer_cache import LayerCache, doc_cache_key
 
 
@@ -60,25 +60,11 @@ class ElmoLayerStack(torch.nn.Module):
 # tensors, NaN/inf). As bytes it is the same files, {name: content} in msgpack: no pickle, no archive.
 
 
-@contextmanager
-def _quiet_hf():
-    """Without transformers' progress bars (they would clutter `spacy train` and `nlp.to_disk`)."""
-    from transformers.utils import logging as hf_logging
-
-    shown = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if shown:
-            hf_logging.enable_progress_bar()
-
-
 def save_bilm(elmo, path: Union[str, Path]) -> None:
     """Writes the biLM as an HF directory: `save_pretrained` (config.json, model.safetensors) + tokenizer."""
     from ..tokenization_elmo import ElmoTokenizer
 
-    with _quiet_hf():  # no model card: this directory lives inside a spaCy pipeline
+    with quiet_hf():  # no model card: this directory lives inside a spaCy pipeline
         elmo.save_pretrained(str(path), model_card=False)
     ElmoTokenizer(max_characters_per_token=elmo.config.max_characters_per_token).save_pretrained(str(path))
 
@@ -90,7 +76,7 @@ def load_bilm(path: Union[str, Path], device: Optional[torch.device] = None):
     """
     from ..modeling_elmo import ElmoModel
 
-    with _quiet_hf():
+    with quiet_hf():
         elmo = ElmoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True)
     return elmo.to(device or get_torch_default_device()).eval()
 
@@ -293,28 +279,41 @@ def get_elmo_model(model: Model, load: bool = True):
     """The torch `ElmoModel` inside the layer, loading it from `name` first if needed (`load`)."""
     stack = _stack(model)
     if stack.elmo is None and load:
-        name = model.attrs.get("name")
-        if not name:
-            raise ValueError(
-                "elmo: no biLM to load: set the component's `model` setting (in a training config "
-                "`[paths] elmo`, e.g. `--paths.elmo DIR`) to an HF directory, a hub id or "
-                "'options.json,weights.hdf5'"
-            )
-        set_elmo_model(model, _load_quietly(name))
+        check_source(model)
+        set_elmo_model(model, _load_reference(model.attrs["name"]))
     elif stack.elmo is not None and not model.has_dim("nO"):
         set_elmo_model(model, stack.elmo)
     return stack.elmo
 
 
-def _load_quietly(name: str):
-    """`loading.load_model` without transformers' progress bars (they would clutter `spacy train`)."""
+# short: spaCy's CLI wraps its error lines at 80 columns, colour codes included
+_SETTING = "elmo `model` (paths.elmo)"
+
+
+def check_source(model: Model) -> None:
+    """Checks cheaply (no weights read, no network) that the layer has a biLM or can load one from
+    `name`: a ValueError (no name) or `ModelNotFoundError` (a bad one), one line naming the setting."""
+    from ..loading import ModelNotFoundError, check_reference
+
+    if is_loaded(model):
+        return
+    name = model.attrs.get("name")
+    if not name:
+        raise ValueError(f"elmo: no biLM: {_SETTING} is not set")
+    try:
+        check_reference(name)
+    except ModelNotFoundError as err:  # say which setting named it
+        raise ModelNotFoundError(f"{_SETTING}: {err}") from None
+
+
+def _load_reference(name: str):
+    """`loading.load_model` (quiet), its errors naming the setting that gave the reference."""
     from ..loading import ModelNotFoundError, load_model
 
     try:
-        with _quiet_hf():
-            return load_model(name)
+        return load_model(name)
     except ModelNotFoundError as err:  # say which setting named it
-        raise ModelNotFoundError(f"elmo: the component's `model` setting (`paths.elmo` in a training config): {err}") from None
+        raise ModelNotFoundError(f"{_SETTING}: {err}") from None
 
 
 def bilm_init(model: Model, X=None, Y=None) -> None:
@@ -397,6 +396,7 @@ __all__ = [
     "build_bilm",
     "bilm_from_bytes",
     "bilm_to_bytes",
+    "check_source",
     "get_elmo_model",
     "is_loaded",
     "load_bilm",

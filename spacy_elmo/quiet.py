@@ -1,0 +1,55 @@
+"""Quiet Hugging Face I/O: transformers' progress bars off for a block of code.
+
+`save_pretrained` draws "Writing model shards" and `from_pretrained` "Loading weights" for a
+sub-second local step; every load and save of a model directory here runs inside `quiet_hf()`.
+The hub's download bars (huggingface_hub's own) stay as they were: a download can take minutes.
+`no_progress_bars()` silences both (the CLI's `--no-progress`). Both restore the previous state.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+
+@contextmanager
+def quiet_hf() -> Iterator[None]:
+    """transformers' own progress bars off inside the block; huggingface_hub's download bars untouched."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    shown, hub_hidden = hf_logging.is_progress_bar_enabled(), are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()  # (also switches the hub's bars off: put them back)
+    if not hub_hidden:
+        enable_progress_bars()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+        if hub_hidden:
+            disable_progress_bars()
+        else:
+            enable_progress_bars()
+
+
+@contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """Every transformers and huggingface_hub progress bar off inside the block."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    shown, hub_hidden = hf_logging.is_progress_bar_enabled(), are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+        if hub_hidden:
+            disable_progress_bars()
+        else:
+            enable_progress_bars()
+
+
+__all__ = ["quiet_hf", "no_progress_bars"]
