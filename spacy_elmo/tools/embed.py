@@ -16,13 +16,11 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import BinaryIO, Iterator
-
 import torch
 
 from ..training.batches import CharEncoder
 from ..training.distributed import Distributed
-from ..training.text import make_tokenizer
+from ..training.text import TextError, make_tokenizer, read_lines
 
 
 def _count_lines(path: Path) -> int:
@@ -32,11 +30,6 @@ def _count_lines(path: Path) -> int:
             count += chunk.count(b"\n")
             last = chunk[-1:]
     return count + (last != b"\n")
-
-
-def _lines(handle: BinaryIO) -> Iterator[str]:
-    for raw in handle:
-        yield raw.decode("utf-8", errors="replace").strip()
 
 
 def rank_file(output: Path, rank: int, world_size: int) -> Path:
@@ -53,13 +46,17 @@ def dump_embeddings(
     data_format: str = "tokenized",
     lang: str = "en",
     progress: bool = True,
+    device: str = "auto",
 ) -> int:
-    """Writes the layers of every line of `input_path` ("-" = stdin) to `output_path`; returns lines written here."""
+    """Writes the layers of every line of `input_path` ("-" = stdin) to `output_path`; returns lines written here.
+
+    The input must be UTF-8 text with at least one non-empty line (`TextError` otherwise, naming
+    the file and line); `device` is "auto" (CUDA when available), "cpu" or "cuda"."""
     import h5py
 
     from ..loading import load_model
 
-    procs = Distributed.from_env("auto")  # the same torchrun/device set-up as pretraining
+    procs = Distributed.from_env(device)  # the same torchrun/device set-up as pretraining
     world, rank, device = procs.world_size, procs.rank, procs.device
     output = Path(output_path)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -76,7 +73,9 @@ def dump_embeddings(
         total = None if from_stdin else _count_lines(Path(input_path))
         bar = tqdm(total=total, unit="line", dynamic_ncols=True, mininterval=1.0)
     written = 0
+    where = "<stdin>" if from_stdin else str(input_path)
     handle = sys.stdin.buffer if from_stdin else open(input_path, "rb")
+    has_text = False
     try:
         with h5py.File(tmp, "w") as out:
             chunk: list[tuple[int, list[str]]] = []
@@ -98,14 +97,17 @@ def dump_embeddings(
                     written += len(part)
                 chunk.clear()
 
-            for index, line in enumerate(_lines(handle)):
+            for index, line in enumerate(read_lines(handle, where)):
+                has_text = has_text or bool(line.strip())
                 if index % world == rank:
-                    chunk.append((index, tokenize(line)))
+                    chunk.append((index, tokenize(line.strip())))
                     if len(chunk) >= batch_size * 16:
                         flush()
                 if bar is not None:
                     bar.update(1)
             flush()
+        if not has_text:
+            raise TextError(f"{where}: no input: the file is empty (give one sentence per line)")
         os.replace(tmp, target)
     finally:
         if not from_stdin:
