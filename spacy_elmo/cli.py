@@ -308,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         # the modules that raise these are imported by then: checking the classes costs nothing
         from .loading import ModelNotFoundError
 
-        print(f"error: {err}", file=sys.stderr)
+        for line in str(err).splitlines() or [type(err).__name__]:  # several problems: one line each
+            print(f"error: {line}", file=sys.stderr)
         return 1 if isinstance(err, ModelNotFoundError) else 2  # 1: the model reference names nothing loadable
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
