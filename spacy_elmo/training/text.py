@@ -43,8 +43,8 @@ def decode_line(raw: bytes, where: str, line: int | Callable[[], int]) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
         number = line() if callable(line) else line
-        found = raw[err.start : err.start + 4].hex(" ")
-        raise TextError(f"{where}, line {number}: not UTF-8 (bytes {found} at byte {err.start + 1} of the line; "
+        found = " ".join(f"0x{byte:02x}" for byte in raw[err.start : err.end])
+        raise TextError(f"{where}, line {number}: not UTF-8 ({found} at byte {err.start + 1} of the line; "
                         "Latin-1 or Windows-1252 text?); convert it, e.g. `iconv -f latin1 -t UTF-8`") from None
 
 
