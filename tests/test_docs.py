@@ -1,5 +1,5 @@
 """The docs run: every python block of README.md and docs/*.md runs (blocks of one file in order,
-sharing names, in a fresh folder where the fixture biLM is converted to build/fixture_elmo), every
+sharing names, in a fresh folder holding tests/fixtures/allennlp_elmo, converted to build/fixture_elmo), every
 ini block parses and names registered architectures, and every `spacy-elmo X` command exists.
 A block that cannot run offline is marked by an HTML comment `<!-- no-test ... -->` just before it."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ def test_few_blocks_are_skipped():
 @pytest.mark.parametrize("doc", [p for p in DOCS if any(not s for _, s in blocks(p, "python"))], ids=lambda p: p.name)
 def test_python_blocks_run(doc, allennlp_dir, tmp_path, monkeypatch, one_torch_thread):
     monkeypatch.chdir(tmp_path)
+    shutil.copytree(allennlp_dir, tmp_path / "tests" / "fixtures" / "allennlp_elmo")  # as the docs name it
     assert main(["convert", str(allennlp_dir / "options.json"), str(allennlp_dir / "lm_weights.hdf5"), "build/fixture_elmo"]) == 0
     namespace: dict = {"__name__": "__docs__"}
     for i, (code, skipped) in enumerate(blocks(doc, "python")):
