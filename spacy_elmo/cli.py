@@ -47,12 +47,12 @@ def cmd_embed(args) -> int:
     from .loading import load_model
     from .tokenization_elmo import ElmoTokenizer
     from .training.distributed import pick_device
-    from .training.text import make_tokenizer, read_lines
+    from .training.text import make_tokenizer, read_lines, stdin_bytes
 
     model = load_model(args.model).to(pick_device(args.device))
     tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token)
     tokenize = make_tokenizer(args.format, args.lang)
-    lines = [words for words in (tokenize(line.strip()) for line in read_lines(sys.stdin.buffer, "<stdin>")) if words]
+    lines = [words for words in (tokenize(line.strip()) for line in read_lines(stdin_bytes(), "<stdin>")) if words]
     if not lines:
         raise ValueError("<stdin>: no input: give one sentence per line on stdin")
     torch.set_printoptions(precision=4, sci_mode=False)

@@ -14,13 +14,12 @@ those datasets, so readers see one file with the usual layout (keep the files to
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 import torch
 
 from ..training.batches import CharEncoder
 from ..training.distributed import Distributed
-from ..training.text import TextError, make_tokenizer, read_lines
+from ..training.text import TextError, make_tokenizer, read_lines, stdin_bytes
 
 
 def _count_lines(path: Path) -> int:
@@ -74,7 +73,7 @@ def dump_embeddings(
         bar = tqdm(total=total, unit="line", dynamic_ncols=True, mininterval=1.0)
     written = 0
     where = "<stdin>" if from_stdin else str(input_path)
-    handle = sys.stdin.buffer if from_stdin else open(input_path, "rb")
+    handle = stdin_bytes() if from_stdin else open(input_path, "rb")
     has_text = False
     try:
         with h5py.File(tmp, "w") as out:

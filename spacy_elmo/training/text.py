@@ -12,8 +12,9 @@ and sequences over `max_tokens` words are split.
 from __future__ import annotations
 
 import glob
+import sys
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 UTF8_BOM = b"\xef\xbb\xbf"
 # longest first: a UTF-32 little-endian mark begins with the UTF-16 one
@@ -48,13 +49,20 @@ def decode_line(raw: bytes, where: str, line: int | Callable[[], int]) -> str:
                         "Latin-1 or Windows-1252 text?); convert it, e.g. `iconv -f latin1 -t UTF-8`") from None
 
 
-def read_lines(handle: BinaryIO, where: str) -> Iterator[str]:
-    """The lines of a binary stream (a file, stdin) as UTF-8 text, without line ends; a UTF-8
+def read_lines(handle: Iterable[bytes], where: str) -> Iterator[str]:
+    """The lines of a binary stream (a file, `stdin_bytes()`) as UTF-8 text, without line ends; a UTF-8
     byte-order mark is skipped, anything else that is not UTF-8 raises `TextError`."""
     for number, raw in enumerate(handle, 1):
         if number == 1 and raw.startswith(UTF8_BOM):
             raw = raw[len(UTF8_BOM):]
         yield decode_line(raw, where, number).rstrip("\r\n")
+
+
+def stdin_bytes() -> Iterable[bytes]:
+    """Standard input as binary lines for `read_lines`: its buffer, or a text stream without one
+    (e.g. a StringIO put in its place) encoded back to UTF-8."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    return buffer if buffer is not None else (line.encode("utf-8", "surrogateescape") for line in sys.stdin)
 
 
 def _drop_partial_character(raw: bytes) -> bytes:
@@ -191,5 +199,5 @@ def iter_sequences(
 
 __all__ = [
     "TextError", "check_text_files", "decode_line", "iter_sequences", "make_tokenizer", "read_block", "read_lines",
-    "resolve_files", "split_long",
+    "resolve_files", "split_long", "stdin_bytes",
 ]
