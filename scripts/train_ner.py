@@ -14,19 +14,29 @@ Arguments after `--` go to every `spacy train` unchanged (config overrides). `--
 With `--seeds 0 1 2` every fraction is trained once per seed (`--system.seed`, which the configs
 pass on to `training.seed`), into `{out}/{name}_{pct}_s{seed}`; without it, once with `--seed`
 into `{out}/{name}_{pct}`. Every run writes `provenance.json` (spacy_elmo.provenance: commit,
-dirty paths, a copy of the config, command, seed, machine, UTC start/end, exit status) into its
-output folder.
+dirty paths, a copy of the config, command, seed, machine, UTC start/end, exit status, and the
+sha256 of what it read: config, corpus, biLM) into its output folder when it ends.
+
+A run whose folder already holds `model-last` and a `provenance.json` saying it finished (exit
+status 0) with the same command and the same inputs is not trained again, so a workflow cut short
+redoes only the trainings that did not finish. Ctrl-C prints one line; the trainings it cut off
+are redone next time.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
+
+INTERRUPTED = threading.Event()  # set by Ctrl-C: the runs it cut off report nothing
 
 
 def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tuple[list[str], int]]:
@@ -53,18 +63,41 @@ def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tupl
     return commands
 
 
+def finished_before(folder: Path, command: list[str], inputs: dict[str, str]) -> bool:
+    """Whether `folder` holds a training that finished with this command (the interpreter aside) and
+    these inputs: `model-last` and a provenance.json with exit status 0 that records both."""
+    try:
+        record = json.loads((folder / "provenance.json").read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return False
+    return (
+        (folder / "model-last").is_dir() and record.get("exit_code") == 0
+        and record.get("command", [])[1:] == command[1:] and record.get("inputs") == inputs
+    )
+
+
 def run_one(name: str, command: list[str], seed: int, out: Path, env: dict) -> bool:
     """Runs one training with its output in `{out}/{name}.log`; prints a summary; True if it succeeded."""
-    from spacy_elmo.provenance import Provenance
+    from spacy_elmo.provenance import Provenance, input_hashes
 
+    folder = out / name
+    inputs = input_hashes(command, exclude=[folder])
+    if finished_before(folder, command, inputs):
+        print(f"[{name}] finished earlier with the same command and inputs: not trained again", flush=True)
+        return True
+    if INTERRUPTED.is_set():
+        return False
+    (folder / "provenance.json").unlink(missing_ok=True)  # written again only when this run ends
     path = out / f"{name}.log"
     print(f"[{name}] started, log: {path}", flush=True)
     prov = Provenance(command=command, seed=seed, configs=[command[4]])
     started = time.time()
     with open(path, "w", encoding="utf8") as log:
         code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    if code != 0 and INTERRUPTED.wait(1.0):  # cut off by Ctrl-C: nothing to report or record
+        return False
     minutes = (time.time() - started) / 60
-    prov.write(out / name / "provenance.json", exit_code=code, log=str(path), minutes=round(minutes, 2))
+    prov.write(folder / "provenance.json", exit_code=code, log=str(path), minutes=round(minutes, 2), inputs=inputs)
     lines = path.read_text(encoding="utf8", errors="replace").splitlines()
     if code == 0:
         scores = "\n".join(line for line in lines if line.strip()[:1].isdigit())
@@ -76,12 +109,33 @@ def run_one(name: str, command: list[str], seed: int, out: Path, env: dict) -> b
 
 
 def run_all(commands: dict[str, tuple[list[str], int]], out: Path, jobs: int) -> int:
-    """Runs the commands, at most `jobs` at once; returns the number of failed runs."""
+    """Runs the commands, at most `jobs` at once; returns the number of failed runs.
+
+    Ctrl-C (SIGINT, which the terminal also sends to the running trainings) raises KeyboardInterrupt
+    here after the runs that were going have stopped; runs not started yet are not started."""
     env = dict(os.environ)
     if jobs > 1:  # one thread per run: the runs share the cores
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        succeeded = list(pool.map(lambda item: run_one(item[0], *item[1], out, env), commands.items()))
+
+    def interrupt(signum, frame):
+        INTERRUPTED.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = [pool.submit(run_one, name, command, seed, out, env) for name, (command, seed) in commands.items()]
+        while wait(futures, timeout=0.1).not_done:  # short waits: Python runs the Ctrl-C handler between them
+            pass
+        succeeded = [future.result() for future in futures]
+    except KeyboardInterrupt:
+        INTERRUPTED.set()  # the line first: a workflow runner may kill this process soon after Ctrl-C
+        print(f"interrupted: finished trainings in {out} are kept; run the same command again to do the rest", flush=True)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    pool.shutdown()
     return succeeded.count(False)
 
 
@@ -113,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     if missing or not (args.corpus / "dev.spacy").is_file():
         parser.error(f"missing corpus files (run the preprocess step): {', '.join(missing) or args.corpus / 'dev.spacy'}")
     args.out.mkdir(parents=True, exist_ok=True)
-    failed = run_all(train_commands(args, extra), args.out, max(1, args.jobs))
+    try:
+        failed = run_all(train_commands(args, extra), args.out, max(1, args.jobs))
+    except KeyboardInterrupt:
+        return 130
     return 1 if failed else 0
 
 

@@ -6,6 +6,9 @@
 - `spacy-elmo.ElmoEmbed.v1`: an `embed` block for spacy.Tok2Vec.v2 — ELMo enters *below* the
   context encoder (as spaCy's static vectors do), so the encoder's windows see neighbours' ELMo.
 - `spacy-elmo.ScalarMix.v1`: the learned scalar mix on its own.
+
+The `elmo` factory and the `spacy-elmo.training_layer_cache.v1` callback are registered in
+`pipeline_component.py`, beside the component they make and set up.
 """
 
 from __future__ import annotations
@@ -123,3 +126,4 @@ def ScalarMix_v1(dropout: float = 0.0, l2: float = 0.001) -> Model[List[Floats3d
 
 
 __all__ = ["ElmoBiLMLayer_v1", "ElmoListener_v1", "ElmoTok2Vec_v1", "ElmoEmbed_v1", "ScalarMix_v1"]
+

@@ -1,7 +1,11 @@
-"""What the `elmo` component stores on a Doc: all biLM layers (`doc._.elmo`, and its span/token views).
+"""What the `elmo` component stores on a Doc: all biLM layers (`doc._.elmo`, and its span/token
+views) and similarity by its vectors.
 
 `ElmoDocData` is the value of `doc._.elmo`. It serializes with msgpack (so `Doc.to_bytes`,
-`DocBin(store_user_data=True)` and `nlp.pipe(n_process=2)` work) and with pickle.
+`DocBin(store_user_data=True)` and `nlp.pipe(n_process=2)` work) and with pickle. `span._.elmo`
+is an `ElmoDocData` of the span's tokens; `token._.elmo` an `ElmoTokenData`, [L+1, dim].
+`set_similarity_hooks` makes `doc/span/token.similarity` the cosine of their `.vector`s (the
+component's `doc.tensor`), without spaCy's warning about missing static vectors.
 """
 
 from __future__ import annotations
@@ -48,6 +52,27 @@ class ElmoDocData:
         return cls(numpy.asarray(msg["layers"]))
 
 
+@dataclass
+class ElmoTokenData:
+    """The L+1 biLM layers of one token, `layers`: [L+1, dim] (layer 0 = its token vector)."""
+
+    layers: Floats2d
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.layers.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.layers.shape[1])
+
+    def mix(self, weights: Floats1d, gamma: float = 1.0) -> Floats1d:
+        """γ · Σ_j w_j · layers[j] → [dim]."""
+        xp = get_array_module(self.layers)
+        weights = xp.asarray(weights, dtype=self.layers.dtype)
+        return (gamma * xp.tensordot(weights, self.layers, axes=1)).astype(self.layers.dtype, copy=False)
+
+
 _MSGPACK_KEY = "__spacy_elmo_doc_data__"
 
 
@@ -66,7 +91,7 @@ def _decode_doc_data(obj, chain=None):
 
 
 def register_extensions() -> None:
-    """`doc._.elmo`, `span._.elmo`, `token._.elmo`: the layers (`ElmoDocData`) of the Doc / its slice."""
+    """`doc._.elmo`, `span._.elmo` (`ElmoDocData`) and `token._.elmo` (`ElmoTokenData`): the layers."""
     from spacy.tokens import Doc, Span, Token
 
     if not Doc.has_extension("elmo"):
@@ -82,6 +107,22 @@ def _span_layers(span) -> Optional[ElmoDocData]:
     return None if data is None else data[span.start : span.end]
 
 
-def _token_layers(token) -> Optional[ElmoDocData]:
+def _token_layers(token) -> Optional[ElmoTokenData]:
     data = token.doc._.elmo
-    return None if data is None else data[token.i : token.i + 1]
+    return None if data is None else ElmoTokenData(data.layers[:, token.i])
+
+
+def vector_similarity(obj, other) -> float:
+    """Cosine of `obj.vector` and `other.vector` (0.0 if either is all zeros), as spaCy computes it."""
+    if obj.vector_norm == 0 or other.vector_norm == 0:
+        return 0.0
+    xp = get_array_module(obj.vector)
+    return float(xp.dot(obj.vector, other.vector) / (obj.vector_norm * other.vector_norm))
+
+
+def set_similarity_hooks(doc) -> None:
+    """`doc.similarity`, `span.similarity` and `token.similarity` by `vector_similarity`: the vectors
+    are the component's (doc.tensor), so spaCy's warning W007 (no static vectors) does not apply."""
+    doc.user_hooks["similarity"] = vector_similarity
+    doc.user_span_hooks["similarity"] = vector_similarity
+    doc.user_token_hooks["similarity"] = vector_similarity

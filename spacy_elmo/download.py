@@ -61,25 +61,34 @@ def is_url(reference) -> bool:
     return any(_URL.match(part) for part in _parts(reference))
 
 
+def check_url_reference(reference: str) -> None:
+    """Raises `DownloadError` (one line) when a URL reference is malformed: a single URL that is no
+    archive, more than two parts, a fragment other than #sha256=<64 hex>. Makes no request."""
+    parts = _parts(reference)
+    if len(parts) == 1 and _archive_kind(parts[0]) is None:
+        raise DownloadError(
+            f"{parts[0]}: a single URL must name a model archive (.zip, .tar.gz, .tgz or .tar); "
+            'legacy files are given as a pair "URL_options,URL_weights"'
+        )
+    if len(parts) > 2:
+        raise DownloadError(
+            f'{reference}: expected one URL of an archive or a pair "options,weights", found {len(parts)} parts'
+        )
+    for part in parts:
+        if _URL.match(part):
+            _split_fragment(part)
+
+
 def fetch(reference: str, *, progress: bool = True) -> str:
     """A local reference for `reference`: the extracted directory of an archive URL, the local
     "options,weights" pair of a pair of URLs (a local part stays as it is); a reference without a
     URL is returned unchanged. Downloads only what is not cached yet; raises `DownloadError`."""
     if not is_url(reference):
         return reference
+    check_url_reference(reference)
     parts = _parts(reference)
     if len(parts) == 1:
-        url = parts[0]
-        if _archive_kind(url) is None:
-            raise DownloadError(
-                f"{url}: a single URL must name a model archive (.zip, .tar.gz, .tgz or .tar); "
-                'legacy files are given as a pair "URL_options,URL_weights"'
-            )
-        return _retrieve(url, progress, _Extract(url))
-    if len(parts) != 2:
-        raise DownloadError(
-            f'{reference}: expected one URL of an archive or a pair "options,weights", found {len(parts)} parts'
-        )
+        return _retrieve(parts[0], progress, _Extract(parts[0]))
     if "," in str(cache_dir()):
         raise DownloadError(
             f"the cache folder {cache_dir()} has a comma in its path, which would split the pair; set SPACY_ELMO_CACHE"

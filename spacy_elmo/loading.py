@@ -9,6 +9,7 @@ A reference is an HF directory (config.json + model.safetensors + tokenizer file
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from .legacy import LegacyFormatError, load_legacy
@@ -85,6 +86,53 @@ def hub_loading_kwargs(repo_id: str) -> dict:
     return {}
 
 
+def check_reference(reference: str | Path) -> None:
+    """Checks cheaply that `reference` can name a model, without reading weights, downloading or
+    asking the network: a URL must be well formed; legacy files must exist; a local directory must
+    hold an ELMo `config.json`, legacy files or an ELMoForManyLangs model; anything else must be a
+    well-formed hub id, in the local cache when HF_HUB_OFFLINE is set. Raises `ModelNotFoundError`
+    (one line) otherwise."""
+    from .download import check_url_reference, is_url
+    from .efml import is_efml_directory
+
+    if is_url(str(reference)):
+        check_url_reference(str(reference))
+        return
+    legacy = resolve_legacy(reference)
+    if legacy is not None:
+        for path in legacy:
+            if not path.is_file():
+                raise ModelNotFoundError(f"no such file: {path} (in the legacy reference {str(reference)!r})")
+        return
+    path = Path(str(reference))
+    if path.exists():
+        if is_efml_directory(path):
+            return
+        config = path / "config.json"
+        if not config.is_file():
+            raise ModelNotFoundError(
+                f"{path}: not an ELMo model: expected config.json + model.safetensors (HF layout), "
+                "options.json + lm_weights.hdf5 (legacy layout) or an ELMoForManyLangs directory "
+                "(config.json naming its architecture, char.dic, token_embedder.pkl, encoder.pkl)"
+            )
+        try:
+            model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+        except (ValueError, AttributeError, OSError) as err:
+            raise ModelNotFoundError(f"{config}: not a JSON object ({err})") from None
+        if model_type != "elmo":
+            raise ModelNotFoundError(f"{config}: not an ELMo model (model_type {model_type!r}, expected 'elmo')")
+        return
+    if not is_hub_id(str(reference)):
+        raise ModelNotFoundError(f"no such directory: {reference}")
+    from huggingface_hub import is_offline_mode, try_to_load_from_cache
+
+    if is_offline_mode() and not isinstance(try_to_load_from_cache(str(reference), "config.json"), str):
+        raise ModelNotFoundError(
+            f"no such directory: {reference}; as a Hugging Face hub id it is not in the local cache, "
+            "and HF_HUB_OFFLINE is set"
+        )
+
+
 def local_reference(reference: str | Path, progress: bool = True) -> str:
     """`reference` with URLs replaced by their downloaded copies (see `spacy_elmo.download`)."""
     from .download import fetch, is_url
@@ -106,6 +154,7 @@ def load_pretrained(reference: str | Path, *, lang: str | None = None, progress:
     from .tokenization_elmo import ElmoTokenizer
 
     reference = local_reference(reference, progress)
+    check_reference(reference)
     legacy = resolve_legacy(reference)
     if legacy is not None:
         model = load_legacy(*legacy)
@@ -113,15 +162,7 @@ def load_pretrained(reference: str | Path, *, lang: str | None = None, progress:
     path = Path(reference)
     if is_efml_directory(path):
         return load_efml(path, lang=lang or "xx")
-    if path.exists() and not (path / "config.json").is_file():
-        raise ModelNotFoundError(
-            f"{path}: not an ELMo model: expected config.json + model.safetensors (HF layout), "
-            "options.json + lm_weights.hdf5 (legacy layout) or an ELMoForManyLangs directory "
-            "(config.json naming its architecture, char.dic, token_embedder.pkl, encoder.pkl)"
-        )
     if not path.exists():
-        if not is_hub_id(reference):
-            raise ModelNotFoundError(f"no such directory: {reference}")
         kwargs = {**hub_loading_kwargs(reference), **kwargs}
     model = ElmoModel.from_pretrained(reference, **kwargs).eval()
     if path.exists():

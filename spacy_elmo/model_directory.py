@@ -15,27 +15,13 @@ archive must be readable by other users). `ElmoModel.save_pretrained` / `push_to
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 from .model_card import CARD_NAME, write_model_card
-
-
-@contextlib.contextmanager
-def quiet_progress():
-    """Without transformers' own progress bars ("Loading weights", "Writing model shards"), which
-    every load and save of a model would print; huggingface_hub's download bars stay (a download
-    is long work)."""
-    from transformers.utils import logging as hf_logging
-
-    previous = hf_logging.set_tqdm_hook(lambda factory, args, kwargs: factory(*args, **{**kwargs, "disable": True}))
-    try:
-        yield
-    finally:
-        hf_logging.set_tqdm_hook(previous)
+from .quiet import quiet_hf
 
 
 def _readable(directory: Path) -> None:
@@ -80,7 +66,7 @@ def save_model_directory(directory, model, tokenizer=None, *, card: dict | bool 
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model, directory)
     tokenizer.check_model(model.config)
-    with quiet_progress():
+    with quiet_hf():
         PreTrainedModel.save_pretrained(model, str(directory), **save_kwargs)
         tokenizer.save_pretrained(str(directory))
     if card is not False:
@@ -142,4 +128,4 @@ def push_to_hub(
         )
 
 
-__all__ = ["save_model_directory", "default_tokenizer", "quiet_progress", "save_pretrained", "push_to_hub"]
+__all__ = ["save_model_directory", "default_tokenizer", "save_pretrained", "push_to_hub"]

@@ -26,6 +26,7 @@ from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
 from . import kernels, model_directory
+from .quiet import quiet_hf
 from .characters import WORD_BOS, WORD_EOS, WORD_UNK, sentence_boundaries
 from .configuration_elmo import ElmoConfig, config_error_message, read_json_object
 
@@ -565,7 +566,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
         hf_logging.set_verbosity_error()  # its LOAD REPORT table: the errors below say it in one line
         try:
             # mis-shaped tensors are reported in the loading info (and refused below), not raised
-            with model_directory.quiet_progress():
+            with quiet_hf():
                 model, info = super().from_pretrained(
                     pretrained_model_name_or_path, *args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
                 )

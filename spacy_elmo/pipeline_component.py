@@ -8,11 +8,17 @@ Data flow: Doc → (layer cache, or the biLM: char ids → L+1 layers) → `doc.
 Training: if `elmo` is updated, it broadcasts each batch's layers and a backprop callback to its
 listeners (spaCy's listener pattern) and the biLM is fine-tuned. With `elmo` in
 `[training] frozen_components` (and `annotating_components`, so listeners can read `doc._.elmo`),
-the biLM never changes; then the optional layer cache (`cache_mb`) lets epochs 2+ skip it.
+the biLM never changes; then a layer cache for that training run only
+(`spacy-elmo.training_layer_cache.v1` in `[initialize.after_init]`) lets epochs 2+ skip it.
+
+Construction checks the `model` reference cheaply (no weights read) and fails at once with one
+line, a `ConfigValidationError` that spaCy's CLI prints as such, except when spaCy builds the
+component to load a saved pipeline: the weights then come from the pipeline's own files.
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -25,14 +31,17 @@ from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples
 from spacy.vocab import Vocab
+from confection import ConfigValidationError
+from spacy.training.initialize import init_nlp
 from thinc.api import Config, Model, Optimizer
 
 from .architectures import ElmoBiLMLayer_v1
-from .doc_data import ElmoDocData, register_extensions
+from .doc_data import ElmoDocData, register_extensions, set_similarity_hooks
 from .layers.layer_cache import LayerCache
 from .layers.bilm import (
     bilm_from_bytes,
     bilm_to_bytes,
+    check_source,
     get_elmo_model,
     get_tokenizer,
     load_bilm,
@@ -84,10 +93,18 @@ def make_elmo(
     layers: the layers averaged into `doc.tensor` (null = all L+1; e.g. [2] = the top layer).
     layer_weights: weights of those layers (null = equal weights).
     store_layers: keep all layers on `doc._.elmo` (needed by listeners).
-    cache_mb: size in MB of the layer cache for a frozen biLM (0 = off); see `Elmo`.
+    cache_mb: size in MB of the layer cache at inference (0 = off); see `Elmo`. Training runs
+        size theirs in `[initialize.components.elmo] cache_mb`.
+
+    A missing or bad `model` raises `ElmoSettingError` here (see the module docstring).
     """
     if isinstance(model, str):
         model = ElmoBiLMLayer_v1(name=model)
+    if not _built_to_load_saved_weights():
+        try:
+            check_source(model)
+        except (ValueError, OSError) as err:
+            raise ElmoSettingError(title=str(err)) from None
     return Elmo(
         nlp.vocab,
         model,
@@ -99,13 +116,46 @@ def make_elmo(
     )
 
 
+class ElmoSettingError(ConfigValidationError):
+    """A bad setting of the `elmo` component, found when it is built: one line (spaCy's CLI prints
+    a `ConfigValidationError` as its message instead of a traceback)."""
+
+    def __str__(self) -> str:
+        return self.text.strip()
+
+
+def _built_to_load_saved_weights() -> bool:
+    """Whether spaCy is building this component to load weights into it afterwards: inside
+    `spacy.util.load_model_from_path` (`spacy.load`, packaged and sourced pipelines) or inside
+    `Language.from_config` outside training (the documented `from_config` + `from_bytes` way).
+    `init_nlp` (`spacy train`) and a direct `nlp.add_pipe` need `model` now."""
+    loading, training = util.load_model_from_path.__code__, init_nlp.__code__
+    from_config = Language.from_config.__func__.__code__
+    in_from_config = False
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code is loading:
+            return True
+        if code is training:
+            return False
+        in_from_config = in_from_config or code is from_config
+        frame = frame.f_back
+    return in_from_config
+
+
 class Elmo(TrainablePipe):
     """Sets `doc._.elmo` (all biLM layers) and `doc.tensor` (their mix) and feeds `ElmoListener`s.
 
-    The layer cache (`cache_mb` > 0) maps a Doc's token texts to its layers, least recently used
-    out first. It is only read by `predict` (no gradient) and is cleared whenever the biLM's
-    weights may change (a gradient update, `from_disk`, `from_bytes`), so cached layers always
-    equal what the biLM would compute now.
+    `doc.similarity` (and a span's or token's) is the cosine of these vectors, through the Doc's
+    user hooks, so spaCy does not warn that it has no static vectors.
+
+    The layer cache maps a Doc's token texts to its layers, least recently used out first. It is
+    sized by `cache_mb` (default 0: off, as a served pipeline sees new text), or for one training
+    run by `spacy-elmo.training_layer_cache.v1` (`spacy train` runs a frozen biLM over the same
+    sentences every epoch). It is only read by `predict` (no gradient)
+    and is cleared whenever the biLM's weights may change (a gradient update, `from_disk`,
+    `from_bytes`), so cached layers always equal what the biLM would compute now.
     """
 
     def __init__(
@@ -213,6 +263,7 @@ class Elmo(TrainablePipe):
             if layers.shape[1] != len(doc):
                 raise ValueError(f"elmo: {layers.shape[1]} token vectors for a Doc of {len(doc)} tokens")
             doc.tensor = xp.ascontiguousarray(xp.tensordot(weights, layers, axes=1), dtype="float32")
+            set_similarity_hooks(doc)
             if self.store_layers:
                 doc._.elmo = ElmoDocData(layers)
 
@@ -330,4 +381,23 @@ class Elmo(TrainablePipe):
         return self
 
 
-__all__ = ["DEFAULT_CONFIG", "Elmo", "make_elmo"]
+@util.registry.callbacks("spacy-elmo.training_layer_cache.v1")
+def training_layer_cache_v1(cache_mb: float = 2048) -> Callable[[Language], Language]:
+    """`[initialize.after_init]`: a layer cache of `cache_mb` MB in every `elmo` component, for this
+    training run. `spacy train` runs a frozen biLM over the same sentences every epoch; the cache
+    lets epochs 2+ (and repeated dev evaluations) reuse their layers. A saved pipeline keeps its
+    component's own `cache_mb` (0 by default): `spacy.load` does not run `[initialize]`.
+    """
+    if cache_mb < 0:
+        raise ValueError(f"spacy-elmo.training_layer_cache.v1: cache_mb must be >= 0, got {cache_mb}")
+
+    def set_training_cache(nlp: Language) -> Language:
+        for _, component in nlp.components:  # disabled (frozen) components included
+            if isinstance(component, Elmo):
+                component.cache = LayerCache(int(cache_mb * 2**20))
+        return nlp
+
+    return set_training_cache
+
+
+__all__ = ["DEFAULT_CONFIG", "Elmo", "ElmoSettingError", "make_elmo", "training_layer_cache_v1"]

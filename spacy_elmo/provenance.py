@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
-__all__ = ["Provenance", "git_state", "machine", "sha256", "utc_now"]
+__all__ = ["Provenance", "git_state", "input_hashes", "machine", "sha256", "utc_now"]
 
 
 def utc_now() -> str:
@@ -41,6 +41,31 @@ def sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+MODEL_FILES = ("config.json", "model.safetensors")
+
+
+def input_hashes(command: Sequence[str], exclude: Iterable[str | os.PathLike] = ()) -> dict[str, str]:
+    """{argument: sha256} of what a command reads: every argument after the program (or the value of
+    a `--key=value` one) naming an existing file, and for one naming a model directory its config.json and model.safetensors
+    (as "DIR/config.json", ...). Paths under `exclude` (e.g. the command's output) are left out.
+    Two runs with equal commands and equal hashes read the same settings and data."""
+    skip = [Path(p).resolve() for p in exclude]
+    found: dict[str, str] = {}
+    for arg in list(command)[1:]:
+        text = str(arg).split("=", 1)[1] if str(arg).startswith("--") and "=" in str(arg) else str(arg)
+        path = Path(text)
+        try:
+            if not path.exists() or any(path.resolve() == s or s in path.resolve().parents for s in skip):
+                continue
+        except OSError:  # a name too long for a path, and the like: not a file
+            continue
+        if path.is_file():
+            found[text] = sha256(path)
+        elif path.is_dir():
+            found.update({f"{text}/{name}": sha256(path / name) for name in MODEL_FILES if (path / name).is_file()})
+    return found
 
 
 def _git(args: Sequence[str], cwd: Path) -> str | None:

@@ -27,7 +27,7 @@ LINES = [
     "",
     "dogs",
     "the   houses near\tthe river .",
-    "caf\ufffd\ufffd invalid",  # written as invalid UTF-8 (b"caf\xe9\xff"): read back as U+FFFD
+    "café naïve",
     "Ångström 日本 the cat sees the dogs near the river with a very long sentence of many words .",
 ]
 
@@ -51,8 +51,7 @@ def lm_dir(tmp_path_factory) -> Path:
 @pytest.fixture()
 def input_file(tmp_path) -> Path:
     path = tmp_path / "input.txt"
-    data = "\n".join(LINES).encode("utf-8").replace("\ufffd\ufffd".encode(), b"\xe9\xff") + b"\n"
-    path.write_bytes(data)
+    path.write_bytes("\n".join(LINES).encode("utf-8") + b"\n")
     return path
 
 
@@ -71,7 +70,7 @@ def test_embed_writes_bilm_tf_layout(lm_dir, input_file, tmp_path, capsys):
     output = tmp_path / "layers.hdf5"
     assert main(["embed", str(lm_dir), str(input_file), str(output), "--batch-size", "2", "--no-progress"]) == 0
     assert "6 lines" in capsys.readouterr().err
-    lines = input_file.read_bytes().decode("utf-8", errors="replace").splitlines()
+    lines = input_file.read_text(encoding="utf-8").splitlines()
     with h5py.File(output, "r") as handle:
         assert sorted(handle.keys(), key=int) == [str(i) for i in range(len(LINES))]
         for i, line in enumerate(lines):
@@ -112,7 +111,7 @@ def test_embed_shards_by_rank_under_torchrun(lm_dir, input_file, tmp_path, monke
 
 
 def test_embed_stdin_mode_still_works(lm_dir, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "stdin", io.StringIO("the cat sees a dog .\n"))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"the cat sees a dog .\n")))
     assert main(["embed", str(lm_dir), "--dims", "2"]) == 0
     out = capsys.readouterr().out
     assert "layers: (3, 6, 32)" in out and "cat" in out
@@ -159,8 +158,7 @@ def test_similar_in_context_averages_each_words_layer_vectors(lm_dir, input_file
         for line in LINES:
             if not line.split():
                 continue
-            text = line.encode("utf-8").replace("\ufffd\ufffd".encode(), b"\xe9\xff").decode("utf-8", "replace")
-            for word, vector in zip(line.split(), expected_layers(lm_dir, text, exact)[2]):
+            for word, vector in zip(line.split(), expected_layers(lm_dir, line, exact)[2]):
                 occurrences.setdefault(word, []).append(vector)
         frequent = {w: numpy.mean(v, axis=0) for w, v in occurrences.items() if len(v) >= 2}
         assert sorted(words) == sorted(frequent) and {"the", "cat", "river"} <= set(words)

@@ -79,8 +79,8 @@ def test_component_bytes_of_0_1_load(expected, same_vectors):
         {"config": (hf / "config.json").read_text(), "weights": (hf / "model.safetensors").read_bytes()}
     )
     old_component = spacy_util.to_bytes({"cfg": lambda: srsly.json_dumps({}), "bilm": lambda: old_bilm}, [])
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model": "/nonexistent/elmo"}).from_bytes(old_component)
+    nlp = spacy.blank("en").from_config(_pipeline_config("/nonexistent/elmo"))  # weights come from the bytes
+    nlp.get_pipe("elmo").from_bytes(old_component)
     same_vectors(nlp(SENTENCE)._.elmo.layers, expected)
     assert bilm_from_bytes(srsly.msgpack_dumps({"config": None})) == (None, None)
 
@@ -96,6 +96,11 @@ def test_downstream_models_trained_by_0_1_load_with_the_same_scores():
         # the biLM layers agree within 1e-6 (above); a few width-8 layers with O(1) weights follow
         numpy.testing.assert_allclose(scores, saved[name], atol=1e-5, rtol=0)
         assert saved[name].std() > 0.01  # trained scores, not an untouched initialization
+
+
+def _pipeline_config(model: str):
+    """The config of a pipeline with an `elmo` component (built from it, `model` is read only if no weights arrive)."""
+    return {"nlp": {"lang": "en", "pipeline": ["elmo"]}, "components": {"elmo": {"factory": "elmo", "model": model}}}
 
 
 @pytest.fixture
@@ -166,8 +171,7 @@ def test_broken_bytes_fail_naming_the_file(saved_pipeline):
         },
         [],
     )
-    fresh = spacy.blank("en")
-    elmo = fresh.add_pipe("elmo", config={"model": "/nonexistent/elmo"})
+    elmo = spacy.blank("en").from_config(_pipeline_config("/nonexistent/elmo")).get_pipe("elmo")
     with pytest.raises(ElmoLoadError, match=r"^elmo bytes/model\.safetensors: weights contain NaN/inf"):
         elmo.from_bytes(broken)
 

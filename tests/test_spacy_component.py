@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy
 import pytest
@@ -97,6 +98,10 @@ def test_fresh_process_entry_point_matches_hf_model(tiny_model_dir, tmp_path, ex
         same_vectors(tensors[f"arr_{i}"], expected, exact, forward_terms(model.config))
 
 
+def _cosine(a, b) -> float:
+    return float(a @ b / numpy.linalg.norm(a) / numpy.linalg.norm(b))
+
+
 def test_vectors_spans_and_layer_choice(nlp, tiny_model_dir, exact_model):
     doc = nlp("The cat sat on the mat .")
     layers = doc._.elmo.layers
@@ -108,10 +113,16 @@ def test_vectors_spans_and_layer_choice(nlp, tiny_model_dir, exact_model):
     span = doc[1:4]
     same_vectors(span.vector, doc.tensor[1:4].mean(axis=0), exact[:, 1:4].mean(axis=0).mean(axis=0), terms=3 * 3)
     assert span._.elmo.layers.shape == (3, 3, 32)
-    assert doc[2]._.elmo.layers.shape == (3, 1, 32)
-    with pytest.warns(UserWarning):  # spaCy's W007: no static vectors, similarity uses doc.tensor
-        sim = doc.similarity(nlp("A dog sat on a rug ."))
-    assert 0.0 < sim <= 1.0
+    assert doc[2]._.elmo.layers.shape == (3, 32)  # one token: [L+1, dim]
+    numpy.testing.assert_array_equal(doc[2]._.elmo.layers, layers[:, 2])
+    other = nlp("A dog sat on a rug .")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no W007: the similarity is by the ELMo vectors, on purpose
+        sim = doc.similarity(other)
+        token_sim, span_sim = doc[1].similarity(other[1]), span.similarity(other[1:4])
+    assert sim == pytest.approx(_cosine(doc.vector, other.vector), abs=1e-6) and 0.0 < sim <= 1.0
+    assert token_sim == pytest.approx(_cosine(doc.tensor[1], other.tensor[1]), abs=1e-6)
+    assert span_sim == pytest.approx(_cosine(span.vector, other[1:4].vector), abs=1e-6)
     top = spacy.blank("en")
     top.add_pipe("elmo", config={"model": str(tiny_model_dir), "layers": [-1]})
     top_exact = reference_layers(exact_model, [t.text for t in doc])[2]  # the biLM's own rounding
@@ -265,8 +276,7 @@ def test_to_disk_and_bytes_need_no_original_files(tiny_model_dir, tmp_path):
     loaded = numpy.load(tmp_path / "loaded.npz")
     for i, tensor in enumerate(expected):
         numpy.testing.assert_array_equal(loaded[f"arr_{i}"], tensor)
-    again = spacy.blank("en")
-    again.add_pipe("elmo", config={"model": str(source)})  # never loaded: from_bytes brings weights
+    again = spacy.blank("en").from_config(nlp.config)  # `model` is gone: from_bytes brings the weights
     again.from_bytes(data)
     for doc, tensor in zip(again.pipe(texts), expected):
         numpy.testing.assert_array_equal(doc.tensor, tensor)

@@ -1,6 +1,6 @@
 """Mistakes get one clear line, without waiting on the network: model references that are neither
 a directory, legacy files nor a well-formed hub id; hub ids offline or with the hub unreachable;
-an `elmo` component without a model. The `spacy-elmo` CLI prints the line and exits 1."""
+an `elmo` component without a model (when it is added). The `spacy-elmo` CLI prints the line and exits 1."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import spacy
 
 from spacy_elmo.cli import main
 from spacy_elmo.loading import ModelNotFoundError, is_hub_id, load_model
+from spacy_elmo.pipeline_component import ElmoSettingError
 
 DEAD_HUB = "http://127.0.0.1:9"  # nothing listens there: a connection is refused at once
 
@@ -92,21 +93,16 @@ def test_cli_missing_directory_is_one_line_and_exit_1(command, tmp_path, capsys)
     assert capsys.readouterr().err == f"error: no such directory: {tmp_path / 'nope'}\n"
 
 
-def test_elmo_without_model_is_reported_at_initialize_naming_the_setting():
+def test_elmo_without_model_fails_at_add_pipe_naming_the_setting():
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo")  # nothing is loaded yet: no error here
-    for use in (nlp.initialize, lambda: nlp("The cat sat.")):
-        with pytest.raises(ValueError) as info:
-            use()
-        message = str(info.value)
-        assert "`model` setting" in message and "paths.elmo" in message and "\n" not in message
+    with pytest.raises(ElmoSettingError) as info:
+        nlp.add_pipe("elmo")  # at once, not at the first Doc
+    assert str(info.value) == "elmo: no biLM: elmo `model` (paths.elmo) is not set"
+    assert nlp.pipe_names == []
 
 
 def test_elmo_with_a_wrong_model_names_the_setting():
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model": "./no/such/bilm"})
-    with pytest.raises(ModelNotFoundError) as info:
-        nlp.initialize()
-    assert str(info.value) == (
-        "elmo: the component's `model` setting (`paths.elmo` in a training config): no such directory: ./no/such/bilm"
-    )
+    with pytest.raises(ElmoSettingError) as info:
+        nlp.add_pipe("elmo", config={"model": "./no/such/bilm"})
+    assert str(info.value) == "elmo `model` (paths.elmo): no such directory: ./no/such/bilm"

@@ -283,14 +283,8 @@ def get_elmo_model(model: Model, load: bool = True):
     """The torch `ElmoModel` inside the layer, loading it from `name` first if needed (`load`)."""
     stack = _stack(model)
     if stack.elmo is None and load:
-        name = model.attrs.get("name")
-        if not name:
-            raise ValueError(
-                "elmo: no biLM to load: set the component's `model` setting (in a training config "
-                "`[paths] elmo`, e.g. `--paths.elmo DIR`) to an HF directory, a hub id or "
-                "'options.json,weights.hdf5'"
-            )
-        set_elmo_model(model, *_load(name))
+        check_source(model)
+        set_elmo_model(model, *_load(model.attrs["name"]))
     elif stack.elmo is not None and not model.has_dim("nO"):
         set_elmo_model(model, stack.elmo, stack.tokenizer)
     return stack.elmo
@@ -302,14 +296,36 @@ def get_tokenizer(model: Model):
     return _stack(model).tokenizer
 
 
+# short: spaCy's CLI wraps its error lines at 80 columns, colour codes included
+_SETTING = "elmo `model` (paths.elmo)"
+
+
+def check_source(model: Model) -> None:
+    """Checks cheaply (no weights read, no download, no network) that the layer has a biLM or can
+    load one from `name`: a ValueError (no name) or `ModelNotFoundError` (a bad one), one line
+    naming the setting."""
+    from ..loading import ModelNotFoundError, check_reference
+
+    if _stack(model).elmo is not None:
+        return
+    name = model.attrs.get("name")
+    if not name:
+        raise ValueError(f"elmo: no biLM: {_SETTING} is not set")
+    try:
+        check_reference(name)
+    except (ModelNotFoundError, OSError) as err:  # say which setting named it
+        raise ModelNotFoundError(f"{_SETTING}: {err}") from None
+
+
 def _load(name: str):
-    """(model, tokenizer) of the reference `name` (`loading.load_pretrained`)."""
+    """(model, tokenizer) of the reference `name` (`loading.load_pretrained`), its errors naming
+    the setting that gave the reference."""
     from ..loading import ModelNotFoundError, load_pretrained
 
     try:
         return load_pretrained(name)
     except ModelNotFoundError as err:  # say which setting named it
-        raise ModelNotFoundError(f"elmo: the component's `model` setting (`paths.elmo` in a training config): {err}") from None
+        raise ModelNotFoundError(f"{_SETTING}: {err}") from None
 
 
 def bilm_init(model: Model, X=None, Y=None) -> None:
@@ -392,6 +408,7 @@ __all__ = [
     "build_bilm",
     "bilm_from_bytes",
     "bilm_to_bytes",
+    "check_source",
     "get_elmo_model",
     "get_tokenizer",
     "load_bilm",

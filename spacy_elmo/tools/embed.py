@@ -14,14 +14,11 @@ those datasets, so readers see one file with the usual layout (keep the files to
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
-from typing import BinaryIO, Iterator
-
 import torch
 
 from ..training.distributed import Distributed
-from ..training.text import make_tokenizer
+from ..training.text import TextError, make_tokenizer, read_lines, stdin_bytes
 
 
 def _count_lines(path: Path) -> int:
@@ -31,11 +28,6 @@ def _count_lines(path: Path) -> int:
             count += chunk.count(b"\n")
             last = chunk[-1:]
     return count + (last != b"\n")
-
-
-def _lines(handle: BinaryIO) -> Iterator[str]:
-    for raw in handle:
-        yield raw.decode("utf-8", errors="replace").strip()
 
 
 def rank_file(output: Path, rank: int, world_size: int) -> Path:
@@ -52,13 +44,17 @@ def dump_embeddings(
     data_format: str = "tokenized",
     lang: str = "en",
     progress: bool = True,
+    device: str = "auto",
 ) -> int:
-    """Writes the layers of every line of `input_path` ("-" = stdin) to `output_path`; returns lines written here."""
+    """Writes the layers of every line of `input_path` ("-" = stdin) to `output_path`; returns lines written here.
+
+    The input must be UTF-8 text with at least one non-empty line (`TextError` otherwise, naming
+    the file and line); `device` is "auto" (CUDA when available), "cpu" or "cuda"."""
     import h5py
 
     from ..loading import load_pretrained
 
-    procs = Distributed.from_env("auto")  # the same torchrun/device set-up as pretraining
+    procs = Distributed.from_env(device)  # the same torchrun/device set-up as pretraining
     world, rank, device = procs.world_size, procs.rank, procs.device
     output = Path(output_path)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +71,9 @@ def dump_embeddings(
         total = None if from_stdin else _count_lines(Path(input_path))
         bar = tqdm(total=total, unit="line", dynamic_ncols=True, mininterval=1.0)
     written = 0
-    handle = sys.stdin.buffer if from_stdin else open(input_path, "rb")
+    where = "<stdin>" if from_stdin else str(input_path)
+    handle = stdin_bytes() if from_stdin else open(input_path, "rb")
+    has_text = False
     try:
         with h5py.File(tmp, "w") as out:
             chunk: list[tuple[int, list[str]]] = []
@@ -97,14 +95,17 @@ def dump_embeddings(
                     written += len(part)
                 chunk.clear()
 
-            for index, line in enumerate(_lines(handle)):
+            for index, line in enumerate(read_lines(handle, where)):
+                has_text = has_text or bool(line.strip())
                 if index % world == rank:
-                    chunk.append((index, tokenize(line)))
+                    chunk.append((index, tokenize(line.strip())))
                     if len(chunk) >= batch_size * 16:
                         flush()
                 if bar is not None:
                     bar.update(1)
             flush()
+        if not has_text:
+            raise TextError(f"{where}: no input: the file is empty (give one sentence per line)")
         os.replace(tmp, target)
     finally:
         if not from_stdin:

@@ -30,6 +30,7 @@ from typing import Iterable
 import torch
 
 TASKS = ("pos", "upos", "ner-type")
+LABEL_SOURCE = {"pos": "fine-grained tags (token.tag_)", "upos": "coarse tags (token.pos_)", "ner-type": "entities (doc.ents)"}
 
 __all__ = ["TASKS", "read_examples", "layer_features", "fit_probe", "run_probe", "plot_probe"]
 
@@ -59,19 +60,27 @@ def read_examples(path: str | Path, task: str, max_sentences: int = 0) -> list[t
             if words:
                 examples.append((words, labels))
             if max_sentences and len(examples) >= max_sentences:
-                return examples
+                break
+        if max_sentences and len(examples) >= max_sentences:
+            break
+    if not any(label is not None for _, labels in examples for label in labels):
+        raise ValueError(f"{path}: probe task {task!r} needs {LABEL_SOURCE[task]}, and no token here has one")
     return examples
 
 
 @torch.no_grad()
-def layer_features(model, examples, batch_size: int = 32, tokenizer=None) -> tuple[torch.Tensor, list[str]]:
-    """([L+1, N, dim] float32 features of the N labelled tokens, their N labels)."""
+def layer_features(model, examples, batch_size: int = 32, progress: bool = False, tokenizer=None) -> tuple[torch.Tensor, list[str]]:
+    """([L+1, N, dim] float32 features of the N labelled tokens, their N labels); `progress`: a bar
+    on stderr (when it is a terminal); `tokenizer`: the model's (default: `default_tokenizer`)."""
+    from tqdm import tqdm
+
     from ..model_directory import default_tokenizer
 
     tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model)
     device = next(model.parameters()).device
     chunks, labels = [], []
-    for start in range(0, len(examples), batch_size):
+    starts = range(0, len(examples), batch_size)
+    for start in tqdm(starts, unit="batch", disable=None if progress else True, mininterval=1.0, dynamic_ncols=True):
         batch = examples[start:start + batch_size]
         out = model(**tokenizer([words for words, _ in batch]).to(device))
         keep = torch.tensor([label is not None for _, sent in batch for label in sent], dtype=torch.bool)
@@ -120,10 +129,11 @@ def fit_probe(features, y, n_classes, layer: int | None, seed: int = 0, l2: floa
     return probe.eval()
 
 
-def run_probe(model, train_examples, dev_examples, seed: int = 0, l2: float = 1e-4, max_iter: int = 100, tokenizer=None) -> dict:
+def run_probe(model, train_examples, dev_examples, seed: int = 0, l2: float = 1e-4, max_iter: int = 100,
+              progress: bool = False, tokenizer=None) -> dict:
     """Dev accuracy of a probe per layer and of the learned mix, with the majority-class baseline."""
-    train_x, train_labels = layer_features(model, train_examples, tokenizer=tokenizer)
-    dev_x, dev_labels = layer_features(model, dev_examples, tokenizer=tokenizer)
+    train_x, train_labels = layer_features(model, train_examples, progress=progress, tokenizer=tokenizer)
+    dev_x, dev_labels = layer_features(model, dev_examples, progress=progress, tokenizer=tokenizer)
     counts = Counter(train_labels)
     labels = sorted(counts)
     index = {label: i for i, label in enumerate(labels)}
@@ -159,17 +169,22 @@ def run_probe(model, train_examples, dev_examples, seed: int = 0, l2: float = 1e
 
 
 def probe_tasks(model_ref, train, dev, tasks: Iterable[str], max_sentences: int = 0, seed: int = 0,
-                l2: float = 1e-4, max_iter: int = 100) -> dict:
-    """{"tasks": {task: run_probe(...)}} for a model reference (HF dir, hub id or legacy files)."""
-    from ..loading import load_pretrained
+                l2: float = 1e-4, max_iter: int = 100, device: str = "auto", progress: bool = False) -> dict:
+    """{"tasks": {task: run_probe(...)}} for a model reference (HF dir, hub id, legacy or EFML files,
+    URL); the biLM runs on `device` ("auto": CUDA when available), the probes on the CPU."""
+    from ..loading import check_reference, load_pretrained
+    from ..training.distributed import pick_device
 
     torch.manual_seed(seed)
+    tasks = list(tasks)
+    check_reference(model_ref)  # a wrong reference fails before the data is read
+    data = {task: (read_examples(train, task, max_sentences), read_examples(dev, task, max_sentences)) for task in tasks}
     model, tokenizer = load_pretrained(model_ref)
+    model = model.to(pick_device(device))
     result = {"model": str(model_ref), "train": str(train), "dev": str(dev), "max_sentences": max_sentences, "tasks": {}}
     for task in tasks:
         result["tasks"][task] = run_probe(
-            model, read_examples(train, task, max_sentences), read_examples(dev, task, max_sentences),
-            seed=seed, l2=l2, max_iter=max_iter, tokenizer=tokenizer,
+            model, *data[task], seed=seed, l2=l2, max_iter=max_iter, progress=progress, tokenizer=tokenizer
         )
     return result
 

@@ -65,10 +65,12 @@ def most_similar(model, word: str, vocab: Vocabulary, n: int = 10, tokenizer=Non
 
 @torch.no_grad()
 def contextual_word_vectors(
-    model, sentences: Iterable[list[str]], layer: int, min_count: int = 2, batch_size: int = 32, tokenizer=None
+    model, sentences: Iterable[list[str]], layer: int, min_count: int = 2, batch_size: int = 32, progress: bool = False,
+    tokenizer=None,
 ) -> tuple[list[str], torch.Tensor]:
     """(words, [len(words), dim]): each word's layer-`layer` vectors averaged over its occurrences
-    in `sentences` (words seen at least `min_count` times), then centred on the mean word."""
+    in `sentences` (words seen at least `min_count` times), then centred on the mean word.
+    `progress`: a bar counting sentences on stderr (when it is a terminal); `tokenizer`: the model's."""
     from ..model_directory import default_tokenizer
 
     if not 0 <= layer < model.num_layers:
@@ -91,6 +93,10 @@ def contextual_word_vectors(
         counts.index_add_(0, ids, torch.ones(len(ids)))
         batch.clear()
 
+    if progress:
+        from tqdm import tqdm
+
+        sentences = tqdm(sentences, unit="sentence", disable=None, mininterval=1.0, dynamic_ncols=True)
     for sentence in sentences:
         if sentence:
             batch.append(sentence)
@@ -124,9 +130,12 @@ def most_similar_in_context(words: list[str], vectors: torch.Tensor, word: str, 
 
 
 def read_sentences(path: str | Path, max_sentences: int = 0) -> Iterator[list[str]]:
-    """Whitespace-tokenized lines of a UTF-8 text file (invalid bytes replaced), at most `max_sentences`."""
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for i, line in enumerate(handle):
+    """Whitespace-tokenized lines of a UTF-8 text file, at most `max_sentences` (text that is not
+    UTF-8 raises `training.text.TextError`, naming the file and line)."""
+    from ..training.text import read_lines
+
+    with open(path, "rb") as handle:
+        for i, line in enumerate(read_lines(handle, str(path))):
             if max_sentences and i >= max_sentences:
                 break
             yield line.split()

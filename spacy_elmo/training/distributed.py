@@ -16,6 +16,16 @@ import torch.distributed as dist
 DEVICES = ("auto", "cpu", "cuda")
 
 
+def pick_device(device: str = "auto", index: int = 0) -> torch.device:
+    """"auto" (CUDA when available), "cpu" or "cuda" → a torch device (CUDA device `index`)."""
+    if device not in DEVICES:
+        raise ValueError(f"device: expected one of {', '.join(DEVICES)}, found {device!r}")
+    use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
+    if use_cuda and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' asked for, but no CUDA device is available")
+    return torch.device("cuda", index) if use_cuda else torch.device("cpu")
+
+
 @dataclass
 class Distributed:
     """This process's rank, the number of processes, and the device it computes on."""
@@ -27,14 +37,9 @@ class Distributed:
     @classmethod
     def from_env(cls, device: str = "auto") -> "Distributed":
         """Reads torchrun's environment, picks the device ("auto": CUDA when available) and joins the group."""
-        if device not in DEVICES:
-            raise ValueError(f"device: expected one of {', '.join(DEVICES)}, found {device!r}")
         world = int(os.environ.get("WORLD_SIZE", "1"))
-        use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
-        if use_cuda and not torch.cuda.is_available():
-            raise ValueError("system.device is 'cuda' but no CUDA device is available")
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        dev = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+        dev = pick_device(device, int(os.environ.get("LOCAL_RANK", "0")))
+        use_cuda = dev.type == "cuda"
         if use_cuda:
             torch.cuda.set_device(dev)
         if world > 1 and not dist.is_initialized():
@@ -71,4 +76,4 @@ class Distributed:
             dist.destroy_process_group()
 
 
-__all__ = ["Distributed", "DEVICES"]
+__all__ = ["Distributed", "DEVICES", "pick_device"]

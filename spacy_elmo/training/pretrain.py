@@ -28,7 +28,7 @@ from ..configuration_elmo import config_error_message
 from ..model_directory import save_model_directory
 from .batches import Corpus, DataPosition
 from .checkpoints import Checkpoints, MetricsLog, TrainState, check_free_space, check_writable, fault_point, write_text_atomic
-from .text import iter_sequences, make_tokenizer, resolve_files
+from .text import check_text_files, iter_sequences, make_tokenizer, resolve_files
 from .vocabulary import Vocabulary, build_char_lexicon, unigram_perplexity
 from .distributed import Distributed
 from .settings import PretrainError, TrainingDiverged, check_resumable, learning_rate_at, load_settings
@@ -65,9 +65,12 @@ class Pretrainer:
         self.tokenize = make_tokenizer(cfg["data"]["format"], cfg["data"]["lang"])
         if cfg["paths"]["train"] is None:
             raise PretrainError("no training data: set paths.train (e.g. --paths.train 'corpus/*.txt')")
-        self.train_files = resolve_files(cfg["paths"]["train"])
+        self.train_files = resolve_files(cfg["paths"]["train"], "paths.train")
+        check_text_files(self.train_files, "paths.train")  # UTF-8 text, not empty: before any work
         heldout = cfg["paths"]["heldout"]
-        self.heldout_files = resolve_files(heldout) if heldout else []
+        self.heldout_files = resolve_files(heldout, "paths.heldout") if heldout else []
+        if self.heldout_files:
+            check_text_files(self.heldout_files, "paths.heldout")
 
         init = self._init_source()
         self.vocab = self._load_vocab(init)
@@ -134,6 +137,8 @@ class Pretrainer:
             # every process counts the same data, so all get the same vocabulary without waiting on rank 0
             sequences = iter_sequences(self.train_files, self.tokenize, data["max_tokens"], data["max_line_bytes"], data["block_lines"])
             vocab = Vocabulary.build(sequences, data["min_count"], data["max_vocab"])
+            if len(vocab) <= 3:  # refused before anything is written
+                raise PretrainError("the vocabulary has no words: is the training data empty, or data.min_count too high?")
             if main:
                 record = {"event": "vocab", "size": len(vocab), "train_words": sum(vocab.counts[2:]), "oov_words": vocab.counts[2]}
                 if self.heldout_files:

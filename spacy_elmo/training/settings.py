@@ -237,14 +237,15 @@ def _describe(errors: list[dict]) -> list[str]:
 
 
 def validate(config) -> "PretrainSettings":
-    """Checks a parsed config (confection `Config`) against the schema; PretrainError lists every problem."""
+    """Checks a parsed config (confection `Config`) against the schema; PretrainError lists every
+    problem, one line each."""
     from confection import Config, ConfigValidationError
 
     try:
         Config(config).validate(PretrainSettings)
     except ConfigValidationError as err:
         problems = _describe(list(err.errors or [])) or [err.title or "invalid"]
-        raise PretrainError("invalid pretraining config: " + "; ".join(problems)) from None
+        raise PretrainError("\n".join(f"invalid pretraining config: {problem}" for problem in problems)) from None
     return PretrainSettings.model_validate(dict(config))
 
 

@@ -1,0 +1,152 @@
+"""Runs one pretraining of the project so that running it again continues it instead of starting over.
+
+    python scripts/pretrain_resumable.py --output work/bilm --seed 0 --config configs/pretrain_project.cfg -- \
+        python -m torch.distributed.run --standalone --nproc_per_node 2 -m spacy_elmo pretrain \
+        configs/pretrain_project.cfg --output work/bilm --paths.train work/corpus/lm/train.txt ...
+
+- What the run reads is recorded in OUTPUT/run_inputs.json before it starts: the command and the
+  sha256 of every file it names (config, training and held-out text, vocabulary;
+  `spacy_elmo.provenance.input_hashes`).
+- Run again with the same record, an unfinished run resumes from its last checkpoint (the command
+  gets `--resume`, which restores model, optimizer, RNG and data position exactly), and a finished
+  one (OUTPUT/provenance.json with exit status 0) is not run again. Any other OUTPUT (the settings
+  or the data changed, or no record) is deleted and the run starts over.
+- When it ends, OUTPUT/provenance.json records where the result came from (as
+  `python -m spacy_elmo.provenance` does), with the checkpoint a resumed run started from.
+- Ctrl-C prints one line (the checkpoint kept, and that running the same command again resumes)
+  instead of the tracebacks of torchrun and its workers: their output is passed through until the
+  interrupt and dropped after it.
+
+Ctrl-C is answered at once: the main thread polls the child (`Popen.wait` would first wait for
+it) and the threads copying its output do not take the signal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+RECORD = "run_inputs.json"
+
+
+def latest_checkpoint(output: Path) -> str | None:
+    """The name of the checkpoint `--resume` continues from (`checkpoints/latest`), if any."""
+    pointer = output / "checkpoints" / "latest"
+    if pointer.is_file():
+        name = pointer.read_text(encoding="utf-8").strip()
+        if (output / "checkpoints" / name / "state.json").is_file():
+            return name
+    return None
+
+
+def finished(output: Path) -> bool:
+    """Whether OUTPUT holds a run that ended well (its provenance says exit status 0)."""
+    try:
+        return json.loads((output / "provenance.json").read_text(encoding="utf-8")).get("exit_code") == 0
+    except (OSError, ValueError):
+        return False
+
+
+def plan(output: Path, record: dict) -> str:
+    """"skip" (finished with this record), "resume" (unfinished, a checkpoint kept) or "start"."""
+    try:
+        same = json.loads((output / RECORD).read_text(encoding="utf-8")) == record
+    except (OSError, ValueError):
+        same = False
+    if same and finished(output):
+        return "skip"
+    if same and latest_checkpoint(output):
+        return "resume"
+    return "start"
+
+
+def _forward(stream, target, interrupted: threading.Event) -> None:
+    """Copies a child's output to ours as it comes, until Ctrl-C (then drops it)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])  # Ctrl-C goes to the main thread, at once
+    for chunk in iter(lambda: stream.read1(1 << 16), b""):
+        if not interrupted.is_set():
+            target.buffer.write(chunk)
+            target.flush()
+
+
+def run(command: list[str], output: Path) -> int:
+    """Runs `command`, passing its output through; on Ctrl-C prints one line and returns 130."""
+    interrupted = threading.Event()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    threads = [
+        threading.Thread(target=_forward, args=(child.stdout, sys.stdout, interrupted), daemon=True),
+        threading.Thread(target=_forward, args=(child.stderr, sys.stderr, interrupted), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        while (code := child.poll()) is None:  # not child.wait(): on Ctrl-C it waits for the child first
+            time.sleep(0.05)
+    except KeyboardInterrupt:  # the terminal sent SIGINT to the whole process group, the child included
+        interrupted.set()
+        kept = latest_checkpoint(output)
+        where = f"{output} keeps its last checkpoint ({kept})" if kept else f"no checkpoint was written to {output} yet"
+        print(f"interrupted: {where}; run the same command again to resume", file=sys.stderr, flush=True)
+        try:
+            child.wait(timeout=60)
+        except (KeyboardInterrupt, subprocess.TimeoutExpired):
+            child.kill()
+        return 130
+    for thread in threads:
+        thread.join()
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in argv:
+        print("usage: pretrain_resumable.py --output DIR [--seed S] [--config C ...] -- COMMAND ...", file=sys.stderr)
+        return 2
+    cut = argv.index("--")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, required=True, help="the pretraining's output directory")
+    parser.add_argument("--seed", type=int, help="seed, for the provenance record")
+    parser.add_argument("--config", action="append", default=[], help="config the command uses (repeatable)")
+    args = parser.parse_args(argv[:cut])
+    command = argv[cut + 1:]
+    if not command:
+        parser.error("no command after --")
+    if command[0] in ("python", "python3"):
+        command[0] = sys.executable  # as weasel does for a step's own `python`: the environment running this
+    from spacy_elmo.provenance import Provenance, input_hashes
+
+    output = args.output
+    record = {"command": command[1:], "inputs": input_hashes(command, exclude=[output])}
+    step = plan(output, record)
+    if step == "skip":
+        print(f"{output}: finished earlier with the same command, settings and data; not run again", file=sys.stderr)
+        return 0
+    if step == "resume":
+        print(f"{output}: resuming from {latest_checkpoint(output)} (same command, settings and data)", file=sys.stderr)
+        command = [*command, "--resume"]
+    elif output.exists():
+        print(f"{output}: starting over (the command, its settings or its data changed)", file=sys.stderr)
+        shutil.rmtree(output)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    prov = Provenance(command=command, seed=args.seed, configs=args.config)
+    resumed_from = latest_checkpoint(output) if step == "resume" else None
+    code = run(command, output)
+    if code != 130:
+        prov.write(output / "provenance.json", exit_code=code, resumed_from=resumed_from)
+    return code
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # before or after the run itself
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
