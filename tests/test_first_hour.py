@@ -408,11 +408,9 @@ def test_probe_on_untagged_data_names_the_task(tiny_model_dir, tmp_path, capsys)
     assert err == f"error: {untagged}: probe task 'pos' needs fine-grained tags (token.tag_), and no token here has one\n"
 
 
-# The lead is rewriting `convert` and the model-directory writer: these two pass once that lands
-# (strict: an unexpected pass fails, so the markers come off with the fix).
+# Files readable by others (the model-directory writer) and convert's argument order.
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20 item 10: the lead's model-directory writer (safetensors mode)")
 def test_written_weights_are_readable_by_other_users(allennlp_dir, tmp_path):
     old = os.umask(0o022)
     try:
@@ -426,7 +424,6 @@ def test_written_weights_are_readable_by_other_users(allennlp_dir, tmp_path):
         assert weights.stat().st_mode & 0o044 == 0o044, oct(weights.stat().st_mode)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20 item 10: the lead's `convert` rewrite (argument order)")
 def test_convert_with_swapped_arguments_says_which_comes_first(allennlp_dir, tmp_path, capsys):
     assert main(["convert", str(allennlp_dir / "lm_weights.hdf5"), str(allennlp_dir / "options.json"), str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err
