@@ -15,6 +15,7 @@ from typing import Optional
 
 import numpy
 import srsly
+from thinc.api import get_array_module
 from thinc.types import Floats3d
 
 
