@@ -207,7 +207,8 @@ class Pretrainer:
         if sampled and t["n_negative_samples"] >= n_vocab:
             sampled = False  # sampling (nearly) every word is just a slower full softmax
         self.softmax_name = f"sampled({t['n_negative_samples']})" if sampled else "full"
-        return SampledSoftmax(self.model.lm_head, t["n_negative_samples"]) if sampled else None
+        # "auto": the fused implementation (same loss and gradients), eager under autocast
+        return SampledSoftmax(self.model.lm_head, t["n_negative_samples"], implementation="auto") if sampled else None
 
     def _corpus(self, files, batch_tokens: int, max_epochs: int = 0) -> Corpus:
         data = self.cfg["data"]
