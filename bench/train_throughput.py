@@ -48,6 +48,7 @@ import contextlib
 import json
 import os
 import random
+import shlex
 import socket
 import statistics
 import subprocess
@@ -610,7 +611,7 @@ def render_section(result: dict, argv: list[str], started: str, load_start, labe
         "",
         f"Code: {code_lines}.",
         "",
-        f"Command: `python bench/train_throughput.py {' '.join(argv)}` — the variants take turns step by step "
+        f"Command: `python bench/train_throughput.py {shlex.join(argv)}` — the variants take turns step by step "
         f"(alternating order; {result['warmup']} warm-up + {result['steps']} measured steps each, the same batches: "
         f"{result['variants'][names[-1]]['words_per_step']:.0f} words per step; {result['softmax']} softmax over "
         f"{result['vocab_size']} ids; corpus {result['corpus']}). A step = next batch + `Pretrainer.train_step`.",
