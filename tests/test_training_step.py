@@ -1,6 +1,7 @@
-"""The training step's fast paths compute their definitions: torch's fused optimizers make the
-op-by-op optimizers' updates, to the accuracy of float32 (both measured against float64 in the
-same test), and the Pretrainer chooses them."""
+"""The training step's fast paths compute their definitions, to the accuracy of float32 (each
+measured against the definition in float64 in the same test): torch's fused optimizers make the
+op-by-op optimizers' updates, the char CNN's convolutions as matrix products give the
+convolutions' features and gradients; and the Pretrainer and the model choose them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from spacy_elmo import ElmoConfig, ElmoModel
+from spacy_elmo.characters import batch_to_char_ids
 from spacy_elmo.training.pretrain import Pretrainer
 from spacy_elmo.training.settings import load_settings
 
@@ -59,3 +62,44 @@ def test_the_pretrainer_runs_the_fused_optimizer_and_softmax(tmp_path):
     trainer = Pretrainer(cfg, Path(tmp_path / "out"), progress=False)
     assert trainer.optimizer.defaults["fused"] is True
     assert trainer.softmax_fn.resolve(torch.device("cpu")) == "fused"
+
+
+def _char_cnn(dtype, definition: bool, monkeypatch):
+    """Features and every gradient of the char CNN (embedding, convolutions) for a weighted sum of
+    its features, through the model's definition (conv1d) or the products over windows."""
+    config = ElmoConfig(filters=[[1, 4], [2, 6], [3, 8], [5, 8]], char_embedding_dim=4, n_highway=1, lstm_dim=16, projection_dim=8)
+    torch.manual_seed(0)
+    encoder = ElmoModel(config).token_encoder.to(dtype)
+    if definition:
+        monkeypatch.setattr(encoder, "_convolutions_as_products", lambda chars: False)
+    words = ["a", "aa", "abc", "letter", "Bookkeeper", "x" * 11, "é", "Mississippi", "tat", "0.5"]
+    ids = torch.from_numpy(batch_to_char_ids([words], config.max_characters_per_token)[0][0])[:, :16]  # cut columns
+    assert encoder._convolutions_as_products(encoder.char_embedding(ids)) is not definition
+    features = encoder.char_features(ids)
+    weights = torch.randn(features.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    (features.double() * weights).sum().backward()
+    return [features.detach()] + [p.grad for p in encoder.parameters() if p.grad is not None]
+
+
+def test_char_cnn_as_products_gives_the_convolutions_features_and_gradients(monkeypatch):
+    exact = _char_cnn(torch.float64, True, monkeypatch)
+    with monkeypatch.context() as patch:
+        definition = _char_cnn(torch.float32, True, patch)
+    products = _char_cnn(torch.float32, False, monkeypatch)
+    assert len(exact) == len(products) == 1 + 1 + 2 * 4  # features, embedding, 4 × (weight, bias)
+    unit = torch.finfo(torch.float32).eps
+    for want, ref, got in zip(exact, definition, products):
+        scale = float(want.abs().max())
+        ref_error = float((ref.double() - want).abs().max())
+        got_error = float((got.double() - want).abs().max())
+        assert got_error <= 2 * ref_error + 4 * unit * scale, (got_error, ref_error, scale)
+
+
+def test_char_cnn_products_only_where_gradients_flow():
+    encoder = ElmoModel(ElmoConfig(filters=[[1, 4], [2, 4]], char_embedding_dim=4, lstm_dim=16, projection_dim=8)).token_encoder
+    chars = encoder.char_embedding(torch.ones(3, 8, dtype=torch.long))
+    assert encoder._convolutions_as_products(chars)
+    with torch.no_grad():  # inference keeps the convolutions (the token cache's bitwise property rests on them)
+        assert not encoder._convolutions_as_products(encoder.char_embedding(torch.ones(3, 8, dtype=torch.long)))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not encoder._convolutions_as_products(chars)
