@@ -146,10 +146,22 @@ class ElmoCharacterEncoder(nn.Module):
         return spelled + self.word_projection(self.word_embedding(word_ids))
 
     def char_features(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """[words, chars] ids → [words, n_filters]: char CNN, max-pool over positions, activation."""
-        chars = self.char_embedding(char_ids).transpose(1, 2)
-        # max-pool over character positions, then the activation (as bilm-tf)
-        return torch.cat([self.activation(conv(chars).amax(dim=-1)) for conv in self.convolutions], dim=-1)
+        """[words, chars] ids → [words, n_filters]: char CNN, max-pool over positions, activation.
+
+        When gradients flow on a CPU outside autocast (training), the convolutions run as matrix
+        products over their windows (`kernels.pooled_convolutions`: the same sums, faster to train)."""
+        chars = self.char_embedding(char_ids)
+        if self._convolutions_as_products(chars):
+            pooled = kernels.pooled_convolutions(chars, [c.weight for c in self.convolutions], [c.bias for c in self.convolutions])
+        else:
+            chars = chars.transpose(1, 2)
+            # max-pool over character positions, then the activation (as bilm-tf)
+            pooled = [conv(chars).amax(dim=-1) for conv in self.convolutions]
+        return torch.cat([self.activation(p) for p in pooled], dim=-1)
+
+    def _convolutions_as_products(self, chars: torch.Tensor) -> bool:
+        needs_grad = torch.is_grad_enabled() and (chars.requires_grad or any(c.weight.requires_grad for c in self.convolutions))
+        return needs_grad and chars.device.type == "cpu" and not torch.is_autocast_enabled("cpu")
 
     def token_vectors(self, features: torch.Tensor) -> torch.Tensor:
         """[words, n_filters] → [words, projection_dim]: highway layers, then the projection."""

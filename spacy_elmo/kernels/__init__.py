@@ -5,7 +5,8 @@ same function (up to float rounding, ~1e-7) unless it says otherwise, and is cho
 the model (`ElmoConfig.lstm_implementation`), never by a side effect.  This package imports
 nothing from the model: it works on plain tensors and callables.
 
-* `char_cnn`     – the char CNN on distinct words only, with the columns no window can see cut.
+* `char_cnn`     – the char CNN on distinct words only, with the columns no window can see cut
+                   (and its convolutions as matrix products over their windows, for training).
 * `token_cache`  – a bounded LRU of token vectors keyed by a word's character ids.
 * `packed_lstm`  – the biLSTM over a packed, length-sorted batch, in place, without autograd
                    (a layer's two directions at the same time on two threads, when there are two).
@@ -18,7 +19,7 @@ nothing from the model: it works on plain tensors and callables.
 
 from . import cuda_graphs
 from .capabilities import autocast_dtype, int_mm_available, onednn_linear_available
-from .char_cnn import encode_words, used_columns
+from .char_cnn import encode_words, pooled_convolutions, used_columns
 from .fused_lstm import FusedLstmFunction, lstm_layer_fused
 from .int8 import Int8Linear, Int8Weights, int8_matmul
 from .packed_lstm import LstmWeights, PackedLayout, bilstm_packed, run_layer_packed
@@ -31,6 +32,7 @@ __all__ = [
     "int_mm_available",
     "onednn_linear_available",
     "encode_words",
+    "pooled_convolutions",
     "used_columns",
     "FusedLstmFunction",
     "lstm_layer_fused",

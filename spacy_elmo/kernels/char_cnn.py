@@ -2,11 +2,13 @@
 
 Exact: every convolution window that lies entirely in the constant padding after a word gives the
 same value, and one such window is always kept, so the max-pool sees the same set of values.
+`pooled_convolutions` computes the convolutions and their max-pool as matrix products over the
+windows (the same sums; the model uses it when training on a CPU).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -67,6 +69,29 @@ def column_plan(char_ids: torch.Tensor, widest_filter: int) -> tuple[torch.Tenso
         stop = min(start + chunk, n)
         chunks.append((start, stop, min(max_chars, int(used_sorted[stop - 1]) + widest_filter)))
     return order, chunks
+
+
+def pooled_convolutions(
+    chars: torch.Tensor, weights: Sequence[torch.Tensor], biases: Sequence[torch.Tensor | None]
+) -> list[torch.Tensor]:
+    """For each filter bank, `conv1d(chars, weight, bias).amax(positions)` computed as one matrix
+    product over the bank's windows: [words, n] per bank.
+
+    `chars` is [words, columns, dim] (position-major, as the embedding returns it), each weight
+    [n, dim, width] (`nn.Conv1d`, stride 1, no padding).  The windows of a bank are laid out as
+    rows of [words·positions, dim·width] (one copy) and multiplied by the flattened weight: the
+    same sums as the convolution, added in another order.  Trained on a CPU, forward and backward
+    together take less time than oneDNN's convolutions at these small channel counts.
+    """
+    words, columns, dim = chars.shape
+    pooled = []
+    for weight, bias in zip(weights, biases):
+        n, _, width = weight.shape
+        windows = chars.unfold(1, width, 1).reshape(-1, dim * width)  # (dim, width) order, as the weight's
+        flat = weight.reshape(n, dim * width).t()
+        out = torch.addmm(bias, windows, flat) if bias is not None else windows.mm(flat)
+        pooled.append(out.view(words, columns - width + 1, n).amax(dim=1))
+    return pooled
 
 
 def encode_words(

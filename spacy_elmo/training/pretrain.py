@@ -233,13 +233,19 @@ class Pretrainer:
     def _build_optimizer(self) -> torch.optim.Optimizer:
         t, params = self.cfg["training"], self.params
         if t["optimizer"] == "adagrad":
-            return torch.optim.Adagrad(
-                params, lr=t["learning_rate"], initial_accumulator_value=t["adagrad_initial_accumulator"],
-                weight_decay=t["weight_decay"],
+            kind, settings = torch.optim.Adagrad, dict(
+                lr=t["learning_rate"], initial_accumulator_value=t["adagrad_initial_accumulator"], weight_decay=t["weight_decay"],
             )
-        return torch.optim.Adam(
-            params, lr=t["learning_rate"], betas=tuple(t["adam_betas"]), eps=t["adam_eps"], weight_decay=t["weight_decay"]
-        )
+        else:
+            kind, settings = torch.optim.Adam, dict(
+                lr=t["learning_rate"], betas=tuple(t["adam_betas"]), eps=t["adam_eps"], weight_decay=t["weight_decay"],
+            )
+        # torch's fused kernel: the same update in one pass per tensor (~5x faster on a CPU than the
+        # op-by-op loop; tests/test_training_step.py holds it to the loop's float32 accuracy)
+        try:
+            return kind(params, **settings, fused=True)
+        except (RuntimeError, TypeError):  # a torch or device without the fused kernel: the loop
+            return kind(params, **settings)
 
     def _build_softmax(self):
         from .sampled_softmax import SampledSoftmax
@@ -250,7 +256,8 @@ class Pretrainer:
         if sampled and t["n_negative_samples"] >= n_vocab:
             sampled = False  # sampling (nearly) every word is just a slower full softmax
         self.softmax_name = f"sampled({t['n_negative_samples']})" if sampled else "full"
-        return SampledSoftmax(self.model.lm_head, t["n_negative_samples"]) if sampled else None
+        # "auto": the fused implementation (same loss and gradients), eager under autocast
+        return SampledSoftmax(self.model.lm_head, t["n_negative_samples"], implementation="auto") if sampled else None
 
     def _corpus(self, files, batch_tokens: int, max_epochs: int = 0) -> Corpus:
         data = self.cfg["data"]

@@ -6,6 +6,14 @@ sorted by falling frequency. Draws are unique (rejection of repeats, like Tensor
 `log_uniform_candidate_sampler(unique=True)`), so each candidate's expected count after `tries`
 draws is 1 − (1 − P(k))^tries; logits are corrected by −log(expected count) and a sampled word
 equal to the target ("accidental hit") is masked out. Evaluation always uses the full softmax.
+
+Two implementations compute that loss from the same draws (chosen explicitly, `implementation=`):
+`"eager"`, the readable definition below (`sampled_softmax_loss`), and `"fused"`, one autograd
+Function (`SampledSoftmaxLoss`) with the same value and gradients up to float rounding and far
+fewer passes over the [targets, negatives] logits: the −log Q correction folded into the bias of
+the one matrix product, accidental hits masked in place, the softmax's probabilities kept in the
+logits buffer and turned into their gradient in place, and the gradient of the head's weight and
+bias written by two `index_add_`s per call instead of four dense scatters (tests/test_sampled_softmax.py).
 """
 
 from __future__ import annotations
@@ -68,35 +76,113 @@ class LogUniformSampler:
         return torch.cat(found), tries
 
 
+def sampled_softmax_loss(
+    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor, sampled: torch.Tensor,
+    log_q_targets: torch.Tensor, log_q_sampled: torch.Tensor, hit_rows: torch.Tensor, hit_cols: torch.Tensor,
+) -> torch.Tensor:
+    """The definition: Σ_rows −log softmax([true logit, sampled logits])[0], logits corrected by −log Q
+    and row `hit_rows[k]`'s sampled logit `hit_cols[k]` (its own target, drawn) removed."""
+    true_logits = (hidden * weight[targets]).sum(-1) + bias[targets]
+    true_logits = true_logits - log_q_targets
+    sampled_logits = torch.addmm(bias[sampled], hidden, weight[sampled].t())
+    sampled_logits = sampled_logits - log_q_sampled
+    if hit_rows.numel():
+        mask_value = torch.tensor(torch.finfo(hidden.dtype).min / 2, dtype=hidden.dtype, device=hidden.device)
+        sampled_logits = sampled_logits.index_put((hit_rows, hit_cols), mask_value)
+    # cross-entropy with the target in front: log(e^true + Σ e^sampled) − true, without a [N, 1+S] copy
+    return (torch.logaddexp(true_logits, torch.logsumexp(sampled_logits, dim=1)) - true_logits).sum()
+
+
+class SampledSoftmaxLoss(torch.autograd.Function):
+    """`sampled_softmax_loss` as one Function: the same value and gradients (up to float rounding).
+
+    Forward: logits = hidden·W_sᵀ + (b_s − log Q_s) in one product, hits masked in place, then the
+    logits buffer becomes exp(logit − row max) (kept for backward with the row sums).  Backward:
+    that buffer is scaled in place into ∂loss/∂logits; ∂hidden is one product (plus the target
+    rows' term), ∂W_s one product, and the head's gradients two `index_add_`s each.  Runs once
+    per forward (the saved buffer becomes the gradient)."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, sampled, log_q_targets, log_q_sampled, hit_rows, hit_cols):
+        w_sampled = weight.index_select(0, sampled)
+        w_targets = weight.index_select(0, targets)
+        logits = torch.addmm(bias.index_select(0, sampled) - log_q_sampled, hidden, w_sampled.t())
+        if hit_rows.numel():
+            logits.index_put_((hit_rows, hit_cols), logits.new_tensor(torch.finfo(logits.dtype).min / 2))
+        true = torch.einsum("np,np->n", hidden, w_targets) + bias.index_select(0, targets) - log_q_targets
+        top = torch.maximum(logits.amax(dim=1), true) if logits.shape[1] else true
+        exp_logits = logits.sub_(top.unsqueeze(1)).exp_()  # in place: the logits are not needed again
+        exp_true = (true - top).exp_()
+        total = exp_logits.sum(dim=1).add_(exp_true)
+        loss = (top + total.log() - true).sum()
+        ctx.save_for_backward(hidden, weight, targets, sampled, w_sampled, w_targets, exp_logits, exp_true, total)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad):
+        if getattr(ctx, "consumed", False):
+            raise RuntimeError("the fused sampled softmax's backward runs once per forward (retain_graph is not supported)")
+        ctx.consumed = True
+        hidden, weight, targets, sampled, w_sampled, w_targets, exp_logits, exp_true, total = ctx.saved_tensors
+        need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
+        scale = grad / total
+        grad_logits = exp_logits.mul_(scale.unsqueeze(1))  # p_ij · grad
+        grad_true = exp_true * scale - grad  # (p_true − 1) · grad
+        grad_hidden = grad_weight = grad_bias = None
+        if need_hidden:
+            grad_hidden = torch.addmm(grad_true.unsqueeze(1) * w_targets, grad_logits, w_sampled)
+        if need_weight:
+            grad_weight = torch.zeros_like(weight)
+            grad_weight.index_add_(0, sampled, grad_logits.t().mm(hidden))
+            grad_weight.index_add_(0, targets, grad_true.unsqueeze(1) * hidden)
+        if need_bias:
+            grad_bias = weight.new_zeros(weight.shape[0])
+            grad_bias.index_add_(0, sampled, grad_logits.sum(dim=0))
+            grad_bias.index_add_(0, targets, grad_true)
+        return grad_hidden, grad_weight, grad_bias, None, None, None, None, None, None
+
+
+IMPLEMENTATIONS = ("auto", "eager", "fused")
+
+
 class SampledSoftmax:
     """`softmax_fn` for `ElmoForBidirectionalLM`: summed sampled-softmax loss over the rows of `hidden`.
 
     Uses the model's own LM head (weights are shared with the full softmax used at evaluation).
     Random draws come from torch's default generator, so checkpointing its state makes runs resumable.
+    `implementation`: "eager" (the definition), "fused" (the same loss as one autograd Function), or
+    "auto": fused, except under autocast (where eager's products follow autocast's precision).
     """
 
-    def __init__(self, lm_head, num_sampled: int):
+    def __init__(self, lm_head, num_sampled: int, implementation: str = "auto"):
+        if implementation not in IMPLEMENTATIONS:
+            raise ValueError(f"implementation: expected one of {', '.join(IMPLEMENTATIONS)}, found {implementation!r}")
         self.lm_head = lm_head
         self.sampler = LogUniformSampler(lm_head.weight.shape[0])
         self.num_sampled = num_sampled
+        self.implementation = implementation
+
+    def resolve(self, device: torch.device) -> str:
+        """The implementation a call on `device` runs ("auto" resolved)."""
+        if self.implementation != "auto":
+            return self.implementation
+        return "eager" if torch.is_autocast_enabled(device.type) else "fused"
 
     def __call__(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         weight, bias = self.lm_head.weight, self.lm_head.bias
         sampled, tries = self.sampler.sample(self.num_sampled, device=weight.device)
-        true_logits = (hidden * weight[targets]).sum(-1) + bias[targets]
-        true_logits = true_logits - torch.log(self.sampler.expected_count(targets, tries)).to(hidden.dtype)
-        sampled_logits = torch.addmm(bias[sampled], hidden, weight[sampled].t())
-        sampled_logits = sampled_logits - torch.log(self.sampler.expected_count(sampled, tries)).to(hidden.dtype)
+        log_q_targets = torch.log(self.sampler.expected_count(targets, tries)).to(hidden.dtype)
+        log_q_sampled = torch.log(self.sampler.expected_count(sampled, tries)).to(hidden.dtype)
         # accidental hits: where a row's target was also sampled, that sampled logit is removed
         column = torch.full((weight.shape[0],), -1, dtype=torch.long, device=weight.device)
         column[sampled] = torch.arange(sampled.numel(), device=weight.device)
         hit_col = column[targets]
         hit_rows = (hit_col >= 0).nonzero().squeeze(1)
-        if hit_rows.numel():
-            mask_value = torch.tensor(torch.finfo(hidden.dtype).min / 2, dtype=hidden.dtype, device=hidden.device)
-            sampled_logits = sampled_logits.index_put((hit_rows, hit_col[hit_rows]), mask_value)
-        # cross-entropy with the target in front: log(e^true + Σ e^sampled) − true, without a [N, 1+S] copy
-        return (torch.logaddexp(true_logits, torch.logsumexp(sampled_logits, dim=1)) - true_logits).sum()
+        args = (hidden, weight, bias, targets, sampled, log_q_targets, log_q_sampled, hit_rows, hit_col[hit_rows])
+        if self.resolve(hidden.device) == "eager":
+            return sampled_softmax_loss(*args)
+        with torch.autocast(hidden.device.type, enabled=False):  # computes in the head's dtype
+            return SampledSoftmaxLoss.apply(hidden.to(weight.dtype), *args[1:5], *(t.to(weight.dtype) for t in args[5:7]), *args[7:])
 
 
-__all__ = ["LogUniformSampler", "SampledSoftmax"]
+__all__ = ["LogUniformSampler", "SampledSoftmax", "SampledSoftmaxLoss", "sampled_softmax_loss", "IMPLEMENTATIONS"]

@@ -1,0 +1,105 @@
+"""The training step's fast paths compute their definitions, to the accuracy of float32 (each
+measured against the definition in float64 in the same test): torch's fused optimizers make the
+op-by-op optimizers' updates, the char CNN's convolutions as matrix products give the
+convolutions' features and gradients; and the Pretrainer and the model choose them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from spacy_elmo import ElmoConfig, ElmoModel
+from spacy_elmo.characters import batch_to_char_ids
+from spacy_elmo.training.pretrain import Pretrainer
+from spacy_elmo.training.settings import load_settings
+
+from test_pretrain import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir conftest)
+
+SHAPES = [(300, 24), (300,), (2, 24, 64), (16, 8, 3)]
+SETTINGS = {
+    "adam": (torch.optim.Adam, dict(betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)),
+    "adagrad": (torch.optim.Adagrad, dict(initial_accumulator_value=1.0, weight_decay=0.01)),
+}
+
+
+def _train(kind: str, dtype, fused: bool, steps: int = 8) -> list[torch.Tensor]:
+    """`steps` updates of the same parameters with the same gradients and a changing learning rate
+    (as the schedule sets it), as the Pretrainer runs them."""
+    cls, settings = SETTINGS[kind]
+    g = torch.Generator().manual_seed(3)
+    params = [torch.nn.Parameter(torch.randn(shape, generator=g).to(dtype)) for shape in SHAPES]
+    grads = [[(torch.randn(shape, generator=g) * 10.0 ** (k % 3 - 1)).to(dtype) for shape in SHAPES] for k in range(steps)]
+    optimizer = cls(params, lr=0.01, **settings, **({"fused": True} if fused else {"foreach": False}))
+    for step, step_grads in enumerate(grads):
+        for p, grad in zip(params, step_grads):
+            p.grad = grad.clone()
+        for group in optimizer.param_groups:
+            group["lr"] = 0.01 * (1.0 - step / steps)
+        optimizer.step()
+    return [p.detach() for p in params]
+
+
+@pytest.mark.parametrize("kind", sorted(SETTINGS))
+def test_fused_optimizers_make_the_loops_updates(kind):
+    """After 8 steps, every parameter: float32 fused vs float64 loop within twice float32 loop's own
+    error plus a few units of float32 rounding at the parameter's scale."""
+    exact = _train(kind, torch.float64, fused=False)
+    loop = _train(kind, torch.float32, fused=False)
+    fused = _train(kind, torch.float32, fused=True)
+    unit = torch.finfo(torch.float32).eps
+    for want, ref, got in zip(exact, loop, fused):
+        scale = float(want.abs().max())
+        loop_error = float((ref.double() - want).abs().max())
+        fused_error = float((got.double() - want).abs().max())
+        assert fused_error <= 2 * loop_error + 4 * unit * scale, (fused_error, loop_error, scale)
+
+
+def test_the_pretrainer_runs_the_fused_optimizer_and_softmax(tmp_path):
+    train = write_grammar_corpus(tmp_path / "train.txt", 200, seed=5)
+    cfg = load_settings(TINY, {"paths.train": str(train), "training.softmax": "sampled", "training.n_negative_samples": 8})
+    trainer = Pretrainer(cfg, Path(tmp_path / "out"), progress=False)
+    assert trainer.optimizer.defaults["fused"] is True
+    assert trainer.softmax_fn.resolve(torch.device("cpu")) == "fused"
+
+
+def _char_cnn(dtype, definition: bool, monkeypatch):
+    """Features and every gradient of the char CNN (embedding, convolutions) for a weighted sum of
+    its features, through the model's definition (conv1d) or the products over windows."""
+    config = ElmoConfig(filters=[[1, 4], [2, 6], [3, 8], [5, 8]], char_embedding_dim=4, n_highway=1, lstm_dim=16, projection_dim=8)
+    torch.manual_seed(0)
+    encoder = ElmoModel(config).token_encoder.to(dtype)
+    if definition:
+        monkeypatch.setattr(encoder, "_convolutions_as_products", lambda chars: False)
+    words = ["a", "aa", "abc", "letter", "Bookkeeper", "x" * 11, "é", "Mississippi", "tat", "0.5"]
+    ids = torch.from_numpy(batch_to_char_ids([words], config.max_characters_per_token)[0][0])[:, :16]  # cut columns
+    assert encoder._convolutions_as_products(encoder.char_embedding(ids)) is not definition
+    features = encoder.char_features(ids)
+    weights = torch.randn(features.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    (features.double() * weights).sum().backward()
+    return [features.detach()] + [p.grad for p in encoder.parameters() if p.grad is not None]
+
+
+def test_char_cnn_as_products_gives_the_convolutions_features_and_gradients(monkeypatch):
+    exact = _char_cnn(torch.float64, True, monkeypatch)
+    with monkeypatch.context() as patch:
+        definition = _char_cnn(torch.float32, True, patch)
+    products = _char_cnn(torch.float32, False, monkeypatch)
+    assert len(exact) == len(products) == 1 + 1 + 2 * 4  # features, embedding, 4 × (weight, bias)
+    unit = torch.finfo(torch.float32).eps
+    for want, ref, got in zip(exact, definition, products):
+        scale = float(want.abs().max())
+        ref_error = float((ref.double() - want).abs().max())
+        got_error = float((got.double() - want).abs().max())
+        assert got_error <= 2 * ref_error + 4 * unit * scale, (got_error, ref_error, scale)
+
+
+def test_char_cnn_products_only_where_gradients_flow():
+    encoder = ElmoModel(ElmoConfig(filters=[[1, 4], [2, 4]], char_embedding_dim=4, lstm_dim=16, projection_dim=8)).token_encoder
+    chars = encoder.char_embedding(torch.ones(3, 8, dtype=torch.long))
+    assert encoder._convolutions_as_products(chars)
+    with torch.no_grad():  # inference keeps the convolutions (the token cache's bitwise property rests on them)
+        assert not encoder._convolutions_as_products(encoder.char_embedding(torch.ones(3, 8, dtype=torch.long)))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not encoder._convolutions_as_products(chars)
