@@ -130,7 +130,7 @@ def inference(model, batch_size: int, batches: int, repeats: int, rates: dict) -
     with torch.inference_mode(), torch.autocast(DEVICE, dtype=torch.bfloat16):
         from spacy_elmo.modeling_elmo import add_sentence_boundaries
 
-        char_ids, full_mask = add_sentence_boundaries(ids, mask.bool())
+        char_ids, full_mask, _ = add_sentence_boundaries(ids, mask.bool())
         real = char_ids[full_mask]
         breakdown["token_encoder_s"] = statistics.median(_sync_time(lambda: model.embed_tokens(real), repeats))
         tokens = torch.randn(*full_mask.shape, model.config.projection_dim, device=DEVICE)
