@@ -15,10 +15,15 @@ from typing import Iterator
 
 @contextmanager
 def quiet_hf() -> Iterator[None]:
-    """transformers' own progress bars off inside the block (through its tqdm hook, so no global
-    switch is touched); huggingface_hub's download bars untouched."""
+    """transformers' own progress bars off inside the block, through its tqdm hook (no global switch
+    touched; transformers releases without the hook: its switch, restored after); huggingface_hub's
+    download bars untouched where the hook exists."""
     from transformers.utils import logging as hf_logging
 
+    if not hasattr(hf_logging, "set_tqdm_hook"):
+        with no_progress_bars():
+            yield
+        return
     previous = hf_logging.set_tqdm_hook(lambda factory, args, kwargs: factory(*args, **{**kwargs, "disable": True}))
     try:
         yield
