@@ -111,7 +111,7 @@ def batch_stats(char_ids, mask, config, softmax_width: int) -> dict:
     from spacy_elmo.kernels import char_cnn
     from spacy_elmo.modeling_elmo import add_sentence_boundaries
 
-    ids, full_mask, _ = add_sentence_boundaries(char_ids, mask.bool())
+    ids, full_mask = add_sentence_boundaries(char_ids, mask.bool())[:2]  # older code returns 2, newer 3 values
     words = torch.unique(ids[full_mask], dim=0)
     _, chunks = char_cnn.column_plan(words, max(width for width, _ in config.filters))
     minimum = getattr(char_cnn, "MIN_ROWS", 1)  # every call is padded to this many rows
