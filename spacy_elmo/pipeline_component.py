@@ -57,6 +57,7 @@ layers = null
 layer_weights = null
 store_layers = true
 cache_mb = 0
+fine_tune_layers = null
 
 [elmo.model]
 @architectures = "spacy-elmo.ElmoModel.v1"
@@ -85,6 +86,7 @@ def make_elmo(
     layer_weights: Optional[List[float]],
     store_layers: bool,
     cache_mb: float,
+    fine_tune_layers: Optional[int],
 ) -> "Elmo":
     """The `elmo` component.
 
@@ -93,6 +95,8 @@ def make_elmo(
     layers: the layers averaged into `doc.tensor` (null = all L+1; e.g. [2] = the top layer).
     layer_weights: weights of those layers (null = equal weights).
     store_layers: keep all layers on `doc._.elmo` (needed by listeners).
+    fine_tune_layers: when the biLM is fine-tuned (`elmo` not in `frozen_components`), only its top
+        `fine_tune_layers` biLSTM layers train (null: every weight; 0: none).
     cache_mb: size in MB of the layer cache at inference (0 = off); see `Elmo`. Training runs
         size theirs in `[initialize.components.elmo] cache_mb`.
 
@@ -113,6 +117,7 @@ def make_elmo(
         layer_weights=layer_weights,
         store_layers=store_layers,
         cache_mb=cache_mb,
+        fine_tune_layers=fine_tune_layers,
     )
 
 
@@ -167,6 +172,7 @@ class Elmo(TrainablePipe):
         layers: Optional[Sequence[int]] = None,
         layer_weights: Optional[Sequence[float]] = None,
         store_layers: bool = True,
+        fine_tune_layers: Optional[int] = None,
         cache_mb: float = 0.0,
     ) -> None:
         if layer_weights is not None and layers is not None and len(layer_weights) != len(layers):
@@ -179,6 +185,9 @@ class Elmo(TrainablePipe):
         self.layers = None if layers is None else [int(i) for i in layers]
         self.layer_weights = None if layer_weights is None else [float(w) for w in layer_weights]
         self.store_layers = bool(store_layers)
+        if fine_tune_layers is not None and fine_tune_layers < 0:
+            raise ValueError(f"elmo: fine_tune_layers must be >= 0 or null, got {fine_tune_layers}")
+        self.fine_tune_layers = fine_tune_layers
         self.cache = LayerCache(int(cache_mb * 2**20))
         self._weights_may_change = False  # set by a gradient update, until finish_update
         self.listener_map: Dict[str, List[ElmoListener]] = {}
@@ -298,6 +307,7 @@ class Elmo(TrainablePipe):
             return losses
         self.cache.clear()  # the weights are about to change
         self._weights_may_change = True
+        self._choose_trainable_weights()
         outputs, backprop_bilm = self.model.begin_update(docs)
         d_outputs = [self.model.ops.alloc(x.shape, dtype="f") for x in outputs]
 
@@ -320,6 +330,19 @@ class Elmo(TrainablePipe):
             listener.receive(batch_id, outputs, accumulate_gradient)
         listeners[-1].receive(batch_id, outputs, backprop)
         return losses
+
+    def _choose_trainable_weights(self) -> None:
+        """With `fine_tune_layers` = k, only the top k biLSTM layers take gradients (the rest of the
+        biLM gets none, so its weights stay as they are); null leaves every weight trainable."""
+        if self.fine_tune_layers is None:
+            return
+        elmo = get_elmo_model(self.model)
+        layers = elmo.encoder.layers
+        if self.fine_tune_layers > len(layers):
+            raise ValueError(f"elmo: fine_tune_layers is {self.fine_tune_layers}, the biLM has {len(layers)} biLSTM layers")
+        trainable = {id(p) for layer in list(layers)[len(layers) - self.fine_tune_layers :] for p in layer.parameters()}
+        for parameter in elmo.parameters():
+            parameter.requires_grad_(id(parameter) in trainable)
 
     def finish_update(self, sgd: Optimizer) -> None:
         """Applies the biLM's gradients; drops cached layers computed with the old weights."""

@@ -80,6 +80,29 @@ def test_listener_tagger_learns_frozen_and_fine_tuned(tiny_model_dir, frozen):
     assert doc._.elmo.layers.shape == (3, 4, 32)
 
 
+@pytest.mark.parametrize("fine_tune_layers", [1, 2])
+def test_fine_tuning_only_the_top_layers(tiny_model_dir, fine_tune_layers):
+    """`fine_tune_layers` = k: only the top k biLSTM layers train with the task; the char CNN,
+    highway, projection and lower layers keep their weights bit for bit."""
+    nlp, examples = tagger_pipeline(tiny_model_dir, {"@architectures": "spacy-elmo.ElmoListener.v1", "dropout": 0.0})
+    nlp.get_pipe("elmo").fine_tune_layers = fine_tune_layers
+    optimizer = nlp.initialize(lambda: examples)
+    optimizer.learn_rate = 0.005
+    before = bilm_state(nlp)
+    for _ in range(5):
+        nlp.update(examples, sgd=optimizer)
+    after = bilm_state(nlp)
+    trained = {f"encoder.layers.{i}." for i in range(2 - fine_tune_layers, 2)}
+    for name, value in before.items():
+        change = float((after[name] - value).abs().max())
+        if name.startswith(tuple(trained)):
+            assert change > 1e-5, name
+        else:
+            assert change == 0.0, name
+    with pytest.raises(ValueError, match="fine_tune_layers must be >= 0"):
+        nlp.add_pipe("elmo", name="other", config={"model": str(tiny_model_dir), "fine_tune_layers": -1})
+
+
 def test_elmo_embed_feeds_the_context_encoder(tiny_model_dir):
     """spacy-elmo.ElmoEmbed.v1 in spacy.Tok2Vec.v2's embed slot: ELMo below the window encoder."""
     width = 24
