@@ -525,29 +525,39 @@ def probe_section(results: Path, readme: Path) -> list[str]:
     return out
 
 
-def variants_section(results: Path, readme: Path) -> list[str]:
-    """Each biLM variant's held-out perplexity against its paired dev gain (dev only: no test scores)."""
-    out = ["#### Language-model perplexity vs ELMo gain (dev)", ""]
-    variants = _read_json(results / "variants.json")
+def variants_section(results: Path, readme: Path, name: str = "variants", title: str = "Language-model perplexity vs ELMo gain (dev)",
+                     empty: str = "`spacy project run variants` writes `results/variants.json`: each biLM variant's held-out "
+                                  "perplexity and the ELMo gain it gives on dev") -> list[str]:
+    """Each variant's held-out perplexity against its paired dev gain (dev only: no test scores),
+    from `results/{name}.json` and its figure `results/{name}.png` (variants: ppl_vs_gain.png)."""
+    out = [f"#### {title}", ""]
+    variants = _read_json(results / f"{name}.json")
     if not variants.get("variants"):
-        return out + ["No variants recorded yet (`spacy project run variants` writes `results/variants.json`: each biLM "
-                      "variant's held-out perplexity and the ELMo gain it gives on dev).", ""]
+        return out + [f"No variants recorded yet ({empty}).", ""]
     out += provenance_lines("The variants", variants.get("provenance"))
     label = variants.get("score_label", variants.get("score"))
     out += [f"{variants['task']} at {variants['fraction']}% of train. Gain = dev {label} of ELMo's `model-best` − the "
             f"baseline's ({_pm(variants['baseline'])}) for the same seed; dev only, so variants never touch the test set.", "",
-            f"| biLM variant | pretraining min | held-out perplexity | ELMo dev {label} | paired dev gain |",
+            f"| variant | pretraining min | held-out perplexity | ELMo dev {label} | paired dev gain |",
             "|---|---:|---:|---:|---:|"]
     out += [f"| {v['name']} | {v['pretrain_minutes']:.1f} | {v['heldout_ppl']:.1f} | {_pm(v['elmo'])} | {_gain_pm(v['gain'])} |"
             for v in variants["variants"]]
     best = max(variants["variants"], key=lambda v: v["gain"]["mean"])
     lowest = min(variants["variants"], key=lambda v: v["heldout_ppl"])
     out += ["", f"Largest mean dev gain: {best['name']} ({_gain_pm(best['gain'])}); lowest held-out perplexity: "
-                f"{lowest['name']} ({lowest['heldout_ppl']:.1f}). No variant is scored on test: the headline uses "
-                f"the project's biLM.", ""]
-    if (results / "ppl_vs_gain.png").is_file():
-        out += [f"![perplexity vs gain]({_link(results, readme, 'ppl_vs_gain.png')})", ""]
+                f"{lowest['name']} ({lowest['heldout_ppl']:.1f}). No variant is scored on test.", ""]
+    figure = "ppl_vs_gain.png" if name == "variants" else f"{name}.png"
+    if (results / figure).is_file():
+        out += [f"![perplexity vs gain]({_link(results, readme, figure)})", ""]
     return out
+
+
+def recipes_section(results: Path, readme: Path) -> list[str]:
+    """The recipe search of issue 21 (`spacy project run recipes`), rendered like the variants."""
+    return variants_section(
+        results, readme, "recipes", "Recipe search: what the pretraining hour and the NER model buy (dev)",
+        "`spacy project run recipes-report` writes `results/recipes.json`: each recipe's biLM perplexity and dev gain",
+    )
 
 
 def similar_sections(results: Path, readme: Path) -> list[str]:
@@ -571,7 +581,8 @@ def render_section(results: Path, readme: Path) -> str:
            "and tests/test_report.py fails if this differs from what it would write. -->", ""]
     out += headline_section(_read_json(results / "seeds.json"))
     out += last_run_section(_read_json(results / "metrics.json"), results, readme)
-    out += probe_section(results, readme) + variants_section(results, readme) + similar_sections(results, readme)
+    out += probe_section(results, readme) + variants_section(results, readme) + recipes_section(results, readme)
+    out += similar_sections(results, readme)
     out.append(END)
     return "\n".join(out) + "\n"
 

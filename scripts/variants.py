@@ -95,12 +95,45 @@ def plot(result: dict, path: Path) -> None:
     save_figure(fig, path)
 
 
+def discover(folders: list[Path]) -> list[tuple[Path, Path, str]]:
+    """(biLM, runs prefix, name) of every DIR/*/variant.json (`register`), in name order; a variant
+    whose runs have not finished yet (no model-best) is left out, with a line saying so."""
+    found = []
+    for folder in folders:
+        for record in sorted(folder.glob("*/variant.json")):
+            data = json.loads(record.read_text())
+            runs = seed_runs(Path(data["runs"]))
+            if not runs or not all((run / "model-best" / "meta.json").is_file() for run in runs.values()):
+                print(f"{record}: runs {data['runs']}_s* not finished, left out", file=sys.stderr)
+                continue
+            found.append((Path(data["bilm"]), Path(data["runs"]), data["name"]))
+    return found
+
+
+def register(argv: list[str]) -> int:
+    """`variants.py register DIR NAME BILM PREFIX`: records a variant for `--discover DIR`."""
+    if len(argv) != 4:
+        raise SystemExit("usage: variants.py register DIR NAME BILM PREFIX")
+    folder, name, bilm, prefix = argv
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")
+    target = Path(folder) / slug / "variant.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps({"name": name, "bilm": bilm, "runs": prefix}, indent=2) + "\n")
+    print(f"registered {name!r} in {target}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["register"]:
+        return register(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, required=True, help="prefix of the baseline runs (PREFIX_s{seed})")
-    parser.add_argument("--variant", nargs="+", action="append", required=True, metavar="BILM PREFIX [NAME]",
+    parser.add_argument("--variant", nargs="+", action="append", default=[], metavar="BILM PREFIX [NAME]",
                         help="a pretrained biLM folder, the prefix of the runs trained with it and, optionally, the "
                              "variant's name in the report (default: its pretraining steps)")
+    parser.add_argument("--discover", type=Path, action="append", default=[], metavar="DIR",
+                        help="also every variant registered under DIR (DIR/*/variant.json, written by `register`)")
     parser.add_argument("--task", default="ner")
     parser.add_argument("--fraction", type=int, default=10, help="the training fraction the runs used (for the report)")
     parser.add_argument("--score", default="ents_f", help="meta.json performance key (ents_f for NER, tag_acc for POS)")
@@ -111,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         if len(given) not in (2, 3):
             parser.error(f"--variant {' '.join(given)}: expected BILM PREFIX [NAME], found {len(given)} values")
     args.variant = [(Path(given[0]), Path(given[1]), given[2] if len(given) == 3 else None) for given in args.variant]
+    args.variant += discover(args.discover)
+    if not args.variant:
+        parser.error("no variant: give --variant BILM PREFIX [NAME] or --discover DIR")
     prov = own_provenance()
     baseline = dev_scores(args.baseline, args.score)
     variants = [read_variant(bilm, prefix, baseline, args.score, name) for bilm, prefix, name in args.variant]
