@@ -560,6 +560,20 @@ def recipes_section(results: Path, readme: Path) -> list[str]:
     )
 
 
+def bilm_comparison_section(results: Path, name: str) -> list[str]:
+    """A `scripts/compare_bilms.py` record (e.g. zh_lexicon.json): held-out perplexities side by side."""
+    compared = _read_json(results / f"{name}.json")
+    if not compared.get("bilms"):
+        return []
+    out = [f"#### {compared['title']}", ""] + provenance_lines("The biLMs", compared.get("provenance"))
+    out += ["Held-out perplexity on the same held-out text with the same vocabulary (one seed each; dev text, "
+            "not test).", "", "| biLM | characters | parameters | steps | training min | held-out perplexity |",
+            "|---|---|---:|---:|---:|---:|"]
+    out += [f"| {b['name']} | {b['characters']} | {b['parameters']:,} | {b['steps']:,} | {b['train_minutes']:.1f} | "
+            f"{b['heldout_ppl']:.1f} |" for b in compared["bilms"]]
+    return out + [""]
+
+
 def similar_sections(results: Path, readme: Path) -> list[str]:
     """The nearest-word tables exactly as similar_report.py wrote them, and the link to the dev experiments."""
     out = []
@@ -569,6 +583,7 @@ def similar_sections(results: Path, readme: Path) -> list[str]:
             prov = _read_json(results / f"{Path(name).stem}.provenance.json") or None
             out += [f"#### {title}", ""] + provenance_lines(f"`{name}`", prov)
             out += [(results / name).read_text(encoding="utf8").rstrip("\n"), ""]
+    out += bilm_comparison_section(results, "zh_lexicon")
     if (results / "experiments.md").is_file():
         link = _link(results, readme, "experiments.md")
         out += [f"Dev-set experiments behind the settings, with what provenance they have: [{link}]({link}).", ""]
