@@ -23,7 +23,6 @@ it) and the threads copying its output do not take the signal.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import signal
@@ -105,21 +104,10 @@ def run(command: list[str], output: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--" not in argv:
-        print("usage: pretrain_resumable.py --output DIR [--seed S] [--config C ...] -- COMMAND ...", file=sys.stderr)
-        return 2
-    cut = argv.index("--")
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, required=True, help="the pretraining's output directory")
-    parser.add_argument("--seed", type=int, help="seed, for the provenance record")
-    parser.add_argument("--config", action="append", default=[], help="config the command uses (repeatable)")
-    args = parser.parse_args(argv[:cut])
-    command = argv[cut + 1:]
-    if not command:
-        parser.error("no command after --")
-    if command[0] in ("python", "python3"):
-        command[0] = sys.executable  # as weasel does for a step's own `python`: the environment running this
+    from spacy_elmo.provenance import wrapper_arguments
+
+    args, command = wrapper_arguments(sys.argv[1:] if argv is None else argv, "pretrain_resumable.py",
+                                      ("--output", "the pretraining's output directory"))
     from spacy_elmo.provenance import Provenance, input_hashes
 
     output = args.output

@@ -207,15 +207,18 @@ class Provenance:
         return record
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def wrapper_arguments(argv: Sequence[str], prog: str, output: tuple[str, str]) -> tuple[argparse.Namespace, list[str]]:
+    """(options, COMMAND) of a wrapper command line `prog OUTPUT_OPTION X [--seed S] [--config C ...]
+    -- COMMAND ...` (this module's and scripts/pretrain_resumable.py's); `output` is the output
+    option's (flag, help). A COMMAND run by `python` runs in the environment running the wrapper."""
+    argv = list(argv)
     if "--" not in argv:
-        print("usage: python -m spacy_elmo.provenance --out FILE [--seed S] [--config C ...] -- COMMAND ...", file=sys.stderr)
-        return 2
+        print(f"usage: {prog} {output[0]} X [--seed S] [--config C ...] -- COMMAND ...", file=sys.stderr)
+        raise SystemExit(2)
     cut = argv.index("--")
-    parser = argparse.ArgumentParser(prog="python -m spacy_elmo.provenance", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="provenance JSON to write")
-    parser.add_argument("--seed", type=int)
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument(output[0], type=Path, required=True, help=output[1])
+    parser.add_argument("--seed", type=int, help="seed, for the provenance record")
     parser.add_argument("--config", action="append", default=[], help="config file the command uses (repeatable)")
     args = parser.parse_args(argv[:cut])
     command = argv[cut + 1:]
@@ -223,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no command after --")
     if command[0] in ("python", "python3"):
         command[0] = sys.executable  # as weasel does for a step's own `python`: the environment running this
+    return args, command
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, command = wrapper_arguments(sys.argv[1:] if argv is None else argv, "python -m spacy_elmo.provenance",
+                                      ("--out", "provenance JSON to write"))
     prov = Provenance(command=command, seed=args.seed, configs=args.config)
     code = subprocess.run(command).returncode
     prov.write(args.out, exit_code=code)
