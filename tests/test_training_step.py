@@ -64,6 +64,28 @@ def test_the_pretrainer_runs_the_fused_optimizer_and_softmax(tmp_path):
     assert trainer.softmax_fn.resolve(torch.device("cpu")) == "fused"
 
 
+def test_evaluation_after_fused_optimizer_steps_sees_the_new_weights(tmp_path):
+    """A fused optimizer writes the parameters without bumping their version counters; the
+    inference kernel's prepacked weights and the token cache key on them. Held-out evaluation
+    between training steps must score the current weights: the same perplexity as the definition
+    (eager, no cache) computes from them. (The first project run with fused Adam reported a
+    held-out perplexity from stale prepacked weights.)"""
+    corpus = write_grammar_corpus(tmp_path / "train.txt", 400, seed=1)
+    heldout = write_grammar_corpus(tmp_path / "heldout.txt", 40, seed=2)
+    cfg = load_settings(TINY, {"paths.train": str(corpus), "paths.heldout": str(heldout), "training.learning_rate": 0.05})
+    trainer = Pretrainer(cfg, Path(tmp_path / "out"), progress=False)
+    assert trainer.optimizer.defaults["fused"] is True
+    batches = trainer.corpus.batches()
+    trainer.evaluate()  # fills the packed kernel's prepacked weights and the token cache
+    for _ in range(5):
+        trainer.train_step(next(batches)[0])
+    served = trainer.evaluate()["heldout_ppl"]
+    elmo = trainer.model.elmo
+    elmo.config.lstm_implementation, elmo.token_cache_size = "eager", 0
+    definition = trainer.evaluate()["heldout_ppl"]
+    assert abs(served - definition) <= 1e-4 * definition, (served, definition)
+
+
 def _char_cnn(dtype, definition: bool, monkeypatch):
     """Features and every gradient of the char CNN (embedding, convolutions) for a weighted sum of
     its features, through the model's definition (conv1d) or the products over windows."""

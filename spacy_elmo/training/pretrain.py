@@ -241,7 +241,9 @@ class Pretrainer:
                 lr=t["learning_rate"], betas=tuple(t["adam_betas"]), eps=t["adam_eps"], weight_decay=t["weight_decay"],
             )
         # torch's fused kernel: the same update in one pass per tensor (~5x faster on a CPU than the
-        # op-by-op loop; tests/test_training_step.py holds it to the loop's float32 accuracy)
+        # op-by-op loop; tests/test_training_step.py holds it to the loop's float32 accuracy). It writes
+        # the parameters without bumping their version counters, which the model's derived-weight
+        # and token caches key on: `train_step` bumps them after each step (`_mark_updated`).
         try:
             return kind(params, **settings, fused=True)
         except (RuntimeError, TypeError):  # a torch or device without the fused kernel: the loop
@@ -338,8 +340,17 @@ class Pretrainer:
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate_at(self.cfg["training"], step)
         self.optimizer.step()
+        self._mark_updated()
         self.optimizer.zero_grad(set_to_none=True)
         return fwd, bwd, norm
+
+    def _mark_updated(self) -> None:
+        """Bumps every trained parameter's version counter, as an in-place update does: a fused
+        optimizer step does not, and the inference kernel's prepacked weights and the token cache
+        (used by held-out evaluation) must see that the weights changed."""
+        if getattr(self.optimizer, "defaults", {}).get("fused"):
+            for parameter in self.params:
+                torch.autograd.graph.increment_version(parameter)
 
     def _diverged_message(self, what: str, step: int) -> str:
         last = self.checkpoints.latest()
