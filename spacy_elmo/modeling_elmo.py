@@ -571,6 +571,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
         `lstm_implementation=` chooses the biLSTM kernel (a run-time setting, never read from the file)."""
         source = str(pretrained_model_name_or_path)
         want_info = kwargs.pop("output_loading_info", False)
+        kwargs.pop("ignore_mismatched_sizes", None)  # mis-shaped tensors are always refused (below)
         _check_config_file(source)
         from transformers.utils import logging as hf_logging
 
