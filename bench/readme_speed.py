@@ -26,14 +26,21 @@ TARGETS = {"inference": 100_000, "pretrain": 50_000, "pipe": 0.9}  # issue 13's 
 DOCS = {"README.md": (START, END), "docs/pretraining.md": (BF16_START, BF16_END)}
 
 
+COMPLETE = ("inference", "training", "pretrain_cli", "pipe")  # the parts of a finished `python -m bench.gpu`
+
+
 def newest_result(root: Path = ROOT) -> tuple[Path, dict]:
+    """The newest GPU record that holds every part of the benchmark. A run that stopped part way (its
+    directory's NOTE.md says why) stays in bench/results as evidence of what it did measure, but the
+    prose figures come from one complete run, never from two runs stitched together."""
     results = sorted(
         ((json.loads(p.read_text(encoding="utf-8")), p) for p in (root / "bench" / "results").glob("*/gpu.json")),
         key=lambda item: item[0]["started"],
     )
-    if not results:
-        raise SystemExit("no bench/results/*/gpu.json: run `bash bench/gpu.sh` on a GPU machine first")
-    report, path = results[-1]
+    complete = [(report, path) for report, path in results if all(part in report for part in COMPLETE)]
+    if not complete:
+        raise SystemExit("no complete bench/results/*/gpu.json: run `bash bench/gpu.sh` on a GPU machine first")
+    report, path = complete[-1]
     return path, report
 
 

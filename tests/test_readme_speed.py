@@ -4,6 +4,7 @@ never typed, and each target is judged on what a user runs."""
 from __future__ import annotations
 
 import copy
+import json
 
 from bench import readme_speed
 
@@ -83,3 +84,15 @@ def test_the_measured_tree_state_is_stated():
     assert ", clean tree," in readme_speed.render(path, report)
     report["git"] = {"commit": "a" * 40, "dirty": True, "dirty_paths": ["bench/gpu.py"]}
     assert "dirty tree: `bench/gpu.py`" in readme_speed.render(path, report)
+
+
+def test_a_run_that_stopped_part_way_is_not_the_source(tmp_path):
+    _, report = _newest()
+    complete = dict(report, started="2026-01-01T00:00:00")
+    partial = {key: value for key, value in report.items() if key not in ("pretrain_cli", "pipe")}
+    partial["started"] = "2026-12-31T00:00:00"
+    for name, record in (("gpu_old", complete), ("gpu_new_partial", partial)):
+        (tmp_path / "bench" / "results" / name).mkdir(parents=True)
+        (tmp_path / "bench" / "results" / name / "gpu.json").write_text(json.dumps(record), encoding="utf-8")
+    path, chosen = readme_speed.newest_result(tmp_path)
+    assert path.parent.name == "gpu_old" and chosen["started"] == "2026-01-01T00:00:00"
