@@ -678,14 +678,56 @@ def cmd_readme(args) -> int:
     return 0
 
 
-def cmd_publish(args) -> int:
-    args.results.mkdir(parents=True, exist_ok=True)
-    for path in sorted(args.source.iterdir()):
-        target = args.results / path.name
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _points_to(path: Path, renamed: dict) -> bool:
+    """Whether a results JSON file's provenance names one of the renamed config versions."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    configs = (data.get("provenance") or {}).get("configs") if isinstance(data, dict) else None
+    return bool(configs) and any(item in renamed for item in configs.items())
+
+
+def publish_folder(source: Path, results: Path) -> dict[str, str]:
+    """Copies a run's results folder into results/ without losing what earlier runs published there.
+
+    Config copies are shared by every results file of results/configs/. When the run used another version
+    of a config that an earlier published result points to (same name, other contents), the new version is
+    written beside it as `NAME.<sha256[:8]>.cfg` (the rule `copy_configs` applies inside one run) and the
+    run's JSON files are rewritten to point to that file; the earlier copy stays as its results recorded it.
+    Returns {config name in the run: name it was published under} for the renamed ones."""
+    results.mkdir(parents=True, exist_ok=True)
+    renamed: dict[tuple[str, str], str] = {}
+    if (source / "configs").is_dir():
+        (results / "configs").mkdir(exist_ok=True)
+        for path in sorted((source / "configs").iterdir()):
+            target, digest = results / "configs" / path.name, _sha256(path)
+            if target.is_file() and _sha256(target) != digest:
+                target = target.with_name(f"{path.stem}.{digest[:8]}{path.suffix}")
+                renamed[(path.name, digest)] = target.name
+            shutil.copyfile(path, target)
+    for path in sorted(source.iterdir()):
+        target = results / path.name
+        if path.name == "configs" and path.is_dir():
+            continue
         if path.is_dir():
             shutil.copytree(path, target, dirs_exist_ok=True)
+        elif path.suffix == ".json" and renamed and _points_to(path, renamed):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            configs = data["provenance"]["configs"]
+            data["provenance"]["configs"] = {renamed.get((name, digest), name): digest for name, digest in configs.items()}
+            target.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         else:
             shutil.copyfile(path, target)
+    return {name: new for (name, _), new in renamed.items()}
+
+
+def cmd_publish(args) -> int:
+    for name, new in publish_folder(args.source, args.results).items():
+        print(f"configs/{name}: an earlier published result uses another version; this run's is configs/{new}")
     print(f"copied {args.source}/ into {args.results}/")
     return cmd_readme(args)
 

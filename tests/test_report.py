@@ -38,8 +38,9 @@ def test_readme_results_section_is_what_the_report_writes_now(report):
     assert report.splice(readme, section) == readme, "README results section is stale: run `python scripts/report.py readme`"
     done = _check(ROOT / "results", ROOT / "README.md")
     assert done.returncode == 0, done.stderr
-    # the last run predates provenance, and the section says so
-    assert "provenance not recorded" in section
+    # every published result now carries its provenance; one without it would be said to lack it
+    assert "provenance not recorded" not in section
+    assert "provenance not recorded" in report.provenance_lines("similar_zh.md", None)[0]
     # neighbour lists go in exactly as similar_report.py wrote them
     assert (ROOT / "results" / "similar.md").read_text(encoding="utf8").rstrip("\n") in section
 
@@ -236,3 +237,30 @@ def test_bilm_comparison_is_read_from_the_runs_and_rendered(report, tmp_path, mo
     other = run("other", 150.0, 0, "<S>\n</S>\n<UNK>\n上海\n")
     with pytest.raises(SystemExit, match="different vocabularies"):
         compare_bilms.main(["--bilm", "a", str(utf8), "--bilm", "b", str(other), "--title", "t", "--out", str(out)])
+
+
+def test_publish_keeps_the_config_an_earlier_result_points_to(report, tmp_path):
+    results, run = tmp_path / "results", tmp_path / "run"
+    (results / "configs").mkdir(parents=True)
+    (run / "configs").mkdir(parents=True)
+    (results / "configs" / "ner_elmo.cfg").write_text("[old]\n", encoding="utf-8")
+    (run / "configs" / "ner_elmo.cfg").write_text("[new]\n", encoding="utf-8")
+    (run / "configs" / "other.cfg").write_text("[other]\n", encoding="utf-8")
+    new_digest, other_digest = report._sha256(run / "configs" / "ner_elmo.cfg"), report._sha256(run / "configs" / "other.cfg")
+    record = {"score": 1.0, "provenance": {"configs": {"ner_elmo.cfg": new_digest, "other.cfg": other_digest}}}
+    (run / "recipes.json").write_text(json.dumps(record), encoding="utf-8")
+    (run / "recipes.png").write_bytes(b"png")
+    (run / "untouched.json").write_text('{"a":  1}', encoding="utf-8")
+    renamed = report.publish_folder(run, results)
+    kept = f"ner_elmo.{new_digest[:8]}.cfg"
+    assert renamed == {"ner_elmo.cfg": kept}
+    assert (results / "configs" / "ner_elmo.cfg").read_text() == "[old]\n"  # what the earlier result recorded
+    assert (results / "configs" / kept).read_text() == "[new]\n"
+    assert (results / "configs" / "other.cfg").read_text() == "[other]\n"
+    published = json.loads((results / "recipes.json").read_text())
+    assert published["provenance"]["configs"] == {kept: new_digest, "other.cfg": other_digest}
+    assert published["score"] == 1.0 and (results / "recipes.png").read_bytes() == b"png"
+    assert (results / "untouched.json").read_bytes() == (run / "untouched.json").read_bytes()  # copied byte for byte
+    # publishing the same run again changes nothing: its config now has a file of its own
+    assert report.publish_folder(run, results) == {"ner_elmo.cfg": kept}
+    assert sorted(p.name for p in (results / "configs").iterdir()) == sorted(["ner_elmo.cfg", kept, "other.cfg"])
