@@ -160,7 +160,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="train once with each of several biLMs (--paths.elmo PATH) into {name}_{TAG}_...; the runs share the jobs")
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (1 on a GPU; up to the CPU cores)")
+    from spacy_elmo.provenance import SETTINGS_HELP, settings_as_options
+
+    parser.add_argument("--settings", default="", help=SETTINGS_HELP + "; after the arguments given after --")
     args = parser.parse_args(argv)
+    extra = [*extra, *settings_as_options(args.settings)]
     if not args.config.is_file():
         parser.error(f"config not found: {args.config}")
     missing = [str(args.corpus / f"train_{pct}.spacy") for pct in args.fractions if not (args.corpus / f"train_{pct}.spacy").is_file()]

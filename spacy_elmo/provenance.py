@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -207,6 +208,21 @@ class Provenance:
         return record
 
 
+SETTINGS_HELP = ("space-separated section.key=value settings, added to the command as `--section.key value` "
+                 "(a project variable cannot carry them with their dashes: spaCy's `project run` strips them)")
+
+
+def settings_as_options(text: str | None, what: str = "--settings") -> list[str]:
+    """'training.precision=bf16 model.dropout=0.1' -> ['--training.precision', 'bf16', '--model.dropout', '0.1']."""
+    options: list[str] = []
+    for item in shlex.split(text or ""):
+        key, sep, value = item.partition("=")
+        if not sep or "." not in key.strip("-") or not value:
+            raise SystemExit(f"{what}: {item!r} is not section.key=value (e.g. training.precision=bf16)")
+        options += [f"--{key.strip('-')}", value]
+    return options
+
+
 def wrapper_arguments(argv: Sequence[str], prog: str, output: tuple[str, str]) -> tuple[argparse.Namespace, list[str]]:
     """(options, COMMAND) of a wrapper command line `prog OUTPUT_OPTION X [--seed S] [--config C ...]
     -- COMMAND ...` (this module's and scripts/pretrain_resumable.py's); `output` is the output
@@ -220,10 +236,12 @@ def wrapper_arguments(argv: Sequence[str], prog: str, output: tuple[str, str]) -
     parser.add_argument(output[0], type=Path, required=True, help=output[1])
     parser.add_argument("--seed", type=int, help="seed, for the provenance record")
     parser.add_argument("--config", action="append", default=[], help="config file the command uses (repeatable)")
+    parser.add_argument("--settings", default="", help=SETTINGS_HELP)
     args = parser.parse_args(argv[:cut])
     command = argv[cut + 1:]
     if not command:
         parser.error("no command after --")
+    command += settings_as_options(args.settings)
     if command[0] in ("python", "python3"):
         command[0] = sys.executable  # as weasel does for a step's own `python`: the environment running this
     return args, command

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from spacy_elmo.provenance import Provenance, git_state, sha256
 
@@ -54,3 +56,21 @@ def test_wrapper_runs_the_command_and_keeps_its_exit_status(tmp_path):
     assert code == 4
     record = json.loads(out.read_text())
     assert record["exit_code"] == 4 and record["seed"] == 3 and record["command"][-1] == "import sys; sys.exit(4)"
+
+
+def test_project_settings_reach_the_command_with_their_dashes(tmp_path):
+    """A project variable cannot carry `--a.b value` (spaCy's `project run` strips the dashes), so the wrappers take
+    `--settings 'a.b=value ...'` and add the dashes back; checked through weasel itself."""
+    (tmp_path / "project.yml").write_text(
+        'vars:\n  settings: ""\ncommands:\n  - name: show\n    script:\n'
+        "      - \"python -m spacy_elmo.provenance --out record.json --settings '${vars.settings}' -- "
+        "python -c 'import sys; print(sys.argv[1:])'\"\n", encoding="utf-8")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    run = lambda *extra: subprocess.run([sys.executable, "-m", "weasel", "run", "show", ".", *extra],  # noqa: E731
+                                        cwd=tmp_path, env=env, capture_output=True, text=True)
+    done = run("--vars.settings", "training.precision=bf16 components.elmo.fine_tune_layers=1 training.frozen_components=[]")
+    assert done.returncode == 0, done.stderr
+    assert "['--training.precision', 'bf16', '--components.elmo.fine_tune_layers', '1', '--training.frozen_components', '[]']" in done.stdout
+    assert "[]\n" in run("--force").stdout  # no settings: the command as written
+    bad = run("--vars.settings", "training.precision bf16", "--force")
+    assert bad.returncode != 0 and "'training.precision' is not section.key=value" in bad.stderr + bad.stdout
