@@ -13,12 +13,13 @@ script checks. Every biLM's provenance is kept.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
 
 from report import find_provenance, own_provenance
+
+from spacy_elmo.provenance import sha256
 
 
 def read_bilm(name: str, folder: Path) -> dict:
@@ -38,7 +39,7 @@ def read_bilm(name: str, folder: Path) -> dict:
         "steps": summary["step"],
         "train_minutes": round(summary["train_seconds"] / 60, 1),
         "heldout_ppl": round(summary["heldout_ppl"], 2),
-        "vocab_sha256": hashlib.sha256(vocab.read_bytes()).hexdigest() if vocab.is_file() else None,
+        "vocab_sha256": sha256(vocab) if vocab.is_file() else None,
     }
 
 

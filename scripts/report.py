@@ -31,6 +31,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from spacy_elmo.provenance import sha256 as _sha256
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -206,6 +208,11 @@ def find_provenance(paths: list[Path]) -> dict:
     return found
 
 
+def _versioned(name: str, digest: str) -> str:
+    """The file name of a second version of config `name`: NAME.<sha256[:8]>.cfg."""
+    return f"{Path(name).stem}.{digest[:8]}{Path(name).suffix}"
+
+
 def copy_configs(steps: dict, out: Path) -> dict:
     """Copies every config the steps used into out/configs/ (named by file, sha256-checked); {name: sha256}."""
     copied = {}
@@ -216,7 +223,7 @@ def copy_configs(steps: dict, out: Path) -> dict:
                 continue
             name = Path(entry["path"]).name
             if name in copied and copied[name] != digest:
-                name = f"{Path(name).stem}.{digest[:8]}{Path(name).suffix}"  # two versions of one config
+                name = _versioned(name, digest)  # two versions of one config
             (out / "configs").mkdir(parents=True, exist_ok=True)
             shutil.copyfile(copy, out / "configs" / name)
             copied[name] = digest
@@ -678,19 +685,6 @@ def cmd_readme(args) -> int:
     return 0
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _points_to(path: Path, renamed: dict) -> bool:
-    """Whether a results JSON file's provenance names one of the renamed config versions."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    configs = (data.get("provenance") or {}).get("configs") if isinstance(data, dict) else None
-    return bool(configs) and any(item in renamed for item in configs.items())
-
-
 def publish_folder(source: Path, results: Path) -> dict[str, str]:
     """Copies a run's results folder into results/ without losing what earlier runs published there.
 
@@ -706,7 +700,7 @@ def publish_folder(source: Path, results: Path) -> dict[str, str]:
         for path in sorted((source / "configs").iterdir()):
             target, digest = results / "configs" / path.name, _sha256(path)
             if target.is_file() and _sha256(target) != digest:
-                target = target.with_name(f"{path.stem}.{digest[:8]}{path.suffix}")
+                target = target.with_name(_versioned(path.name, digest))
                 renamed[(path.name, digest)] = target.name
             shutil.copyfile(path, target)
     for path in sorted(source.iterdir()):
@@ -715,9 +709,10 @@ def publish_folder(source: Path, results: Path) -> dict[str, str]:
             continue
         if path.is_dir():
             shutil.copytree(path, target, dirs_exist_ok=True)
-        elif path.suffix == ".json" and renamed and _points_to(path, renamed):
-            data = json.loads(path.read_text(encoding="utf-8"))
-            configs = data["provenance"]["configs"]
+            continue
+        data = json.loads(path.read_text(encoding="utf-8")) if renamed and path.suffix == ".json" else None
+        configs = (data.get("provenance") or {}).get("configs") if isinstance(data, dict) else None
+        if configs and any(item in renamed for item in configs.items()):
             data["provenance"]["configs"] = {renamed.get((name, digest), name): digest for name, digest in configs.items()}
             target.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         else:

@@ -212,13 +212,13 @@ SETTINGS_HELP = ("space-separated section.key=value settings, added to the comma
                  "(a project variable cannot carry them with their dashes: spaCy's `project run` strips them)")
 
 
-def settings_as_options(text: str | None, what: str = "--settings") -> list[str]:
+def settings_as_options(text: str | None) -> list[str]:
     """'training.precision=bf16 model.dropout=0.1' -> ['--training.precision', 'bf16', '--model.dropout', '0.1']."""
     options: list[str] = []
     for item in shlex.split(text or ""):
         key, sep, value = item.partition("=")
         if not sep or "." not in key.strip("-") or not value:
-            raise SystemExit(f"{what}: {item!r} is not section.key=value (e.g. training.precision=bf16)")
+            raise SystemExit(f"--settings: {item!r} is not section.key=value (e.g. training.precision=bf16)")
         options += [f"--{key.strip('-')}", value]
     return options
 
