@@ -176,9 +176,14 @@ def test_variants_pair_dev_gains_by_seed_and_render(report, tmp_path, capsys):
 
 
 def test_goals_and_wall_time_are_stated_from_the_records(report):
-    summary = {"ner": {"10": {"gain": {"mean": 6.2, "n": 3}}, "100": {"gain": {"mean": 1.16, "n": 3}}}}
+    summary = {"ner": {"10": {"gain": {"mean": 6.2, "n": 3}}, "100": {"gain": {"mean": 1.16, "n": 3}}},
+               "pos": {"10": {"gain": {"mean": 1.5, "n": 1}}}}
     line = report.goal_lines(summary)[0]
     assert "ner 10%: ≥ +6.00 — met (+6.20, mean of 3 seed(s))" in line and "ner 100%: ≥ +2.00 — **not met** (+1.16" in line
+    # POS at 10% has a goal too; one seed above it is not called met
+    assert "pos 10%: ≥ +1.00 — not judged (+1.50 from 1 seed(s); the goal is a mean over 3)" in line
+    summary["pos"]["10"]["gain"] = {"mean": 0.8, "n": 3}
+    assert "pos 10%: ≥ +1.00 — **not met** (+0.80, mean of 3 seed(s))" in report.goal_lines(summary)[0]
     assert "— not measured" in report.goal_lines({})[0]
     record = lambda command, start, end: {"command": command, "started_utc": start, "ended_utc": end, "git": {"commit": "a" * 40}}
     steps = {"work/bilm": record(["python", "-m", "spacy_elmo", "pretrain", "x.cfg"], "2026-11-26T11:33:00Z", "2026-11-26T12:08:00Z"),
