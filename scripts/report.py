@@ -556,9 +556,11 @@ def variants_section(results: Path, readme: Path, name: str = "variants", title:
             "|---|---:|---:|---:|---:|"]
     out += [f"| {v['name']} | {v['pretrain_minutes']:.1f} | {v['heldout_ppl']:.1f} | {_pm(v['elmo'])} | {_gain_pm(v['gain'])} |"
             for v in variants["variants"]]
-    best = max(variants["variants"], key=lambda v: v["gain"]["mean"])
+    top = max(v["gain"]["mean"] for v in variants["variants"])
+    best = [v for v in variants["variants"] if v["gain"]["mean"] == top]  # every one at the top, in table order
+    named = " and ".join(f"{v['name']} ({_gain_pm(v['gain'])})" for v in best)
     lowest = min(variants["variants"], key=lambda v: v["heldout_ppl"])
-    out += ["", f"Largest mean dev gain: {best['name']} ({_gain_pm(best['gain'])}); lowest held-out perplexity: "
+    out += ["", f"Largest mean dev gain: {'tied: ' if len(best) > 1 else ''}{named}; lowest held-out perplexity: "
                 f"{lowest['name']} ({lowest['heldout_ppl']:.1f}). No variant is scored on test.", ""]
     figure = "ppl_vs_gain.png" if name == "variants" else f"{name}.png"
     if (results / figure).is_file():

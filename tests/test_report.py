@@ -163,6 +163,14 @@ def test_variants_pair_dev_gains_by_seed_and_render(report, tmp_path, capsys):
     assert "](results/ppl_vs_gain.png)" in section and "dev only" in section
     assert (f"Largest mean dev gain: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)); "
             "lowest held-out perplexity: 3,500 steps (128.9).") in section
+    # two variants with the same mean gain are both named, as a tie
+    tied = json.loads((out / "variants.json").read_text())
+    tied["variants"][1]["gain"] = dict(tied["variants"][0]["gain"], std=0.5)
+    (out / "variants.json").write_text(json.dumps(tied))
+    line = next(l for l in report.render_section(out, tmp_path / "README.md").splitlines() if l.startswith("Largest mean"))
+    assert line.startswith(f"Largest mean dev gain: tied: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)) "
+                           f"and untrained (1 step) ({best['gain']['mean']:+.2f} ± 0.50 (n=3)); "), line
+    (out / "variants.json").write_text(json.dumps(result))
     # a run that did not finish is named, not skipped
     shutil.rmtree(runs / "elmo1_10_s1" / "model-best")
     with pytest.raises(SystemExit, match="elmo1_10_s1/model-best/meta.json: missing"):
