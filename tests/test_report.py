@@ -203,6 +203,29 @@ def test_goals_and_wall_time_are_stated_from_the_records(report):
     assert "155.0 min together, **over** the 150-minute" in report.seeds_time_lines({"steps": steps})[0]
 
 
+def test_all_wall_time_and_a_seeds_run_on_an_earlier_bilm_are_stated_from_the_records(report):
+    """make main's hour is judged from the `all` run's own records (first start to the report's end), and the
+    headline warns when its seeds were trained on another biLM than the last `all` run pretrained."""
+    record = lambda command, start, end: {"command": command, "started_utc": start, "ended_utc": end, "git": {"commit": "b" * 40}}
+    pretrain = lambda start, steps: record(["python", "-m", "spacy_elmo", "pretrain", "x.cfg", "--training.max_steps", steps],  # noqa: E731
+                                           start, "2026-11-27T08:05:00Z")
+    block = {"report": record(["scripts/report.py", "collect"], "2026-11-27T08:26:00Z", "2026-11-27T08:27:30Z"),
+             "steps": {"work/bilm": pretrain("2026-11-27T07:30:00Z", "4400"),
+                       "training/elmo_10": record(["python", "-m", "spacy", "train"], "2026-11-27T08:05:00Z", "2026-11-27T08:20:00Z")}}
+    line = report.all_time_lines(block)[0]
+    assert "57.5 min from the first recorded start to the report's end" in line and "within the 60-minute budget" in line
+    block["report"]["ended_utc"] = "2026-11-27T08:31:00Z"
+    assert "61.0 min" in report.all_time_lines(block)[0] and "**over** the 60-minute" in report.all_time_lines(block)[0]
+    assert report.all_time_lines({}) == []
+    seeds = {"steps": {"work/bilm": pretrain("2026-11-26T11:33:02Z", "3500")}}
+    warning = report.shared_bilm_lines(seeds, block)[0]
+    assert "earlier biLM" in warning and "2026-11-26T11:33:02Z" in warning and "3500 steps" in warning and "4400 steps" in warning
+    assert report.shared_bilm_lines({"steps": {"work/bilm": pretrain("2026-11-27T07:30:00Z", "4400")}}, block) == []
+    assert report.shared_bilm_lines(seeds, {}) == []
+    metrics = {"provenance": block}
+    assert warning in report.headline_section(json.loads((ROOT / "results" / "seeds.json").read_text()) | {"provenance": seeds}, metrics)
+
+
 def test_headline_states_each_cells_seed_count_from_the_data(report, tmp_path):
     """Never "every cell with 3 seeds" when a cell has fewer: the count comes from seeds.json."""
     seeds = json.loads((ROOT / "results" / "seeds.json").read_text())
