@@ -640,7 +640,7 @@ def similar_sections(results: Path, readme: Path) -> list[str]:
             prov = _read_json(results / f"{Path(name).stem}.provenance.json") or None
             out += [f"#### {title}", ""] + provenance_lines(f"`{name}`", prov)
             out += [(results / name).read_text(encoding="utf8").rstrip("\n"), ""]
-    out += bilm_comparison_section(results, "zh_lexicon")
+    out += bilm_comparison_section(results, "zh_recipe") + bilm_comparison_section(results, "zh_lexicon")
     if (results / "experiments.md").is_file():
         link = _link(results, readme, "experiments.md")
         out += [f"Dev-set experiments behind the settings, with what provenance they have: [{link}]({link}).", ""]

@@ -66,7 +66,7 @@ def read_variant(bilm: Path, prefix: Path, baseline: dict[str, float], score: st
         raise SystemExit(f"{prefix}_s*: seeds {sorted(elmo, key=int)} share none with the baseline's {sorted(baseline, key=int)}")
     gains = {seed: round(elmo[seed] - baseline[seed], 2) for seed in paired}
     return {
-        "name": name or f"{summary['step']:,} step" + ("" if summary["step"] == 1 else "s"),
+        "name": (name or "{steps} step" + ("" if summary["step"] == 1 else "s")).replace("{steps}", f"{summary['step']:,}"),
         "bilm": str(bilm),
         "runs": str(prefix),
         "pretrain_steps": summary["step"],
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, required=True, help="prefix of the baseline runs (PREFIX_s{seed})")
     parser.add_argument("--variant", nargs="+", action="append", default=[], metavar="BILM PREFIX [NAME]",
                         help="a pretrained biLM folder, the prefix of the runs trained with it and, optionally, the "
-                             "variant's name in the report (default: its pretraining steps)")
+                             "variant's name in the report (default: its pretraining steps; {steps} in a name is replaced by them)")
     parser.add_argument("--discover", type=Path, action="append", default=[], metavar="DIR",
                         help="also every variant registered under DIR (DIR/*/variant.json, written by `register`)")
     parser.add_argument("--task", default="ner")

@@ -147,11 +147,11 @@ def test_variants_pair_dev_gains_by_seed_and_render(report, tmp_path, capsys):
     _bilm(tmp_path / "bilm1", 1, 20931.0)
     out = tmp_path / "results"
     assert variants.main(["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm"), str(runs / "elmo_10"),
-                          "--variant", str(tmp_path / "bilm1"), str(runs / "elmo1_10"), "untrained (1 step)",
+                          "--variant", str(tmp_path / "bilm1"), str(runs / "elmo1_10"), "untrained ({steps} step)",
                           "--out", str(out / "variants.json"), "--plot", str(out / "ppl_vs_gain.png")]) == 0
     result = json.loads((out / "variants.json").read_text())
     best, untrained = result["variants"]  # ordered by perplexity
-    assert best["name"] == "3,500 steps" and untrained["name"] == "untrained (1 step)"  # named by steps unless given
+    assert best["name"] == "3,500 steps" and untrained["name"] == "untrained (1 step)"  # named by steps unless given; {steps} in a given name is the biLM's own count
     assert best["gain"]["per_seed"] == {"0": 3.37, "1": 3.8, "2": 1.0}
     assert best["gain"]["mean"] == round(statistics.fmean([3.37, 3.8, 1.0]), 2) and best["gain"]["n"] == 3
     assert untrained["gain"]["per_seed"] == {"0": -3.06, "1": -1.1} and untrained["gain"]["n"] == 2  # paired on shared seeds
