@@ -213,9 +213,11 @@ def test_all_wall_time_and_a_seeds_run_on_an_earlier_bilm_are_stated_from_the_re
              "steps": {"work/bilm": pretrain("2026-11-27T07:30:00Z", "4400"),
                        "training/elmo_10": record(["python", "-m", "spacy", "train"], "2026-11-27T08:05:00Z", "2026-11-27T08:20:00Z")}}
     line = report.all_time_lines(block)[0]
-    assert "57.5 min from the first recorded start to the report's end" in line and "within the 60-minute budget" in line
+    assert "57 min 30 s from the first recorded start to the report's end" in line and "within the 60-minute budget" in line
+    block["report"]["ended_utc"] = "2026-11-27T08:29:59Z"  # 59 min 59 s: within, and shown to the second
+    assert "59 min 59 s" in report.all_time_lines(block)[0] and "within the 60-minute" in report.all_time_lines(block)[0]
     block["report"]["ended_utc"] = "2026-11-27T08:31:00Z"
-    assert "61.0 min" in report.all_time_lines(block)[0] and "**over** the 60-minute" in report.all_time_lines(block)[0]
+    assert "61 min 0 s" in report.all_time_lines(block)[0] and "**over** the 60-minute" in report.all_time_lines(block)[0]
     assert report.all_time_lines({}) == []
     seeds = {"steps": {"work/bilm": pretrain("2026-11-26T11:33:02Z", "3500")}}
     warning = report.shared_bilm_lines(seeds, block)[0]
