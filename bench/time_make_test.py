@@ -41,11 +41,12 @@ SUMMARY = re.compile(r"\b(passed|failed|errors?|no tests ran)\b.* in \d+(\.\d+)?
 DURATION = re.compile(r"^\d+(\.\d+)?s\s+(call|setup|teardown)\s+\S+")
 
 
-def pytest_lines(output: str) -> tuple[str, list[str]]:
-    """(pytest's final summary line, its `--durations` lines) from the command's output."""
+def pytest_lines(output: str) -> tuple[str, list[str], list[str]]:
+    """(pytest's final summary line, its `--durations` lines, its FAILED / ERROR lines) from the command's output."""
     lines = [line.strip() for line in output.splitlines()]
     summary = next((line.strip("= ") for line in reversed(lines) if SUMMARY.search(line)), "(none)")
-    return summary, [" ".join(line.split()) for line in lines if DURATION.match(line)][:SLOWEST]
+    failures = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    return summary, [" ".join(line.split()) for line in lines if DURATION.match(line)][:SLOWEST], failures
 
 
 def run(repo: Path, command: str, workdir: Path) -> dict:
@@ -66,7 +67,7 @@ def run(repo: Path, command: str, workdir: Path) -> dict:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     record.update(ended=utc_now(), load_end=_load(), exit_status=done.returncode,
                   user_s=after.ru_utime - before.ru_utime, sys_s=after.ru_stime - before.ru_stime)
-    record["summary"], record["durations"] = pytest_lines(done.stdout + "\n" + done.stderr)
+    record["summary"], record["durations"], record["failures"] = pytest_lines(done.stdout + "\n" + done.stderr)
     (workdir / "output.txt").write_text(done.stdout + done.stderr, encoding="utf-8")
     return record
 
@@ -95,6 +96,8 @@ def render(record: dict) -> str:
         f"slowest tests (pytest --durations={SLOWEST}):",
         *(f"    {line}" for line in record["durations"] or ["(none reported)"]),
     ]
+    if record.get("failures"):  # named, so a failing run says which tests failed
+        lines += ["", "failed tests:", *(f"    {line}" for line in record["failures"])]
     return "\n".join(lines) + "\n"
 
 
@@ -107,8 +110,10 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="make_test_") as tmp:
         record = run(args.repo.resolve(), args.command, Path(tmp))
         if record["exit_status"] != 0:
-            tail = (Path(tmp) / "output.txt").read_text(encoding="utf-8").splitlines()[-20:]
-            print("\n".join(tail), file=sys.stderr)
+            output = (Path(tmp) / "output.txt").read_text(encoding="utf-8")
+            print("\n".join(output.splitlines()[-20:] + record["failures"]), file=sys.stderr)
+            # pytest's whole report of the failures, beside the record (pip's output follows it in output.txt)
+            args.out.with_name(args.out.stem + "_failed_output.txt").write_text(output, encoding="utf-8")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(record), encoding="utf-8")
     print(f"wrote {args.out}: {record['summary']} in {_minutes(record['wall_s'])}, exit status {record['exit_status']}")

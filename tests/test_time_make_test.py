@@ -15,6 +15,8 @@ MAKEFILE = """test:
 \t@echo "1.50s call     tests/test_a.py::test_slow"
 \t@echo "0.20s setup    tests/test_a.py::test_fast"
 \t@echo "2 passed, 1 warning in 1.72s"
+\t@test $(STATUS) -eq 0 || echo "FAILED tests/test_a.py::test_b - assert 1 == 2"
+\t@for i in $$(seq 30); do echo "pip noise $$i" >&2; done
 \texit $(STATUS)
 """
 
@@ -42,6 +44,7 @@ def test_times_make_test_in_a_fresh_clone_and_records_it(tmp_path):
     assert "assets/: absent, so the project smoke test fetched its corpora from PyPI" in text
     assert "exit status: 0" in text and "    2 passed, 1 warning in 1.72s\n" in text
     assert "    1.50s call tests/test_a.py::test_slow\n    0.20s setup tests/test_a.py::test_fast\n" in text
+    assert "failed tests" not in text and not (tmp_path / "make_test_failed_output.txt").exists()
     assert " cores, " in text and "started: 20" in text and "wall time (whole command, venv build included): 0m" in text
 
 
@@ -50,4 +53,7 @@ def test_a_failing_suite_is_recorded_with_its_status(tmp_path, capsys):
     out = tmp_path / "make_test.txt"
     assert time_make_test.main(["--repo", str(repo), "--out", str(out)]) == 2  # make's status for a failed recipe
     assert "exit status: 2" in out.read_text()
-    assert "2 passed, 1 warning" in capsys.readouterr().err  # the end of the output is shown
+    err = capsys.readouterr().err
+    assert "FAILED tests/test_a.py::test_b - assert 1 == 2" in err  # named even when pip's output ends the log
+    assert "failed tests:\n    FAILED tests/test_a.py::test_b - assert 1 == 2\n" in out.read_text()
+    assert "2 passed, 1 warning" in (tmp_path / "make_test_failed_output.txt").read_text()  # the whole output kept
