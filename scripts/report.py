@@ -208,7 +208,10 @@ def find_provenance(paths: list[Path]) -> dict:
             if not path.is_file():
                 continue
             label = path.parent if path.name == "provenance.json" else path.with_name(path.name[: -len(".provenance.json")])
-            found[f"{label.parent.name}/{label.name}"] = json.loads(path.read_text())
+            key = f"{label.parent.name}/{label.name}"
+            if key in found:  # the same short label in two places (e.g. work/bilm_zh of two checkouts): keep both
+                key = str(label)
+            found[key] = json.loads(path.read_text())
     return found
 
 

@@ -277,6 +277,17 @@ def test_bilm_comparison_is_read_from_the_runs_and_rendered(report, tmp_path, mo
         compare_bilms.main(["--bilm", "a", str(utf8), "--bilm", "b", str(other), "--title", "t", "--out", str(out)])
 
 
+def test_provenance_of_same_named_folders_in_two_checkouts_is_kept_for_both(report, tmp_path):
+    """A before/after comparison reads work/bilm_zh of two checkouts: neither record may hide the other."""
+    for checkout, start in (("before", "2026-11-27T01:02:20Z"), ("after", "2026-11-27T08:11:29Z")):
+        folder = tmp_path / checkout / "work" / "bilm_zh"
+        folder.mkdir(parents=True)
+        (folder / "provenance.json").write_text(json.dumps({"started_utc": start}))
+    found = report.find_provenance([tmp_path / "before" / "work" / "bilm_zh", tmp_path / "after" / "work" / "bilm_zh"])
+    assert sorted(r["started_utc"] for r in found.values()) == ["2026-11-27T01:02:20Z", "2026-11-27T08:11:29Z"]
+    assert "work/bilm_zh" in found  # the short label is still the first one's
+
+
 def test_publish_keeps_the_config_an_earlier_result_points_to(report, tmp_path):
     results, run = tmp_path / "results", tmp_path / "run"
     (results / "configs").mkdir(parents=True)
