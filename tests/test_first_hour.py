@@ -188,9 +188,12 @@ def test_ctrl_c_during_torchrun_pretraining_prints_one_line_and_keeps_the_checkp
                "python", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1",
                "-m", "spacy_elmo", "pretrain", TINY, "--output", output, "--paths.train", train,
                "--training.max_steps", "100000", "--training.checkpoint_every", "10", "--no-progress"]
-    # its own process group, as a terminal's foreground job: Ctrl-C sends SIGINT to all of it
+    # its own process group, as a terminal's foreground job: Ctrl-C sends SIGINT to all of it. A foreground job
+    # takes SIGINT even when this suite runs where it is ignored (a background `make test &` of a non-interactive
+    # shell, or nohup), which the child would inherit, so it is reset to the default there
     child = subprocess.Popen([str(c) for c in command], start_new_session=True, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 300
         while not (output / "checkpoints" / "latest").is_file() and child.poll() is None and time.monotonic() < deadline:
