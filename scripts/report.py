@@ -374,10 +374,15 @@ def goal_lines(summary: dict) -> list[str]:
     return ["Goals for the ELMo gain (paired means): " + "; ".join(parts) + ".", ""]
 
 
+def _pretrain_records(block: dict | None) -> list[dict]:
+    """The pretraining steps' records in a provenance block (the steps whose command runs `pretrain`)."""
+    return [r for r in (block or {}).get("steps", {}).values() if "pretrain" in (r.get("command") or [])]
+
+
 def seeds_time_lines(block: dict | None) -> list[str]:
     """Wall time of the seeds workflow from its records: the steps it ran, plus the pretraining of the biLM it shares."""
     steps = (block or {}).get("steps", {})
-    pretrain = [r for r in steps.values() if "pretrain" in (r.get("command") or [])]
+    pretrain = _pretrain_records(block)
     rest = [r for r in steps.values() if r not in pretrain and r.get("started_utc") and r.get("ended_utc")]
     if not rest:
         return []
@@ -409,9 +414,6 @@ def all_time_lines(block: dict | None) -> list[str]:
             "`make main` on the machine named above.", ""]
 
 
-def _pretrain_record(block: dict | None) -> dict | None:
-    """The pretraining step's record in a provenance block (the step whose command runs `pretrain`)."""
-    return next((r for r in (block or {}).get("steps", {}).values() if "pretrain" in (r.get("command") or [])), None)
 
 
 def _max_steps(record: dict) -> str:
@@ -422,7 +424,7 @@ def _max_steps(record: dict) -> str:
 def shared_bilm_lines(seeds_block: dict | None, all_block: dict | None) -> list[str]:
     """Says so when the seeds results were made with another biLM than the last `all` run's (a rerun of `all`
     with a new recipe that `seeds` has not followed yet), naming both pretrainings."""
-    mine, theirs = _pretrain_record(seeds_block), _pretrain_record(all_block)
+    mine, theirs = (next(iter(_pretrain_records(block)), None) for block in (seeds_block, all_block))
     if not mine or not theirs or mine.get("started_utc") == theirs.get("started_utc"):
         return []
     return [f"⚠ **These seeds results use an earlier biLM** than the last `all` run below: pretrained "
