@@ -414,8 +414,6 @@ def all_time_lines(block: dict | None) -> list[str]:
             "`make main` on the machine named above.", ""]
 
 
-
-
 def _max_steps(record: dict) -> str:
     command = record.get("command") or []
     return next((command[i + 1] for i, arg in enumerate(command[:-1]) if arg == "--training.max_steps"), "?")
