@@ -374,6 +374,11 @@ def goal_lines(summary: dict) -> list[str]:
     return ["Goals for the ELMo gain (paired means): " + "; ".join(parts) + ".", ""]
 
 
+def _span_minutes(records: list[dict]) -> float | None:
+    """Minutes from the first record's start to the last one's end."""
+    return _minutes({"started_utc": min(r["started_utc"] for r in records), "ended_utc": max(r["ended_utc"] for r in records)})
+
+
 def _pretrain_records(block: dict | None) -> list[dict]:
     """The pretraining steps' records in a provenance block (the steps whose command runs `pretrain`)."""
     return [r for r in (block or {}).get("steps", {}).values() if "pretrain" in (r.get("command") or [])]
@@ -386,7 +391,7 @@ def seeds_time_lines(block: dict | None) -> list[str]:
     rest = [r for r in steps.values() if r not in pretrain and r.get("started_utc") and r.get("ended_utc")]
     if not rest:
         return []
-    span = _minutes({"started_utc": min(r["started_utc"] for r in rest), "ended_utc": max(r["ended_utc"] for r in rest)})
+    span = _span_minutes(rest)
     text = f"Wall time: the seeds trainings and evaluations ran {span:.1f} min (first start to last end of their records)"
     minutes = [m for m in (_minutes(r) for r in pretrain) if m is not None]
     if minutes:
@@ -404,7 +409,7 @@ def all_time_lines(block: dict | None) -> list[str]:
     records = [r for r in [block.get("report"), *block.get("steps", {}).values()] if r and r.get("started_utc") and r.get("ended_utc")]
     if not records:
         return []
-    span = _minutes({"started_utc": min(r["started_utc"] for r in records), "ended_utc": max(r["ended_utc"] for r in records)})
+    span = _span_minutes(records)
     if span is None:
         return []
     verdict = "within" if span <= ALL_BUDGET_MIN else "**over**"
