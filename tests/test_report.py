@@ -26,21 +26,28 @@ def report():
     return report
 
 
+@pytest.fixture(scope="module")
+def readme_results(report):
+    import readme_results  # imported by report, from scripts/
+
+    return readme_results
+
+
 def _check(results: Path, readme: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPORT), "readme", "--check", "--results", str(results), "--readme", str(readme)],
                           capture_output=True, text=True)
 
 
-def test_readme_results_section_is_what_the_report_writes_now(report):
+def test_readme_results_section_is_what_the_report_writes_now(readme_results):
     """Byte for byte: README.md between the markers == render_section(results/)."""
     readme = (ROOT / "README.md").read_text(encoding="utf8")
-    section = report.render_section(ROOT / "results", ROOT / "README.md")
-    assert report.splice(readme, section) == readme, "README results section is stale: run `python scripts/report.py readme`"
+    section = readme_results.render_section(ROOT / "results", ROOT / "README.md")
+    assert readme_results.splice(readme, section) == readme, "README results section is stale: run `python scripts/report.py readme`"
     done = _check(ROOT / "results", ROOT / "README.md")
     assert done.returncode == 0, done.stderr
     # every published result now carries its provenance; one without it would be said to lack it
     assert "provenance not recorded" not in section
-    assert "provenance not recorded" in report.provenance_lines("similar_zh.md", None)[0]
+    assert "provenance not recorded" in readme_results.provenance_lines("similar_zh.md", None)[0]
     # neighbour lists go in exactly as similar_report.py wrote them
     assert (ROOT / "results" / "similar.md").read_text(encoding="utf8").rstrip("\n") in section
 
@@ -73,14 +80,14 @@ def _record(commit="a" * 40, dirty=(), start="2026-11-27T10:00:00Z", end="2026-1
             "started_utc": start, "ended_utc": end, "configs": []}
 
 
-def test_provenance_clean_dirty_and_step_times(report, tmp_path):
+def test_provenance_clean_dirty_and_step_times(readme_results, tmp_path):
     metrics = json.loads((ROOT / "results" / "metrics.json").read_text())
     metrics["provenance"] = {"report": _record(start="2026-11-27T11:00:00Z", end="2026-11-27T11:01:00Z"),
                              "steps": {"work/bilm": _record(end="2026-11-27T10:37:48Z"),
                                        "training/elmo_10": _record(start="2026-11-27T10:38:00Z", end="2026-11-27T10:49:12Z")},
                              "configs": {"ner_elmo.cfg": "b" * 64}}
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
-    section = report.render_section(tmp_path, tmp_path / "README.md")
+    section = readme_results.render_section(tmp_path, tmp_path / "README.md")
     assert "provenance not recorded" not in section.split("#### Seeds")[0]
     assert f"commit `{'a' * 12}` (clean tree)" in section and "DIRTY" not in section
     assert "2026-11-27T10:00:00Z – 2026-11-27T11:01:00Z UTC" in section and "AMD EPYC, 2 cores" in section
@@ -88,11 +95,11 @@ def test_provenance_clean_dirty_and_step_times(report, tmp_path):
     assert "`configs/ner_elmo.cfg` (sha256 bbbbbbbbbbbb)" in section
     metrics["provenance"]["steps"]["training/elmo_10"] = _record(dirty=["configs/ner_elmo.cfg"])
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
-    section = report.render_section(tmp_path, tmp_path / "README.md")
+    section = readme_results.render_section(tmp_path, tmp_path / "README.md")
     assert "DIRTY TREE" in section and "`configs/ner_elmo.cfg`" in section
 
 
-def test_seeds_mean_std_and_paired_gains(report, tmp_path):
+def test_seeds_mean_std_and_paired_gains(readme_results, report, tmp_path):
     scores = {("baseline", 0): 0.6924, ("baseline", 1): 0.6810, ("baseline", 2): 0.7002,
               ("elmo", 0): 0.7282, ("elmo", 1): 0.7190, ("elmo", 2): 0.7301}
     metrics = tmp_path / "metrics_seeds"
@@ -109,7 +116,7 @@ def test_seeds_mean_std_and_paired_gains(report, tmp_path):
                                 "std": round(statistics.stdev(base), 2), "n": 3}
     assert cell["gain"]["per_seed"] == {"0": gains[0], "1": gains[1], "2": gains[2]}
     assert cell["gain"]["mean"] == round(statistics.fmean(gains), 2) and cell["gain"]["std"] == round(statistics.stdev(gains), 2)
-    section = report.render_section(out, tmp_path / "README.md")
+    section = readme_results.render_section(out, tmp_path / "README.md")
     assert f"{statistics.fmean(gains):+.2f} ± {statistics.stdev(gains):.2f} (n=3)" in section
     assert "s1: 68.10 / 71.90 / +3.80" in section
 
@@ -127,8 +134,8 @@ def _bilm(path: Path, step: int, ppl: float) -> None:
     (path / "pretrain_summary.json").write_text(json.dumps({"step": step, "heldout_ppl": ppl, "train_seconds": step * 0.6}))
 
 
-def test_variants_pair_dev_gains_by_seed_and_render(report, tmp_path, capsys):
-    section = report.render_section(tmp_path, tmp_path / "README.md")
+def test_variants_pair_dev_gains_by_seed_and_render(readme_results, tmp_path, capsys):
+    section = readme_results.render_section(tmp_path, tmp_path / "README.md")
     assert "No results recorded yet" in section and "No variants recorded yet" in section
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
@@ -158,7 +165,7 @@ def test_variants_pair_dev_gains_by_seed_and_render(report, tmp_path, capsys):
     assert set(result["provenance"]["steps"]) == {f"training/{name}_10_s{s}" for name, seeds in
                                                   (("base", "012"), ("elmo", "012"), ("elmo1", "01")) for s in seeds}
     assert (out / "ppl_vs_gain.png").read_bytes()[:4] == b"\x89PNG"
-    section = report.render_section(out, tmp_path / "README.md")
+    section = readme_results.render_section(out, tmp_path / "README.md")
     assert f"| untrained (1 step) | 0.0 | 20931.0 | 72.50 ± 0.71 (n=2) | -2.08 ± 1.39 (n=2) |" in section
     assert "](results/ppl_vs_gain.png)" in section and "dev only" in section
     assert (f"Largest mean dev gain: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)); "
@@ -167,7 +174,7 @@ def test_variants_pair_dev_gains_by_seed_and_render(report, tmp_path, capsys):
     tied = json.loads((out / "variants.json").read_text())
     tied["variants"][1]["gain"] = dict(tied["variants"][0]["gain"], std=0.5)
     (out / "variants.json").write_text(json.dumps(tied))
-    line = next(l for l in report.render_section(out, tmp_path / "README.md").splitlines() if l.startswith("Largest mean"))
+    line = next(l for l in readme_results.render_section(out, tmp_path / "README.md").splitlines() if l.startswith("Largest mean"))
     assert line.startswith(f"Largest mean dev gain: tied: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)) "
                            f"and untrained (1 step) ({best['gain']['mean']:+.2f} ± 0.50 (n=3)); "), line
     (out / "variants.json").write_text(json.dumps(result))
@@ -183,27 +190,27 @@ def test_variants_pair_dev_gains_by_seed_and_render(report, tmp_path, capsys):
         variants.main(["--baseline", str(runs / "base_10"), "--variant", str(runs), str(runs / "elmo_10"), "--out", str(out / "v.json")])
 
 
-def test_goals_and_wall_time_are_stated_from_the_records(report):
+def test_goals_and_wall_time_are_stated_from_the_records(readme_results):
     summary = {"ner": {"10": {"gain": {"mean": 6.2, "n": 3}}, "100": {"gain": {"mean": 1.16, "n": 3}}},
                "pos": {"10": {"gain": {"mean": 1.5, "n": 1}}}}
-    line = report.goal_lines(summary)[0]
+    line = readme_results.goal_lines(summary)[0]
     assert "ner 10%: ≥ +6.00 — met (+6.20, mean of 3 seed(s))" in line and "ner 100%: ≥ +2.00 — **not met** (+1.16" in line
     # POS at 10% has a goal too; one seed above it is not called met
     assert "pos 10%: ≥ +1.00 — not judged (+1.50 from 1 seed(s); the goal is a mean over 3)" in line
     summary["pos"]["10"]["gain"] = {"mean": 0.8, "n": 3}
-    assert "pos 10%: ≥ +1.00 — **not met** (+0.80, mean of 3 seed(s))" in report.goal_lines(summary)[0]
-    assert "— not measured" in report.goal_lines({})[0]
+    assert "pos 10%: ≥ +1.00 — **not met** (+0.80, mean of 3 seed(s))" in readme_results.goal_lines(summary)[0]
+    assert "— not measured" in readme_results.goal_lines({})[0]
     record = lambda command, start, end: {"command": command, "started_utc": start, "ended_utc": end, "git": {"commit": "a" * 40}}
     steps = {"work/bilm": record(["python", "-m", "spacy_elmo", "pretrain", "x.cfg"], "2026-11-26T11:33:00Z", "2026-11-26T12:08:00Z"),
              "training_seeds/a": record(["python", "-m", "spacy", "train"], "2026-11-26T13:00:00Z", "2026-11-26T13:50:00Z"),
              "metrics_seeds/a": record(["python", "-m", "spacy", "evaluate"], "2026-11-26T14:20:00Z", "2026-11-26T14:30:00Z")}
-    text = report.seeds_time_lines({"steps": steps})[0]
+    text = readme_results.seeds_time_lines({"steps": steps})[0]
     assert "ran 90.0 min" in text and "pretrained in 35.0 min" in text and "125.0 min together, within the 150-minute" in text
     steps["metrics_seeds/a"]["ended_utc"] = "2026-11-26T15:00:00Z"
-    assert "155.0 min together, **over** the 150-minute" in report.seeds_time_lines({"steps": steps})[0]
+    assert "155.0 min together, **over** the 150-minute" in readme_results.seeds_time_lines({"steps": steps})[0]
 
 
-def test_all_wall_time_and_a_seeds_run_on_an_earlier_bilm_are_stated_from_the_records(report):
+def test_all_wall_time_and_a_seeds_run_on_an_earlier_bilm_are_stated_from_the_records(readme_results):
     """make main's hour is judged from the `all` run's own records (first start to the report's end), and the
     headline warns when its seeds were trained on another biLM than the last `all` run pretrained."""
     record = lambda command, start, end: {"command": command, "started_utc": start, "ended_utc": end, "git": {"commit": "b" * 40}}
@@ -212,27 +219,27 @@ def test_all_wall_time_and_a_seeds_run_on_an_earlier_bilm_are_stated_from_the_re
     block = {"report": record(["scripts/report.py", "collect"], "2026-11-27T08:26:00Z", "2026-11-27T08:27:30Z"),
              "steps": {"work/bilm": pretrain("2026-11-27T07:30:00Z", "4400"),
                        "training/elmo_10": record(["python", "-m", "spacy", "train"], "2026-11-27T08:05:00Z", "2026-11-27T08:20:00Z")}}
-    line = report.all_time_lines(block)[0]
+    line = readme_results.all_time_lines(block)[0]
     assert "57 min 30 s from the first recorded start to the report's end" in line and "within the 60-minute budget" in line
     block["report"]["ended_utc"] = "2026-11-27T08:29:59Z"  # 59 min 59 s: within, and shown to the second
-    assert "59 min 59 s" in report.all_time_lines(block)[0] and "within the 60-minute" in report.all_time_lines(block)[0]
+    assert "59 min 59 s" in readme_results.all_time_lines(block)[0] and "within the 60-minute" in readme_results.all_time_lines(block)[0]
     block["report"]["ended_utc"] = "2026-11-27T08:31:00Z"
-    assert "61 min 0 s" in report.all_time_lines(block)[0] and "**over** the 60-minute" in report.all_time_lines(block)[0]
-    assert report.all_time_lines({}) == []
+    assert "61 min 0 s" in readme_results.all_time_lines(block)[0] and "**over** the 60-minute" in readme_results.all_time_lines(block)[0]
+    assert readme_results.all_time_lines({}) == []
     seeds = {"steps": {"work/bilm": pretrain("2026-11-26T11:33:02Z", "3500")}}
-    warning = report.shared_bilm_lines(seeds, block)[0]
+    warning = readme_results.shared_bilm_lines(seeds, block)[0]
     assert "earlier biLM" in warning and "2026-11-26T11:33:02Z" in warning and "3500 steps" in warning and "4400 steps" in warning
-    assert report.shared_bilm_lines({"steps": {"work/bilm": pretrain("2026-11-27T07:30:00Z", "4400")}}, block) == []
-    assert report.shared_bilm_lines(seeds, {}) == []
+    assert readme_results.shared_bilm_lines({"steps": {"work/bilm": pretrain("2026-11-27T07:30:00Z", "4400")}}, block) == []
+    assert readme_results.shared_bilm_lines(seeds, {}) == []
     metrics = {"provenance": block}
-    assert warning in report.headline_section(json.loads((ROOT / "results" / "seeds.json").read_text()) | {"provenance": seeds}, metrics)
+    assert warning in readme_results.headline_section(json.loads((ROOT / "results" / "seeds.json").read_text()) | {"provenance": seeds}, metrics)
 
 
-def test_headline_states_each_cells_seed_count_from_the_data(report, tmp_path):
+def test_headline_states_each_cells_seed_count_from_the_data(readme_results, tmp_path):
     """Never "every cell with 3 seeds" when a cell has fewer: the count comes from seeds.json."""
     seeds = json.loads((ROOT / "results" / "seeds.json").read_text())
     counts = {(task, pct): cell["baseline"]["n"] for task, by_pct in seeds["summary"].items() for pct, cell in by_pct.items()}
-    section = report.render_section(ROOT / "results", ROOT / "README.md")
+    section = readme_results.render_section(ROOT / "results", ROOT / "README.md")
     headline = next(line for line in section.splitlines() if line.startswith("### Headline"))
     if len(set(counts.values())) > 1:
         assert "every cell" not in headline
@@ -240,16 +247,16 @@ def test_headline_states_each_cells_seed_count_from_the_data(report, tmp_path):
         if n != max(counts.values(), key=list(counts.values()).count):
             assert f"{task} {pct}% ({n} seed" in headline, headline
     cell = lambda n: {"baseline": {"n": n}, "elmo": {"n": n}}  # noqa: E731
-    assert report.seed_counts({"ner": {"10": cell(3), "100": cell(3)}}) == "every cell with 3 seeds"
-    assert report.seed_counts({"ner": {"10": cell(3), "100": cell(3)}, "pos": {"10": cell(3), "100": cell(1)}}) == \
+    assert readme_results.seed_counts({"ner": {"10": cell(3), "100": cell(3)}}) == "every cell with 3 seeds"
+    assert readme_results.seed_counts({"ner": {"10": cell(3), "100": cell(3)}, "pos": {"10": cell(3), "100": cell(1)}}) == \
         "3 seeds per cell except pos 100% (1 seed)"
-    assert report.seed_counts({"ner": {"10": cell(2), "100": cell(1)}, "pos": {"10": cell(2)}}) == \
+    assert readme_results.seed_counts({"ner": {"10": cell(2), "100": cell(1)}, "pos": {"10": cell(2)}}) == \
         "2 seeds per cell except ner 100% (1 seed)"
     (tmp_path / "seeds.json").write_text(json.dumps({**seeds, "summary": {"ner": {"10": seeds["summary"]["ner"]["10"]}}}))
-    assert "### Headline: every cell with 3 seeds," in report.render_section(tmp_path, tmp_path / "README.md")
+    assert "### Headline: every cell with 3 seeds," in readme_results.render_section(tmp_path, tmp_path / "README.md")
 
 
-def test_bilm_comparison_is_read_from_the_runs_and_rendered(report, tmp_path, monkeypatch):
+def test_bilm_comparison_is_read_from_the_runs_and_rendered(readme_results, tmp_path, monkeypatch):
     """compare_bilms.py reads each run's summary and config (nothing typed), refuses runs whose
     vocabularies differ, and the README section shows what it wrote."""
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
@@ -270,7 +277,7 @@ def test_bilm_comparison_is_read_from_the_runs_and_rendered(report, tmp_path, mo
     recorded = json.loads(out.read_text())
     assert [b["heldout_ppl"] for b in recorded["bilms"]] == [210.46, 198.2]
     assert [b["characters"] for b in recorded["bilms"]] == ["UTF-8 bytes", "lexicon of 3,500 ids"]
-    section = "\n".join(report.bilm_comparison_section(out.parent, "zh_lexicon"))
+    section = "\n".join(readme_results.bilm_comparison_section(out.parent, "zh_lexicon"))
     assert "#### Chinese biLM" in section and "| character lexicon | lexicon of 3,500 ids | 1,234 | 30 | 1.5 | 198.2 |" in section
     other = run("other", 150.0, 0, "<S>\n</S>\n<UNK>\n上海\n")
     with pytest.raises(SystemExit, match="different vocabularies"):

@@ -1,0 +1,427 @@
+"""The README's results section, rendered from the files in a results folder and nothing else.
+
+`python scripts/report.py readme` (and `publish`) write it between `<!-- results:start -->` and
+`<!-- results:end -->`; tests/test_report.py checks that the README holds exactly what `render_section`
+returns for results/. Every sentence here states what the files say (provenance, seeds, goals met or
+not, wall times against their budgets); nothing is typed by hand and nothing reads a clock or the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+# per task: its score in `spacy evaluate` output and the score's name in tables
+TASK_SCORE = {"ner": ("ents_f", "test F1"), "pos": ("tag_acc", "test accuracy")}
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+# the project's goals for the ELMo gain (issue 12: half the gap to the full-data baseline at 10%; issue 21 adds
+# POS at 10%), judged on paired means over GOAL_SEEDS seeds
+GOALS = {("ner", "10"): 6.0, ("ner", "100"): 2.0, ("pos", "10"): 1.0}
+GOAL_SEEDS = 3
+# the seeds workflow's wall-time budget on 2 CPU cores, in minutes
+SEEDS_BUDGET_MIN = 150
+# and `make main`'s (the `all` workflow; issue 21)
+ALL_BUDGET_MIN = 60
+
+
+def markdown_table(results: dict) -> str:
+    """The one-seed NER table: F1 (P / R) per system and training fraction, and the ELMo gain."""
+    pcts = sorted({p for per in results.values() for p in per})
+    lines = ["| system | " + " | ".join(f"{p}% train: F1 (P / R)" for p in pcts) + " |", "|---|" + "---|" * len(pcts)]
+    for system in sorted(results):
+        cells = []
+        for p in pcts:
+            s = results[system].get(p, {})
+            cells.append(f"{s['ents_f']:.2f} ({s['ents_p']:.2f} / {s['ents_r']:.2f})" if "ents_f" in s else "–")
+        lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    if "baseline" in results and "elmo" in results:
+        gains = []
+        for p in pcts:
+            b, e = results["baseline"].get(p, {}), results["elmo"].get(p, {})
+            gains.append(f"{e['ents_f'] - b['ents_f']:+.2f}" if "ents_f" in b and "ents_f" in e else "–")
+        lines.append("| ELMo gain (F1) | " + " | ".join(gains) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _pm(cell: dict) -> str:
+    return f"{cell['mean']:.2f} ± {cell['std']:.2f} (n={cell['n']})" if cell["std"] is not None else f"{cell['mean']:.2f} (n=1, no spread)"
+
+
+def _gain_pm(cell: dict) -> str:
+    return f"{cell['mean']:+.2f} ± {cell['std']:.2f} (n={cell['n']})" if cell["std"] is not None else f"{cell['mean']:+.2f} (n=1, no spread)"
+
+
+def _commit(record: dict) -> str:
+    git = record.get("git") or {}
+    if not git.get("commit"):
+        return "commit unknown (not a git checkout)"
+    text = f"commit `{git['commit'][:12]}`"
+    if git.get("dirty"):
+        paths = ", ".join(f"`{p}`" for p in git.get("dirty_paths", []))
+        text += f" **with uncommitted changes (dirty tree: {paths})**"
+    else:
+        text += " (clean tree)"
+    return text
+
+
+def _machine(record: dict) -> str:
+    m = record.get("machine") or {}
+    gpu = f", GPU {m['gpu']}" if m.get("gpu") else ", CPU only"
+    return (f"{m.get('cpu')}, {m.get('cores')} cores, {m.get('memory_gib')} GiB{gpu}; Python {m.get('python')}, "
+            f"torch {m.get('torch')}, spaCy {m.get('spacy')}, transformers {m.get('transformers')}")
+
+
+def _minutes(record: dict) -> float | None:
+    import datetime
+
+    try:
+        parse = lambda s: datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+        return (parse(record["ended_utc"]) - parse(record["started_utc"])).total_seconds() / 60
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def provenance_lines(what: str, block: dict | None) -> list[str]:
+    """Plain statement of where `what` came from; says so when it was not recorded or the tree was dirty."""
+    if not block:
+        return [f"**{what}: provenance not recorded** (these results predate provenance recording: commit, "
+                "exact configs and step times are unknown).", ""]
+    records = [block["report"]] if "report" in block else [block]
+    records += list(block.get("steps", {}).values())
+    commits = sorted({_commit(r) for r in records})
+    dirty = any((r.get("git") or {}).get("dirty") for r in records)
+    starts = [r["started_utc"] for r in records if r.get("started_utc")]
+    ends = [r["ended_utc"] for r in records if r.get("ended_utc")]
+    lines = [f"**{what}**: {'; '.join(commits)}; {min(starts)} – {max(ends)} UTC; {_machine(records[0])}."]
+    if dirty:
+        lines[0] = "⚠ **DIRTY TREE: not reproducible from a commit.** " + lines[0]
+    seeds = sorted({r["seed"] for r in records if r.get("seed") is not None})
+    if seeds:
+        lines[0] += f" Seeds: {', '.join(map(str, seeds))}."
+    configs = block.get("configs")
+    if configs:
+        lines[0] += " Configs as run: " + ", ".join(f"`configs/{name}` (sha256 {digest[:12]})" for name, digest in sorted(configs.items())) + "."
+    return lines + [""]
+
+
+def goal_lines(summary: dict) -> list[str]:
+    """Whether the mean paired ELMo gains reach the project's goals, stated plainly either way; a cell with
+    fewer than GOAL_SEEDS seeds is not judged (its mean is shown)."""
+    parts = []
+    for (task, pct), goal in GOALS.items():
+        gain = summary.get(task, {}).get(pct, {}).get("gain")
+        if gain is None:
+            parts.append(f"{task} {pct}%: ≥ {goal:+.2f} — not measured")
+            continue
+        if gain["n"] < GOAL_SEEDS:
+            parts.append(f"{task} {pct}%: ≥ {goal:+.2f} — not judged ({gain['mean']:+.2f} from {gain['n']} seed(s); "
+                         f"the goal is a mean over {GOAL_SEEDS})")
+            continue
+        met = "met" if gain["mean"] >= goal else "**not met**"
+        parts.append(f"{task} {pct}%: ≥ {goal:+.2f} — {met} ({gain['mean']:+.2f}, mean of {gain['n']} seed(s))")
+    return ["Goals for the ELMo gain (paired means): " + "; ".join(parts) + ".", ""]
+
+
+def _span_minutes(records: list[dict]) -> float | None:
+    """Minutes from the first record's start to the last one's end."""
+    return _minutes({"started_utc": min(r["started_utc"] for r in records), "ended_utc": max(r["ended_utc"] for r in records)})
+
+
+def _pretrain_records(block: dict | None) -> list[dict]:
+    """The pretraining steps' records in a provenance block (the steps whose command runs `pretrain`)."""
+    return [r for r in (block or {}).get("steps", {}).values() if "pretrain" in (r.get("command") or [])]
+
+
+def seeds_time_lines(block: dict | None) -> list[str]:
+    """Wall time of the seeds workflow from its records: the steps it ran, plus the pretraining of the biLM it shares."""
+    steps = (block or {}).get("steps", {})
+    pretrain = _pretrain_records(block)
+    rest = [r for r in steps.values() if r not in pretrain and r.get("started_utc") and r.get("ended_utc")]
+    if not rest:
+        return []
+    span = _span_minutes(rest)
+    text = f"Wall time: the seeds trainings and evaluations ran {span:.1f} min (first start to last end of their records)"
+    minutes = [m for m in (_minutes(r) for r in pretrain) if m is not None]
+    if minutes:
+        total = span + sum(minutes)
+        verdict = "within" if total <= SEEDS_BUDGET_MIN else "**over**"
+        text += (f"; the biLM they share was pretrained in {sum(minutes):.1f} min ({_commit(pretrain[0])}); "
+                 f"{total:.1f} min together, {verdict} the {SEEDS_BUDGET_MIN}-minute budget (data preparation adds about a "
+                 "minute and records no time)")
+    return [text + ".", ""]
+
+
+def all_time_lines(block: dict | None) -> list[str]:
+    """Wall time of an `all` run from its records: the first step's start (the pretraining) to the report's end."""
+    block = block or {}
+    records = [r for r in [block.get("report"), *block.get("steps", {}).values()] if r and r.get("started_utc") and r.get("ended_utc")]
+    if not records:
+        return []
+    span = _span_minutes(records)
+    if span is None:
+        return []
+    verdict = "within" if span <= ALL_BUDGET_MIN else "**over**"
+    seconds = round(span * 60)  # to the second: a run near the budget must not read "60.0 min, within"
+    return [f"Wall time of this `all` run: {seconds // 60} min {seconds % 60} s from the first recorded start to the report's end (fetching the "
+            f"data and preprocessing record no time: about a minute), {verdict} the {ALL_BUDGET_MIN}-minute budget of "
+            "`make main` on the machine named above.", ""]
+
+
+def _max_steps(record: dict) -> str:
+    command = record.get("command") or []
+    return next((command[i + 1] for i, arg in enumerate(command[:-1]) if arg == "--training.max_steps"), "?")
+
+
+def shared_bilm_lines(seeds_block: dict | None, all_block: dict | None) -> list[str]:
+    """Says so when the seeds results were made with another biLM than the last `all` run's (a rerun of `all`
+    with a new recipe that `seeds` has not followed yet), naming both pretrainings."""
+    mine, theirs = (next(iter(_pretrain_records(block)), None) for block in (seeds_block, all_block))
+    if not mine or not theirs or mine.get("started_utc") == theirs.get("started_utc"):
+        return []
+    return [f"⚠ **These seeds results use an earlier biLM** than the last `all` run below: pretrained "
+            f"{mine.get('started_utc')} ({_commit(mine)}, {_max_steps(mine)} steps), against "
+            f"{theirs.get('started_utc')} ({_commit(theirs)}, {_max_steps(theirs)} steps) for `all`; "
+            "`spacy project run seeds` has not been rerun on the new one yet.", ""]
+
+
+def _link(results: Path, readme: Path, name: str) -> str:
+    return Path(os.path.relpath(results / name, readme.parent)).as_posix()
+
+
+def _read_json(path: Path) -> dict:
+    """A results file's content; {} when the run that writes it has not happened yet."""
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _seeds_table(summary: dict) -> list[str]:
+    """One row per task and training fraction: mean ± std of each system, the paired gain, and every seed's values."""
+    out = ["| task | train | baseline | ELMo | paired gain | per seed: baseline / ELMo / gain |", "|---|---|---|---|---|---|"]
+    for task in sorted(summary):
+        label = TASK_SCORE.get(task, ("", task))[1]
+        for pct, cell in sorted(summary[task].items(), key=lambda kv: int(kv[0])):
+            base, elmo, gain = cell.get("baseline"), cell.get("elmo"), cell.get("gain")
+            values = [(part or {}).get("per_seed", {}) for part in (base, elmo, gain)]
+            show = lambda value, form: "–" if value is None else format(value, form)  # noqa: E731
+            per_seed = [f"s{seed}: " + " / ".join(show(v.get(seed), form) for v, form in zip(values, (".2f", ".2f", "+.2f")))
+                        for seed in sorted(set(values[0]) | set(values[1]), key=int)]
+            out.append(f"| {task} ({label}) | {pct}% | {_pm(base) if base else '–'} | {_pm(elmo) if elmo else '–'} | "
+                       f"{_gain_pm(gain) if gain else '–'} | {'; '.join(per_seed)} |")
+    return out + [""]
+
+
+def seed_counts(summary: dict) -> str:
+    """How many seeds each cell has, from the data: "every cell with 3 seeds", or the usual count and the
+    cells that differ ("3 seeds per cell except pos 100% (1 seed)")."""
+    counts = {(task, pct): max((cell.get(system) or {}).get("n", 0) for system in ("baseline", "elmo"))
+              for task, by_pct in sorted(summary.items()) for pct, cell in sorted(by_pct.items(), key=lambda kv: int(kv[0]))}
+    if not counts:
+        return "no cells"
+    seeds = lambda n: f"{n} seed" + ("s" if n != 1 else "")  # noqa: E731
+    usual = max(sorted(set(counts.values())), key=list(counts.values()).count)
+    if all(n == usual for n in counts.values()):
+        return f"every cell with {seeds(usual)}"
+    others = [f"{task} {pct}% ({seeds(n)})" for (task, pct), n in counts.items() if n != usual]
+    return f"{seeds(usual)} per cell except {', '.join(others)}"
+
+
+def headline_section(seeds: dict, metrics: dict | None = None) -> list[str]:
+    """The multi-seed headline: provenance, the table of every cell, the goals and the wall time; a warning
+    when the last `all` run (`metrics`) pretrained another biLM since."""
+    if not seeds.get("summary"):
+        return ["### Headline: mean ± standard deviation over seeds and paired gains", "",
+                "No multi-seed run recorded yet (`spacy project run seeds`).", ""]
+    out = [f"### Headline: {seed_counts(seeds['summary'])}, mean ± standard deviation and paired gains", ""]
+    out += provenance_lines("The seeds run", seeds.get("provenance"))
+    out += shared_bilm_lines(seeds.get("provenance"), (metrics or {}).get("provenance"))
+    out += ["Every cell trained once per seed (`--system.seed`, i.e. `training.seed`) on the same data subset "
+            "and the same pretrained biLM; each final model scored once on test. ± is the sample standard deviation "
+            "over seeds; a paired gain is ELMo − baseline for the same seed.", ""]
+    out += _seeds_table(seeds["summary"])
+    return out + goal_lines(seeds["summary"]) + seeds_time_lines(seeds.get("provenance"))
+
+
+def _ner_lines(metrics: dict) -> list[str]:
+    """The one-seed NER table, the best dev F1 each `model-best` was chosen by, and `spacy evaluate`'s speeds."""
+    ner = {system: {int(p): s for p, s in per.items()} for system, per in metrics.get("ner", {}).items()}
+    if not ner:
+        return []
+    out = ["#### NER, one seed (CoNLL-2003 test, entity-level F1 of `model-best` from `spacy evaluate`)", "",
+           markdown_table(ner).rstrip("\n"), ""]
+    curves = metrics.get("dev_f1_by_step", {})
+    best = [f"{run} {max(f for _, f in points):.2f}" for run, points in sorted(curves.items()) if points]
+    if best:
+        out += ["Best dev F1 (the score `model-best` was chosen by): " + ", ".join(best) + ".", ""]
+    speeds = [f"{system} {pct}%: {s['speed_wps']:,}" for system in sorted(ner) for pct, s in sorted(ner[system].items()) if "speed_wps" in s]
+    if speeds:
+        out += ["Test-set speed reported by `spacy evaluate` (words/s): " + ", ".join(speeds) + ".", ""]
+    return out
+
+
+def _bilm_lines(bilm: dict | None) -> list[str]:
+    """The pretrained biLM in one sentence: perplexities, steps, words, time, speed, size."""
+    if not bilm:
+        return []
+    text = f"The biLM: held-out perplexity **{bilm['heldout_ppl']:.1f}**"
+    if "heldout_forward_ppl" in bilm:
+        text += f" (forward {bilm['heldout_forward_ppl']:.1f}, backward {bilm['heldout_backward_ppl']:.1f})"
+    if "unigram_heldout_ppl" in bilm:
+        text += f"; a unigram model scores {bilm['unigram_heldout_ppl']:.1f}"
+    text += (f"; {bilm['step']:,} steps, {bilm['words']:,} words in {bilm['train_seconds'] / 60:.1f} min of training, "
+             f"{bilm['words_per_s']:,.0f} words/s ({bilm.get('world_size', 1)} process(es), {bilm.get('device', '?')}), "
+             f"{bilm.get('parameters', 0):,} parameters, {bilm.get('softmax', '?')} softmax over {bilm.get('vocab_size', 0):,} words.")
+    return [text, ""]
+
+
+def _layer_weight_lines(weights: dict) -> list[str]:
+    """Each ELMo component's learned softmax(s) over the biLM layers, against equal weights."""
+    mixes = [(pipeline, comp, w) for pipeline, comps in sorted(weights.items()) for comp, w in sorted(comps.items())]
+    if not mixes:
+        return []
+    n = len(mixes[0][2])
+    parts = [f"{'/'.join(f'{x:.2f}' for x in w)} ({pipeline} {comp})" for pipeline, comp, w in mixes]
+    top = [f"layer {max(range(len(w)), key=w.__getitem__)} in {pipeline}" for pipeline, _, w in mixes]
+    moved = max(abs(x - 1 / len(w)) for _, _, w in mixes for x in w)
+    return [f"Learned layer weights softmax(s) for layers {'/'.join(map(str, range(n)))}: {', '.join(parts)}; "
+            f"equal weights would be {1 / n:.2f} each (largest departure {moved:.2f}). "
+            f"The largest weight is on {', '.join(top)}.", ""]
+
+
+def _step_time_lines(provenance: dict | None) -> list[str]:
+    """Minutes per recorded step, in start order; says so when the run recorded none."""
+    steps = (provenance or {}).get("steps", {})
+    timed = [(label, _minutes(r)) for label, r in sorted(steps.items(), key=lambda kv: kv[1].get("started_utc", ""))]
+    timed = [(label, m) for label, m in timed if m is not None]
+    if not timed:
+        return ["Step timings: not recorded by this run (see its hand-written log in `bench/RESULTS.md`).", ""]
+    return (["Time per recorded step (from each step's provenance, UTC start to end; runs in one step may overlap):", "",
+             "| step | minutes |", "|---|---:|"] + [f"| {label} | {m:.1f} |" for label, m in timed] + [""])
+
+
+def last_run_section(metrics: dict, results: Path, readme: Path) -> list[str]:
+    """The last one-seed `all` run: NER table, the biLM, learned layer weights, figures and step times."""
+    out = ["### The last `all` run (one seed, `make main`)", ""]
+    if not metrics:
+        return out + ["No results recorded yet (`spacy project run all`).", ""]
+    out += provenance_lines("The last `all` run", metrics.get("provenance"))
+    if not metrics.get("provenance"):
+        out += [f"Recorded by the report itself: written {metrics.get('date', '?')} on \"{metrics.get('machine', '?')}\".", ""]
+    out += _ner_lines(metrics) + _bilm_lines(metrics.get("pretrain_summary")) + _layer_weight_lines(metrics.get("layer_weights", {}))
+    figures = [(name, alt) for name, alt in (("f1_by_fraction.png", "F1 by training fraction"),
+               ("layer_weights.png", "learned layer weights"), ("dev_curves.png", "dev F1 during training"))
+               if (results / name).is_file()]
+    if figures:
+        out += [" ".join(f"![{alt}]({_link(results, readme, name)})" for name, alt in figures), ""]
+    return out + _step_time_lines(metrics.get("provenance")) + all_time_lines(metrics.get("provenance"))
+
+
+def probe_section(results: Path, readme: Path) -> list[str]:
+    """Dev accuracy of a linear probe on each frozen biLM layer and on a learned mix, per task."""
+    out = ["#### Layer probes (paper §5.3)", ""]
+    probe = _read_json(results / "probe.json")
+    if not probe.get("tasks"):
+        return out + ["No probe results recorded yet (`spacy project run probe`).", ""]
+    out += provenance_lines("The probes", probe.get("provenance"))
+    tasks = sorted(probe["tasks"])
+    first = probe["tasks"][tasks[0]]
+    out += [f"A linear classifier on each frozen layer of `{probe['model']}` and on a learned mix of all layers, "
+            f"fitted on `{probe['train']}`, scored on `{probe['dev']}` (dev accuracy %). pos: every token's PTB tag; "
+            "ner-type: the entity type (PER/LOC/ORG/MISC) of each token inside a gold entity mention.", ""]
+    row = lambda name, cell: f"| {name} | " + " | ".join(cell(probe["tasks"][t]) for t in tasks) + " |"  # noqa: E731
+    out += ["| layer | " + " | ".join(tasks) + " |", "|---|" + "---:|" * len(tasks)]
+    out += [row(j, lambda t, j=j: f"{t['layers'][j]['accuracy']:.2f}") for j in range(len(first["layers"]))]
+    out += [row("learned mix", lambda t: f"{t['mix']['accuracy']:.2f}"),
+            row("majority class", lambda t: f"{t['majority_accuracy']:.2f}"),
+            row("train / dev tokens", lambda t: f"{t['train_tokens']:,} / {t['dev_tokens']:,}"), ""]
+    if (results / "probe.png").is_file():
+        out += [f"![probe accuracy by layer]({_link(results, readme, 'probe.png')})", ""]
+    return out
+
+
+def variants_section(results: Path, readme: Path, name: str = "variants", title: str = "Language-model perplexity vs ELMo gain (dev)",
+                     empty: str = "`spacy project run variants` writes `results/variants.json`: each biLM variant's held-out "
+                                  "perplexity and the ELMo gain it gives on dev") -> list[str]:
+    """Each variant's held-out perplexity against its paired dev gain (dev only: no test scores),
+    from `results/{name}.json` and its figure `results/{name}.png` (variants: ppl_vs_gain.png)."""
+    out = [f"#### {title}", ""]
+    variants = _read_json(results / f"{name}.json")
+    if not variants.get("variants"):
+        return out + [f"No variants recorded yet ({empty}).", ""]
+    out += provenance_lines("The variants", variants.get("provenance"))
+    label = variants.get("score_label", variants.get("score"))
+    out += [f"{variants['task']} at {variants['fraction']}% of train. Gain = dev {label} of ELMo's `model-best` − the "
+            f"baseline's ({_pm(variants['baseline'])}) for the same seed; dev only, so variants never touch the test set.", "",
+            f"| variant | pretraining min | held-out perplexity | ELMo dev {label} | paired dev gain |",
+            "|---|---:|---:|---:|---:|"]
+    out += [f"| {v['name']} | {v['pretrain_minutes']:.1f} | {v['heldout_ppl']:.1f} | {_pm(v['elmo'])} | {_gain_pm(v['gain'])} |"
+            for v in variants["variants"]]
+    top = max(v["gain"]["mean"] for v in variants["variants"])
+    best = [v for v in variants["variants"] if v["gain"]["mean"] == top]  # every one at the top, in table order
+    named = " and ".join(f"{v['name']} ({_gain_pm(v['gain'])})" for v in best)
+    lowest = min(variants["variants"], key=lambda v: v["heldout_ppl"])
+    out += ["", f"Largest mean dev gain: {'tied: ' if len(best) > 1 else ''}{named}; lowest held-out perplexity: "
+                f"{lowest['name']} ({lowest['heldout_ppl']:.1f}). No variant is scored on test.", ""]
+    figure = "ppl_vs_gain.png" if name == "variants" else f"{name}.png"
+    if (results / figure).is_file():
+        out += [f"![perplexity vs gain]({_link(results, readme, figure)})", ""]
+    return out
+
+
+def recipes_section(results: Path, readme: Path) -> list[str]:
+    """The recipe search of issue 21 (`spacy project run recipes`), rendered like the variants."""
+    return variants_section(
+        results, readme, "recipes", "Recipe search: what the pretraining hour and the NER model buy (dev)",
+        "`spacy project run recipes-report` writes `results/recipes.json`: each recipe's biLM perplexity and dev gain",
+    )
+
+
+def bilm_comparison_section(results: Path, name: str) -> list[str]:
+    """A `scripts/compare_bilms.py` record (e.g. zh_lexicon.json): held-out perplexities side by side."""
+    compared = _read_json(results / f"{name}.json")
+    if not compared.get("bilms"):
+        return []
+    out = [f"#### {compared['title']}", ""] + provenance_lines("The biLMs", compared.get("provenance"))
+    out += ["Held-out perplexity on the same held-out text with the same vocabulary (one seed each; dev text, "
+            "not test).", "", "| biLM | characters | parameters | steps | training min | held-out perplexity |",
+            "|---|---|---:|---:|---:|---:|"]
+    out += [f"| {b['name']} | {b['characters']} | {b['parameters']:,} | {b['steps']:,} | {b['train_minutes']:.1f} | "
+            f"{b['heldout_ppl']:.1f} |" for b in compared["bilms"]]
+    return out + [""]
+
+
+def similar_sections(results: Path, readme: Path) -> list[str]:
+    """The nearest-word tables exactly as similar_report.py wrote them, and the link to the dev experiments."""
+    out = []
+    for name, title in (("similar.md", "Nearest words (as written by `scripts/similar_report.py`)"),
+                        ("similar_zh.md", "Nearest words, Chinese biLM (`spacy project run zh`)")):
+        if (results / name).is_file():
+            prov = _read_json(results / f"{Path(name).stem}.provenance.json") or None
+            out += [f"#### {title}", ""] + provenance_lines(f"`{name}`", prov)
+            out += [(results / name).read_text(encoding="utf8").rstrip("\n"), ""]
+    out += bilm_comparison_section(results, "zh_recipe") + bilm_comparison_section(results, "zh_lexicon")
+    if (results / "experiments.md").is_file():
+        link = _link(results, readme, "experiments.md")
+        out += [f"Dev-set experiments behind the settings, with what provenance they have: [{link}]({link}).", ""]
+    return out
+
+
+def render_section(results: Path, readme: Path) -> str:
+    """The README's results section, from the files in `results` only (deterministic: no clock, no machine)."""
+    out = [START, "<!-- Generated by `python scripts/report.py readme` from results/; edits here are overwritten, "
+           "and tests/test_report.py fails if this differs from what it would write. -->", ""]
+    metrics = _read_json(results / "metrics.json")
+    out += headline_section(_read_json(results / "seeds.json"), metrics)
+    out += last_run_section(metrics, results, readme)
+    out += probe_section(results, readme) + variants_section(results, readme) + recipes_section(results, readme)
+    out += similar_sections(results, readme)
+    out.append(END)
+    return "\n".join(out) + "\n"
+
+
+def splice(readme_text: str, section: str) -> str:
+    """readme_text with the part from START to END (and its newline) replaced by `section`."""
+    if START not in readme_text or END not in readme_text:
+        raise SystemExit(f"the README has no {START} … {END} markers to write between")
+    head, rest = readme_text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return head + section + tail.removeprefix("\n")
