@@ -110,11 +110,14 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="make_test_") as tmp:
         record = run(args.repo.resolve(), args.command, Path(tmp))
         args.out.parent.mkdir(parents=True, exist_ok=True)
+        failed_output = args.out.with_name(args.out.stem + "_failed_output.txt")
         if record["exit_status"] != 0:
             output = (Path(tmp) / "output.txt").read_text(encoding="utf-8")
             print("\n".join(output.splitlines()[-20:] + record["failures"]), file=sys.stderr)
             # pytest's whole report of the failures, beside the record (pip's output follows it in output.txt)
-            args.out.with_name(args.out.stem + "_failed_output.txt").write_text(output, encoding="utf-8")
+            failed_output.write_text(output, encoding="utf-8")
+        else:  # an earlier failure's report must not sit beside a passing record
+            failed_output.unlink(missing_ok=True)
     args.out.write_text(render(record), encoding="utf-8")
     print(f"wrote {args.out}: {record['summary']} in {_minutes(record['wall_s'])}, exit status {record['exit_status']}")
     return record["exit_status"]

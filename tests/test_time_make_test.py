@@ -38,6 +38,7 @@ def _repo(tmp_path: Path, status: int) -> tuple[Path, str]:
 def test_times_make_test_in_a_fresh_clone_and_records_it(tmp_path):
     repo, commit = _repo(tmp_path, 0)
     out = tmp_path / "make_test.txt"
+    (tmp_path / "make_test_failed_output.txt").write_text("an earlier run's failure")  # stale: removed by a pass
     assert time_make_test.main(["--repo", str(repo), "--out", str(out)]) == 0
     text = out.read_text()
     assert f"commit: {commit} (a clean clone of HEAD) (the checkout also had uncommitted changes, not measured: " in text
