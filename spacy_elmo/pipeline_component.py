@@ -190,6 +190,9 @@ class Elmo(TrainablePipe):
         self.fine_tune_layers = fine_tune_layers
         self.cache = LayerCache(int(cache_mb * 2**20))
         self._weights_may_change = False  # set by a gradient update, until finish_update
+        # between begin_update and the listeners' gradient: spaCy calls finish_update in that gap
+        self._awaiting_gradient = False
+        self._deferred_sgd: Optional[Optimizer] = None
         self.listener_map: Dict[str, List[ElmoListener]] = {}
         self.cfg: Dict[str, Any] = {}
 
@@ -290,9 +293,15 @@ class Elmo(TrainablePipe):
 
         When no listener sends gradients back (all have grad_factor 0), the biLM only predicts,
         so the cache applies and nothing is fine-tuned.
+
+        `nlp.update` calls `finish_update` right after this, before the listeners' components have
+        run and sent their gradients; the step is then applied when the last gradient arrives, in
+        the same `nlp.update` (applied at once, it would find no gradient, and would change weights
+        that this batch's backward pass still reads).
         """
         if losses is None:
             losses = {}
+        self._awaiting_gradient, self._deferred_sgd = False, None  # a batch whose gradient never came
         validate_examples(examples, "Elmo.update")
         losses.setdefault(self.name, 0.0)
         listeners = self.listeners
@@ -309,6 +318,7 @@ class Elmo(TrainablePipe):
         self._weights_may_change = True
         self._choose_trainable_weights()
         outputs, backprop_bilm = self.model.begin_update(docs)
+        self._awaiting_gradient = True
         d_outputs = [self.model.ops.alloc(x.shape, dtype="f") for x in outputs]
 
         def accumulate_gradient(one_d_outputs):
@@ -322,8 +332,10 @@ class Elmo(TrainablePipe):
             """Adds the last listener's gradient and backpropagates into the biLM."""
             accumulate_gradient(one_d_outputs)
             backprop_bilm(d_outputs)
-            if sgd is not None:
-                self.finish_update(sgd)
+            self._awaiting_gradient = False
+            step, self._deferred_sgd = sgd if sgd is not None else self._deferred_sgd, None
+            if step is not None:
+                self.finish_update(step)
             return []
 
         for listener in listeners[:-1]:
@@ -345,7 +357,11 @@ class Elmo(TrainablePipe):
             parameter.requires_grad_(id(parameter) in trainable)
 
     def finish_update(self, sgd: Optimizer) -> None:
-        """Applies the biLM's gradients; drops cached layers computed with the old weights."""
+        """Applies the biLM's gradients; drops cached layers computed with the old weights. Called
+        while a batch's gradient is still on its way (see `update`), it applies it on arrival."""
+        if self._awaiting_gradient:
+            self._deferred_sgd = sgd
+            return
         self.model.finish_update(sgd)
         if self._weights_may_change:
             self.cache.clear()

@@ -28,14 +28,15 @@ from thinc.api import (
     ArgsKwargs,
     Model,
     PyTorchGradScaler,
-    PyTorchWrapper_v3,
     get_torch_default_device,
     torch2xp,
     xp2torch,
 )
+from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats3d
 
 from .layer_cache import LayerCache, doc_cache_key
+from .torch_shim import InPlaceUpdateShim
 
 
 class ElmoLayerStack(torch.nn.Module):
@@ -237,14 +238,21 @@ def build_bilm(
         raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
     scaler_cfg = dict(grad_scaler_config or {})
     scaler_cfg.setdefault("enabled", mixed_precision)
-    wrapper = PyTorchWrapper_v3(
-        ElmoLayerStack(),
-        convert_inputs=_convert_inputs,
-        convert_outputs=_convert_outputs,
-        mixed_precision=mixed_precision,
-        grad_scaler=PyTorchGradScaler(**scaler_cfg),
-        serialize_model=_serialize_stack,
-        deserialize_model=_deserialize_stack,
+    # thinc's PyTorchWrapper_v3, with the shim that writes optimizer steps in place (torch_shim.py)
+    wrapper = Model(
+        "pytorch",
+        pytorch_forward,
+        attrs={"convert_inputs": _convert_inputs, "convert_outputs": _convert_outputs},
+        shims=[
+            InPlaceUpdateShim(
+                ElmoLayerStack(),
+                mixed_precision=mixed_precision,
+                grad_scaler=PyTorchGradScaler(**scaler_cfg),
+                serialize_model=_serialize_stack,
+                deserialize_model=_deserialize_stack,
+            )
+        ],
+        dims={"nI": None, "nO": None},
     )
     return Model(
         "elmo-bilm",
