@@ -54,8 +54,18 @@ def test_the_first_update_already_changes_the_bilm(tiny_model_dir):
         assert parameter.grad is None or float(parameter.grad.abs().max()) == 0.0  # applied, nothing left over
 
 
+def train_step(nlp, examples, optimizer, loop: str) -> None:
+    if loop == "nlp.update":
+        nlp.update(examples, sgd=optimizer)
+    else:  # spacy train's loop: update without an optimizer, then finish_update for each component
+        nlp.update(examples, sgd=False)
+        for _, component in nlp.pipeline:
+            component.finish_update(optimizer)
+
+
+@pytest.mark.parametrize("loop", ["nlp.update", "spacy train"])
 @pytest.mark.parametrize("fine_tune_layers", [None, 1])
-def test_predictions_use_the_updated_weights(tiny_model_dir, fine_tune_layers):
+def test_predictions_use_the_updated_weights(tiny_model_dir, fine_tune_layers, loop):
     """After fine-tuning steps, predicting (as spacy train's dev evaluation does, through the
     inference kernel's prepacked weights and the token cache, both built before training) gives
     what a fresh copy of the updated biLM gives."""
@@ -64,7 +74,7 @@ def test_predictions_use_the_updated_weights(tiny_model_dir, fine_tune_layers):
     docs = [nlp.make_doc(text) for text, _ in TAGGED]
     before = elmo.predict(docs)  # builds the derived copies from the initial weights
     for _ in range(3):
-        nlp.update(examples, sgd=optimizer)
+        train_step(nlp, examples, optimizer, loop)
     fresh = spacy.blank("en").add_pipe("elmo", config={"model": str(tiny_model_dir)})
     set_elmo_model(fresh.model, copy.deepcopy(elmo.elmo_model), elmo.model.layers[0].shims[0]._model.tokenizer)
     expected = fresh.predict(docs)
