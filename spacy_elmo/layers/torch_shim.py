@@ -10,8 +10,8 @@ optimizer returned. For the biLM that goes wrong twice (tests/test_fine_tuning_u
   keep serving the old weights: predictions during fine-tuning (`spacy train`'s dev scores) came
   from the biLM as it was before training;
 - every step left one more tensor per parameter alive, and memory grew by about the updated
-  weights' size per step (the project's NER run fine-tuning the top layer reached about 13 GB in one
-  process between steps 3,600 and 4,000, on a 24 GB machine).
+  weights' size per step (the project's NER runs fine-tuning the top layer ran the 24 GB machine
+  short of memory before their 4,000 steps).
 
 Here the optimizer updates the views in place, the result is copied back only if it is a new
 array, and the version counter moves as for any in-place update. The same optimizer, the same key
