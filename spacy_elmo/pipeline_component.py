@@ -333,7 +333,8 @@ class Elmo(TrainablePipe):
             accumulate_gradient(one_d_outputs)
             backprop_bilm(d_outputs)
             self._awaiting_gradient = False
-            step, self._deferred_sgd = sgd if sgd is not None else self._deferred_sgd, None
+            step = sgd if sgd is not None else self._deferred_sgd
+            self._deferred_sgd = None
             if step is not None:
                 self.finish_update(step)
             return []

@@ -1,7 +1,9 @@
-"""Training with ELMo in spaCy: listeners, frozen vs fine-tuned biLM, the shipped configs, the cache."""
+"""Training with ELMo in spaCy: listeners, frozen vs fine-tuned biLM (its updates), the shipped configs, the cache."""
 
 from __future__ import annotations
 
+import copy
+import gc
 import io
 import random
 from pathlib import Path
@@ -12,6 +14,8 @@ import spacy
 import torch
 from spacy.tokens import Doc, DocBin
 from spacy.training import Example
+
+from spacy_elmo.layers.bilm import get_tokenizer, set_elmo_model
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -101,6 +105,78 @@ def test_fine_tuning_only_the_top_layers(tiny_model_dir, fine_tune_layers):
             assert change == 0.0, name
     with pytest.raises(ValueError, match="fine_tune_layers must be >= 0"):
         nlp.add_pipe("elmo", name="other", config={"model": str(tiny_model_dir), "fine_tune_layers": -1})
+
+
+# --- fine-tuning inside nlp.update: each step's gradient applied in that step, predictions see the new
+# weights (the inference kernel's prepacked copies, the token cache), no step keeps old weights alive
+
+
+def fine_tuned_tagger(tiny_model_dir, fine_tune_layers=None):
+    """The listener tagger with the biLM unfrozen (`fine_tune_layers` of its layers trained)."""
+    nlp, examples = tagger_pipeline(tiny_model_dir, {"@architectures": "spacy-elmo.ElmoListener.v1", "dropout": 0.0})
+    nlp.get_pipe("elmo").fine_tune_layers = fine_tune_layers
+    optimizer = nlp.initialize(lambda: examples)
+    optimizer.learn_rate = 0.01
+    return nlp, examples, optimizer
+
+
+def test_the_first_update_already_changes_the_bilm(tiny_model_dir):
+    """spaCy calls a component's finish_update right after its own update, before the listeners'
+    gradients arrive; the component applies the update once they have (not one step late)."""
+    nlp, examples, optimizer = fine_tuned_tagger(tiny_model_dir)
+    before = bilm_state(nlp)
+    nlp.update(examples, sgd=optimizer)
+    after = bilm_state(nlp)
+    assert max(float((after[k] - v).abs().max()) for k, v in before.items()) > 1e-4
+    for parameter in nlp.get_pipe("elmo").elmo_model.parameters():
+        assert parameter.grad is None or float(parameter.grad.abs().max()) == 0.0  # applied, nothing left over
+
+
+def train_step(nlp, examples, optimizer, loop: str) -> None:
+    if loop == "nlp.update":
+        nlp.update(examples, sgd=optimizer)
+    else:  # spacy train's loop: update without an optimizer, then finish_update for each component
+        nlp.update(examples, sgd=False)
+        for _, component in nlp.pipeline:
+            component.finish_update(optimizer)
+
+
+@pytest.mark.parametrize("loop", ["nlp.update", "spacy train"])
+@pytest.mark.parametrize("fine_tune_layers", [None, 1])
+def test_predictions_use_the_updated_weights(tiny_model_dir, fine_tune_layers, loop):
+    """After fine-tuning steps, predicting (as spacy train's dev evaluation does, through the
+    inference kernel's prepacked weights and the token cache, both built before training) gives
+    what a fresh copy of the updated biLM gives."""
+    nlp, examples, optimizer = fine_tuned_tagger(tiny_model_dir, fine_tune_layers)
+    elmo = nlp.get_pipe("elmo")
+    docs = [nlp.make_doc(text) for text, _ in TAGGED]
+    before = elmo.predict(docs)  # builds the derived copies from the initial weights
+    for _ in range(3):
+        train_step(nlp, examples, optimizer, loop)
+    fresh = spacy.blank("en").add_pipe("elmo", config={"model": str(tiny_model_dir)})
+    set_elmo_model(fresh.model, copy.deepcopy(elmo.elmo_model), get_tokenizer(elmo.model))
+    expected = fresh.predict(docs)
+    got = elmo.predict(docs)
+    for b, e, g in zip(before, expected, got):
+        assert float(numpy.abs(e - b).max()) > 1e-4  # the weights did change
+        numpy.testing.assert_array_equal(g, e)
+
+
+def test_updates_keep_no_old_weights_alive(tiny_model_dir):
+    """thinc's PyTorchShim.finish_update rebinds each parameter's .data to a tensor made from the
+    optimizer's array; every step kept one more tensor (and, in a long run, memory) alive."""
+    nlp, examples, optimizer = fine_tuned_tagger(tiny_model_dir)
+
+    def live_tensors() -> int:
+        gc.collect()
+        return sum(isinstance(o, torch.Tensor) for o in gc.get_objects())
+
+    for _ in range(3):
+        nlp.update(examples, sgd=optimizer)
+    settled = live_tensors()
+    for _ in range(10):
+        nlp.update(examples, sgd=optimizer)
+    assert live_tensors() == settled
 
 
 def test_elmo_embed_feeds_the_context_encoder(tiny_model_dir):
