@@ -8,7 +8,7 @@
 A variant is a pretrained biLM folder (its `pretrain_summary.json` gives the held-out perplexity,
 steps and minutes) and the prefix of the `spacy train` runs made with it, one per seed
 (`PREFIX_s{seed}`, as scripts/train_ner.py names them). The gain is paired by seed: the dev score
-of ELMo's `model-best` minus the baseline's for the same seed (`--baseline PREFIX`). Dev only: the
+of ELMo's `model-best` minus the baseline's for the same seed (`--baseline PREFIX [PREFIX ...]`). Dev only: the
 score is the one training selected `model-best` by, read from its meta.json — no test set is read,
 so variants can be tried freely under the protocol. Every biLM and run's provenance is kept.
 """
@@ -49,6 +49,24 @@ def dev_scores(prefix: Path, score: str) -> dict[str, float]:
         found[seed] = round(float(value) * 100, 2)
     if not found:
         raise SystemExit(f"{prefix}_s*: no training runs found (expected folders named {prefix.name}_s0, _s1, ...)")
+    return dict(sorted(found.items(), key=lambda kv: int(kv[0])))
+
+
+def baseline_scores(prefixes: list[Path], score: str) -> dict[str, float]:
+    """{seed: dev score %} of the baseline runs under one or more prefixes (seeds added later live beside
+    the variants' runs). The first prefix must hold runs; a later one without any is named and left out
+    (its seeds may not be trained yet); a seed under two prefixes is an error, not a silent choice."""
+    found: dict[str, float] = {}
+    where: dict[str, Path] = {}
+    for index, prefix in enumerate(prefixes):
+        if index and not seed_runs(prefix):
+            print(f"{prefix}_s*: no baseline runs yet, none added", file=sys.stderr)
+            continue
+        for seed, value in dev_scores(prefix, score).items():
+            if seed in found:
+                raise SystemExit(f"baseline seed {seed}: found under both {where[seed]}_s{seed} and {prefix}_s{seed}; "
+                                 "expected each seed once")
+            found[seed], where[seed] = value, prefix
     return dict(sorted(found.items(), key=lambda kv: int(kv[0])))
 
 
@@ -128,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["register"]:
         return register(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", type=Path, required=True, help="prefix of the baseline runs (PREFIX_s{seed})")
+    parser.add_argument("--baseline", type=Path, nargs="+", required=True, metavar="PREFIX",
+                        help="prefix(es) of the baseline runs (PREFIX_s{seed}); each seed under one of them")
     parser.add_argument("--variant", nargs="+", action="append", default=[], metavar="BILM PREFIX [NAME]",
                         help="a pretrained biLM folder, the prefix of the runs trained with it and, optionally, the "
                              "variant's name in the report (default: its pretraining steps; {steps} in a name is replaced by them)")
@@ -148,15 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.variant:
         parser.error("no variant: give --variant BILM PREFIX [NAME] or --discover DIR")
     prov = own_provenance()
-    baseline = dev_scores(args.baseline, args.score)
+    baseline = baseline_scores(args.baseline, args.score)
     variants = [read_variant(bilm, prefix, baseline, args.score, name) for bilm, prefix, name in args.variant]
-    steps = find_provenance([*seed_runs(args.baseline).values()]
+    steps = find_provenance([run for prefix in args.baseline for run in seed_runs(prefix).values()]
                             + [p for bilm, prefix, _ in args.variant for p in [bilm, *seed_runs(prefix).values()]])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = {
         "task": args.task, "fraction": args.fraction, "score": args.score,
         "score_label": "F1" if args.score == "ents_f" else "accuracy" if args.score == "tag_acc" else args.score,
-        "baseline": {"runs": str(args.baseline), "per_seed": baseline, **spread(list(baseline.values()))},
+        "baseline": {"runs": [str(prefix) for prefix in args.baseline], "per_seed": baseline, **spread(list(baseline.values()))},
         "variants": sorted(variants, key=lambda v: v["heldout_ppl"]),
         "provenance": {"report": prov.record(), "steps": steps, "configs": copy_configs(steps, args.out.parent)},
     }

@@ -190,6 +190,42 @@ def test_variants_pair_dev_gains_by_seed_and_render(readme_results, tmp_path, ca
         variants.main(["--baseline", str(runs / "base_10"), "--variant", str(runs), str(runs / "elmo_10"), "--out", str(out / "v.json")])
 
 
+def test_variants_pair_more_seeds_with_a_second_baseline_prefix(tmp_path, capsys):
+    """Seeds trained later (`recipe-baseline`) live under another prefix; the gains pair over both."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import variants
+    finally:
+        sys.path.pop(0)
+    seeds_run, recipes = tmp_path / "training_seeds", tmp_path / "recipes"
+    for seed, f1 in ((0, 0.70), (1, 0.71)):
+        _run(seeds_run / f"base_10_s{seed}", f1, seed)
+    _run(recipes / "base_10_s3", 0.69, 3)
+    for seed, f1 in ((0, 0.75), (1, 0.74), (3, 0.76)):
+        _run(recipes / f"elmo_10_s{seed}", f1, seed)
+    _bilm(tmp_path / "bilm", 4400, 117.0)
+    out = tmp_path / "v.json"
+    args = ["--variant", str(tmp_path / "bilm"), str(recipes / "elmo_10"), "--out", str(out)]
+    assert variants.main(["--baseline", str(seeds_run / "base_10"), str(recipes / "base_10"), *args]) == 0
+    result = json.loads(out.read_text())
+    assert result["baseline"]["per_seed"] == {"0": 70.0, "1": 71.0, "3": 69.0}
+    assert result["baseline"]["runs"] == [str(seeds_run / "base_10"), str(recipes / "base_10")]
+    assert result["variants"][0]["gain"]["per_seed"] == {"0": 5.0, "1": 3.0, "3": 7.0}
+    assert "recipes/base_10_s3" in " ".join(result["provenance"]["steps"])
+    # with the first prefix alone, seed 3 has no pair and is left out of the gain
+    assert variants.main(["--baseline", str(seeds_run / "base_10"), *args]) == 0
+    assert json.loads(out.read_text())["variants"][0]["gain"]["per_seed"] == {"0": 5.0, "1": 3.0}
+    # a later prefix with no runs yet is named and adds nothing; the first one must hold runs
+    assert variants.main(["--baseline", str(seeds_run / "base_10"), str(tmp_path / "none_10"), *args]) == 0
+    assert "none_10_s*: no baseline runs yet, none added" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="none_10_s\\*: no training runs found"):
+        variants.main(["--baseline", str(tmp_path / "none_10"), str(seeds_run / "base_10"), *args])
+    # the same seed under two prefixes is an error, not a silent choice
+    _run(recipes / "base_10_s1", 0.50, 1)
+    with pytest.raises(SystemExit, match="baseline seed 1: found under both .*training_seeds/base_10_s1 and .*recipes/base_10_s1"):
+        variants.main(["--baseline", str(seeds_run / "base_10"), str(recipes / "base_10"), *args])
+
+
 def test_goals_and_wall_time_are_stated_from_the_records(readme_results):
     summary = {"ner": {"10": {"gain": {"mean": 6.2, "n": 3}}, "100": {"gain": {"mean": 1.16, "n": 3}}},
                "pos": {"10": {"gain": {"mean": 1.5, "n": 1}}}}
