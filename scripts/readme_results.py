@@ -361,6 +361,10 @@ def variants_section(results: Path, readme: Path, name: str = "variants", title:
     lowest = min(variants["variants"], key=lambda v: v["heldout_ppl"])
     out += ["", f"Largest mean dev gain: {'tied: ' if len(best) > 1 else ''}{named}; lowest held-out perplexity: "
                 f"{lowest['name']} ({lowest['heldout_ppl']:.1f}). No variant is scored on test.", ""]
+    lead = variants.get("leader_vs_runner_up")
+    if lead:
+        out += [f"{lead['leader']} against the next largest gain, {lead['runner_up']}, paired by seed (dev {label}, the "
+                f"seeds both were trained at): {_gain_pm(lead)}, ahead on {lead['ahead_on']} of {lead['n']} seeds.", ""]
     figure = "ppl_vs_gain.png" if name == "variants" else f"{name}.png"
     if (results / figure).is_file():
         out += [f"![perplexity vs gain]({_link(results, readme, figure)})", ""]

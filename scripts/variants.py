@@ -95,6 +95,22 @@ def read_variant(bilm: Path, prefix: Path, baseline: dict[str, float], score: st
     }
 
 
+def leader_vs_runner_up(variants: list[dict]) -> dict | None:
+    """The variant with the largest mean dev gain against the next one, paired by seed: the difference
+    of their dev scores (so of their gains: the baseline cancels) on the seeds both were trained at,
+    and on how many of those seeds the leader is ahead. None without two variants or with a tie."""
+    ranked = sorted(variants, key=lambda v: v["gain"]["mean"], reverse=True)
+    if len(ranked) < 2 or ranked[0]["gain"]["mean"] == ranked[1]["gain"]["mean"]:
+        return None
+    leader, runner_up = ranked[0], ranked[1]
+    seeds = [seed for seed in leader["elmo"]["per_seed"] if seed in runner_up["elmo"]["per_seed"]]
+    if not seeds:
+        return None
+    differences = {seed: round(leader["elmo"]["per_seed"][seed] - runner_up["elmo"]["per_seed"][seed], 2) for seed in seeds}
+    return {"leader": leader["name"], "runner_up": runner_up["name"], "per_seed": differences,
+            "ahead_on": sum(d > 0 for d in differences.values()), **spread(list(differences.values()))}
+
+
 def plot(result: dict, path: Path) -> None:
     """Paired dev gain (mean ± std over seeds) against held-out perplexity, one point per variant."""
     variants = sorted(result["variants"], key=lambda v: v["heldout_ppl"])
@@ -177,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         "score_label": "F1" if args.score == "ents_f" else "accuracy" if args.score == "tag_acc" else args.score,
         "baseline": {"runs": [str(prefix) for prefix in args.baseline], "per_seed": baseline, **spread(list(baseline.values()))},
         "variants": sorted(variants, key=lambda v: v["heldout_ppl"]),
+        "leader_vs_runner_up": leader_vs_runner_up(variants),
         "provenance": {"report": prov.record(), "steps": steps, "configs": copy_configs(steps, args.out.parent)},
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n")

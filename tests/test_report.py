@@ -170,6 +170,11 @@ def test_variants_pair_dev_gains_by_seed_and_render(readme_results, tmp_path, ca
     assert "](results/ppl_vs_gain.png)" in section and "dev only" in section
     assert (f"Largest mean dev gain: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)); "
             "lowest held-out perplexity: 3,500 steps (128.9).") in section
+    # the leader against the runner-up, paired on the seeds both have: 78.43 - 72.00, 77.90 - 73.00
+    lead = result["leader_vs_runner_up"]
+    assert lead["per_seed"] == {"0": 6.43, "1": 4.9} and lead["ahead_on"] == 2 and lead["n"] == 2
+    assert (f"3,500 steps against the next largest gain, untrained (1 step), paired by seed (dev F1, the seeds both were "
+            f"trained at): {statistics.fmean([6.43, 4.9]):+.2f} ± {statistics.stdev([6.43, 4.9]):.2f} (n=2), ahead on 2 of 2 seeds.") in section
     # two variants with the same mean gain are both named, as a tie
     tied = json.loads((out / "variants.json").read_text())
     tied["variants"][1]["gain"] = dict(tied["variants"][0]["gain"], std=0.5)
@@ -211,6 +216,7 @@ def test_variants_pair_more_seeds_with_a_second_baseline_prefix(tmp_path, capsys
     assert result["baseline"]["per_seed"] == {"0": 70.0, "1": 71.0, "3": 69.0}
     assert result["baseline"]["runs"] == [str(seeds_run / "base_10"), str(recipes / "base_10")]
     assert result["variants"][0]["gain"]["per_seed"] == {"0": 5.0, "1": 3.0, "3": 7.0}
+    assert result["leader_vs_runner_up"] is None  # one variant: nothing to compare
     assert "recipes/base_10_s3" in " ".join(result["provenance"]["steps"])
     # with the first prefix alone, seed 3 has no pair and is left out of the gain
     assert variants.main(["--baseline", str(seeds_run / "base_10"), *args]) == 0
