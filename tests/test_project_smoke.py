@@ -194,3 +194,23 @@ def test_train_ner_trains_each_run_once_per_biLM(tmp_path):
         assert command[command.index("--output") + 1] == str(tmp_path / "out" / name)
     args.elmo = None
     assert list(train_ner.train_commands(args, [])) == ["ner_elmo_10_s0", "ner_elmo_10_s1"]
+
+
+def test_every_command_reruns_when_a_config_it_reads_changes():
+    """weasel reruns a finished command only when its deps change: a config a command's script reads
+    must be one of them, or editing it (a new learning rate, say) silently keeps the old outputs.
+    Orchestrating lines (`weasel run` of a workflow) are left to the commands they run."""
+    import re
+
+    from weasel.util import load_project_config
+
+    project = load_project_config(ROOT)
+    config_paths = re.compile(r"(?<![\w/.-])configs/[\w./-]+\.cfg")
+    checked = 0
+    for command in project["commands"]:
+        read = {path for line in command.get("script", []) if not line.startswith("python -m weasel run")
+                for path in config_paths.findall(line)}
+        missing = sorted(read - set(command.get("deps", [])))
+        assert not missing, f"{command['name']}: reads {missing} but does not list it under deps"
+        checked += bool(read)
+    assert checked >= 15  # the pretraining and training commands all read one
