@@ -268,6 +268,16 @@ def test_all_wall_time_and_a_seeds_run_on_an_earlier_bilm_are_stated_from_the_re
     block["report"]["ended_utc"] = "2026-11-27T08:31:00Z"
     assert "61 min 0 s" in readme_results.all_time_lines(block)[0] and "**over** the 60-minute" in readme_results.all_time_lines(block)[0]
     assert readme_results.all_time_lines({}) == []
+    # a step reused from an earlier run (the baselines after a new biLM) is named and added to the verdict, not spanned
+    block["report"]["ended_utc"] = "2026-11-27T08:27:30Z"
+    block["steps"]["training/baseline_10"] = record(["python", "-m", "spacy", "train"], "2026-11-27T01:00:00Z", "2026-11-27T01:08:24Z")
+    line = readme_results.all_time_lines(block)[0]
+    assert "57 min 30 s from the first recorded start" in line and "It reused training/baseline_10, finished earlier" in line
+    assert "(8.4 min from their first start to their last end, 2026-11-27T01:00:00Z)" in line
+    assert "a run from scratch takes about 65 min 54 s, **over** the 60-minute" in line
+    block["steps"]["training/baseline_10"]["ended_utc"] = "2026-11-27T01:02:00Z"
+    assert "about 59 min 30 s, within the 60-minute" in readme_results.all_time_lines(block)[0]
+    del block["steps"]["training/baseline_10"]
     seeds = {"steps": {"work/bilm": pretrain("2026-11-26T11:33:02Z", "3500")}}
     warning = readme_results.shared_bilm_lines(seeds, block)[0]
     assert "earlier biLM" in warning and "2026-11-26T11:33:02Z" in warning and "3500 steps" in warning and "4400 steps" in warning
