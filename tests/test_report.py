@@ -250,6 +250,13 @@ def test_goals_and_wall_time_are_stated_from_the_records(readme_results):
     assert "ran 90.0 min" in text and "pretrained in 35.0 min" in text and "125.0 min together, within the 150-minute" in text
     steps["metrics_seeds/a"]["ended_utc"] = "2026-11-26T15:00:00Z"
     assert "155.0 min together, **over** the 150-minute" in readme_results.seeds_time_lines({"steps": steps})[0]
+    # a baseline reused from an earlier seeds run (it does not depend on the biLM) is named and added, not spanned
+    steps["metrics_seeds/a"]["ended_utc"] = "2026-11-26T14:30:00Z"
+    steps["training_seeds/b"] = record(["python", "-m", "spacy", "train"], "2026-11-25T09:00:00Z", "2026-11-25T09:20:00Z")
+    text = readme_results.seeds_time_lines({"steps": steps})[0]
+    assert "ran 90.0 min" in text and "they reused training_seeds/b, finished earlier" in text
+    assert "(20.0 min from their first start to their last end, 2026-11-25T09:00:00Z)" in text
+    assert "145.0 min together, within the 150-minute" in text
 
 
 def test_all_wall_time_and_a_seeds_run_on_an_earlier_bilm_are_stated_from_the_records(readme_results):
