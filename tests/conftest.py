@@ -12,7 +12,23 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("SPACY_ELMO_FIXTURES") or ROOT / "tests" / "fixtures")
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--spacy-gpu",
+        action="store_true",
+        help="run spaCy (thinc's ops) and the biLMs it loads on the first CUDA device: spacy.require_gpu() "
+        "before the tests (bench/gpu.sh runs the fine-tuning tests so)",
+    )
+
+
 def pytest_configure(config):
+    if config.getoption("--spacy-gpu"):
+        import spacy
+
+        try:
+            spacy.require_gpu()
+        except ValueError as error:  # thinc: no CUDA device or no cupy
+            raise pytest.UsageError(f"--spacy-gpu: {error}") from None
     if not (FIXTURES / "allennlp_elmo" / "lm_weights.hdf5").is_file():
         raise pytest.UsageError(
             f"reference fixtures not found at {FIXTURES}: they ship in tests/fixtures; "

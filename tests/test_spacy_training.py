@@ -14,6 +14,7 @@ import spacy
 import torch
 from spacy.tokens import Doc, DocBin
 from spacy.training import Example
+from thinc.util import to_numpy
 
 from spacy_elmo.layers.bilm import get_tokenizer, set_elmo_model
 
@@ -157,7 +158,8 @@ def test_predictions_use_the_updated_weights(tiny_model_dir, fine_tune_layers, l
     set_elmo_model(fresh.model, copy.deepcopy(elmo.elmo_model), get_tokenizer(elmo.model))
     expected = fresh.predict(docs)
     got = elmo.predict(docs)
-    for b, e, g in zip(before, expected, got):
+    for b, e, g in zip(before, expected, got):  # to_numpy: cupy arrays under --spacy-gpu
+        b, e, g = to_numpy(b), to_numpy(e), to_numpy(g)
         assert float(numpy.abs(e - b).max()) > 1e-4  # the weights did change
         numpy.testing.assert_array_equal(g, e)
 
