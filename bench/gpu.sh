@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 out=${1:-gpu.json}
 python3 -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0), torch.__version__)" || exit 1
 status=0
-python3 -m pytest -q -p no:cacheprovider -x tests/test_kernel_equivalence.py tests/test_performance_paths.py tests/test_parity.py || status=$?
+python3 -m pytest -q -p no:cacheprovider -x tests/test_kernel_equivalence.py tests/test_performance_paths.py tests/test_parity.py \
+    tests/test_training_step.py || status=$?
 # fine-tuning the biLM inside spaCy with thinc's ops on the GPU (cupy): the in-place optimizer step
 python3 -m pytest -q -p no:cacheprovider --spacy-gpu tests/test_spacy_training.py \
     -k "listener_tagger_learns or fine_tuning_only or first_update or updated_weights or old_weights" || status=$?

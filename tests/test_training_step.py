@@ -12,7 +12,7 @@ import torch
 
 from spacy_elmo import ElmoConfig, ElmoModel
 from spacy_elmo.characters import batch_to_char_ids
-from spacy_elmo.training.pretrain import Pretrainer
+from spacy_elmo.training.pretrain import Pretrainer, fused_optimizer
 from spacy_elmo.training.settings import load_settings
 
 from test_pretrain import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir conftest)
@@ -62,6 +62,29 @@ def test_the_pretrainer_runs_the_fused_optimizer_and_softmax(tmp_path):
     trainer = Pretrainer(cfg, Path(tmp_path / "out"), progress=False)
     assert trainer.optimizer.defaults["fused"] is True
     assert trainer.softmax_fn.resolve(torch.device("cpu")) == "fused"
+
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("optimizer", ["adagrad", "adam"])
+def test_the_pretrainers_optimizer_steps_on_every_device(tmp_path, optimizer, device):
+    """Each optimizer steps wherever the pretrainer runs: fused where torch has the kernel for that
+    device, the loop elsewhere. (torch makes a fused Adagrad on CUDA, then refuses its first step:
+    `spacy-elmo pretrain` on a GPU with the bilm-tf recipe stopped there.)"""
+    train = write_grammar_corpus(tmp_path / "train.txt", 200, seed=5)
+    cfg = load_settings(TINY, {"paths.train": str(train), "system.device": device, "training.optimizer": optimizer})
+    trainer = Pretrainer(cfg, Path(tmp_path / "out"), progress=False)
+    assert bool(trainer.optimizer.defaults.get("fused")) is fused_optimizer(optimizer, torch.device(device))
+    assert device != "cpu" or trainer.optimizer.defaults["fused"]  # both are fused on the CPU
+    before = [p.detach().clone() for p in trainer.params]
+    batches = trainer.corpus.batches()
+    for _ in range(2):
+        loss, _, _ = trainer.train_step(next(batches)[0])
+        assert loss == loss and abs(loss) < float("inf")
+    assert all(p.device.type == device for p in trainer.params)
+    assert max(float((p.detach() - b).abs().max()) for p, b in zip(trainer.params, before)) > 0.0
 
 
 def test_evaluation_after_fused_optimizer_steps_sees_the_new_weights(tmp_path):

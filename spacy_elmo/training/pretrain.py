@@ -33,6 +33,16 @@ from .vocabulary import Vocabulary, build_char_lexicon, unigram_perplexity
 from .distributed import Distributed
 from .settings import PretrainError, TrainingDiverged, check_resumable, learning_rate_at, load_settings
 
+# The devices where torch has a fused kernel for each optimizer. torch refuses fused Adagrad on CUDA
+# only at the first step, not when the optimizer is made, so the choice is made here, by device.
+FUSED_OPTIMIZER_DEVICES = {"adam": ("cpu", "cuda"), "adagrad": ("cpu",)}
+
+
+def fused_optimizer(name: str, device: torch.device) -> bool:
+    """Whether the pretrainer runs optimizer `name` ("adam" or "adagrad") as torch's fused kernel on `device`."""
+    return device.type in FUSED_OPTIMIZER_DEVICES[name]
+
+
 class Pretrainer:
     """A pretraining or fine-tuning run writing to `output` (see the module docstring)."""
 
@@ -244,10 +254,12 @@ class Pretrainer:
         # op-by-op loop; tests/test_training_step.py holds it to the loop's float32 accuracy). It writes
         # the parameters without bumping their version counters, which the model's derived-weight
         # and token caches key on: `train_step` bumps them after each step (`_mark_updated`).
-        try:
-            return kind(params, **settings, fused=True)
-        except (RuntimeError, TypeError):  # a torch or device without the fused kernel: the loop
-            return kind(params, **settings)
+        if fused_optimizer(t["optimizer"], params[0].device):
+            try:
+                return kind(params, **settings, fused=True)
+            except (RuntimeError, TypeError):  # a torch older than the fused kernel: the loop
+                pass
+        return kind(params, **settings)
 
     def _build_softmax(self):
         from .sampled_softmax import SampledSoftmax
