@@ -145,12 +145,27 @@ def _reused_records(block: dict | None) -> dict[str, dict]:
             if r not in pretrain and r.get("started_utc") and r.get("ended_utc") and r["ended_utc"] <= first}
 
 
+def _busy_minutes(records: list[dict]) -> float:
+    """Minutes during which at least one of the records ran (the union of their intervals). Reused steps
+    ran interleaved with that earlier run's other steps (the baselines, then the ELMo runs, then both
+    evaluated), so their first start to last end would count those other steps' time too."""
+    intervals = sorted((r["started_utc"], r["ended_utc"]) for r in records)
+    total, (start, end) = 0.0, intervals[0]
+    for next_start, next_end in intervals[1:]:
+        if next_start > end:
+            total += _minutes({"started_utc": start, "ended_utc": end})
+            start, end = next_start, next_end
+        else:
+            end = max(end, next_end)
+    return total + _minutes({"started_utc": start, "ended_utc": end})
+
+
 def _reused_clause(reused: dict[str, dict]) -> tuple[str, float]:
-    """The words naming the reused steps, and the minutes they add (their own first start to last end)."""
-    minutes = _span_minutes(list(reused.values()))
+    """The words naming the reused steps, and the minutes they add (the time while any of them ran)."""
+    minutes = _busy_minutes(list(reused.values()))
     since = min(r["started_utc"] for r in reused.values())
     return (f"reused {', '.join(sorted(reused))}, finished earlier with the same command and inputs "
-            f"({minutes:.1f} min from their first start to their last end, {since})"), minutes
+            f"({minutes:.1f} min while any of them ran, from {since})"), minutes
 
 
 def seeds_time_lines(block: dict | None) -> list[str]:

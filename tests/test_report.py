@@ -255,8 +255,14 @@ def test_goals_and_wall_time_are_stated_from_the_records(readme_results):
     steps["training_seeds/b"] = record(["python", "-m", "spacy", "train"], "2026-11-25T09:00:00Z", "2026-11-25T09:20:00Z")
     text = readme_results.seeds_time_lines({"steps": steps})[0]
     assert "ran 90.0 min" in text and "they reused training_seeds/b, finished earlier" in text
-    assert "(20.0 min from their first start to their last end, 2026-11-25T09:00:00Z)" in text
+    assert "(20.0 min while any of them ran, from 2026-11-25T09:00:00Z)" in text
     assert "145.0 min together, within the 150-minute" in text
+    # reused steps that ran apart, with that run's other steps between them, add only their own time
+    steps["metrics_seeds/b"] = record(["python", "-m", "spacy", "evaluate"], "2026-11-25T10:00:00Z", "2026-11-25T10:05:00Z")
+    steps["training_seeds/c"] = record(["python", "-m", "spacy", "train"], "2026-11-25T09:10:00Z", "2026-11-25T09:30:00Z")
+    text = readme_results.seeds_time_lines({"steps": steps})[0]
+    assert "(35.0 min while any of them ran, from 2026-11-25T09:00:00Z)" in text  # 09:00–09:30 and 10:00–10:05
+    assert "160.0 min together, **over** the 150-minute" in text
 
 
 def test_all_wall_time_and_a_seeds_run_on_an_earlier_bilm_are_stated_from_the_records(readme_results):
@@ -280,7 +286,7 @@ def test_all_wall_time_and_a_seeds_run_on_an_earlier_bilm_are_stated_from_the_re
     block["steps"]["training/baseline_10"] = record(["python", "-m", "spacy", "train"], "2026-11-27T01:00:00Z", "2026-11-27T01:08:24Z")
     line = readme_results.all_time_lines(block)[0]
     assert "57 min 30 s from the first recorded start" in line and "It reused training/baseline_10, finished earlier" in line
-    assert "(8.4 min from their first start to their last end, 2026-11-27T01:00:00Z)" in line
+    assert "(8.4 min while any of them ran, from 2026-11-27T01:00:00Z)" in line
     assert "a run from scratch takes about 65 min 54 s, **over** the 60-minute" in line
     block["steps"]["training/baseline_10"]["ended_utc"] = "2026-11-27T01:02:00Z"
     assert "about 59 min 30 s, within the 60-minute" in readme_results.all_time_lines(block)[0]
