@@ -19,6 +19,7 @@ import srsly
 import torch
 from safetensors.torch import load_file, save_file
 from spacy import util as spacy_util
+from thinc.util import to_numpy
 
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
 from spacy_elmo import ElmoLoadError, ElmoModel, ElmoTokenizer
@@ -46,8 +47,8 @@ def same_vectors(tiny_model):
     (0.1.0 computed its layers on another CPU, which rounds differently)."""
     exact = hf_layers(exact_copy(tiny_model), [t.text for t in spacy.blank("en")(SENTENCE)])
 
-    def check(got, reference):
-        assert_float32_error(exact, reference, got, terms=forward_terms(tiny_model.config))
+    def check(got, reference):  # `got` is a cupy array under --spacy-gpu: compared on the host
+        assert_float32_error(exact, to_numpy(reference), to_numpy(got), terms=forward_terms(tiny_model.config))
 
     return check
 
@@ -92,7 +93,7 @@ def test_downstream_models_trained_by_0_1_load_with_the_same_scores():
     nlp = spacy.load(OLD / "downstream")
     doc = nlp(SENTENCE)
     for name in ("tagger_listener", "tagger_embed"):
-        scores = nlp.get_pipe(name).model.predict([doc])[0]
+        scores = to_numpy(nlp.get_pipe(name).model.predict([doc])[0])  # cupy under --spacy-gpu
         # the biLM layers agree within 1e-6 (above); a few width-8 layers with O(1) weights follow
         numpy.testing.assert_allclose(scores, saved[name], atol=1e-5, rtol=0)
         assert saved[name].std() > 0.01  # trained scores, not an untouched initialization

@@ -15,6 +15,8 @@ import pytest
 import spacy
 import torch
 from spacy.tokens import Doc, DocBin
+from thinc.api import get_current_ops
+from thinc.util import to_numpy
 
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
 from spacy_elmo import ElmoTokenizer
@@ -60,8 +62,9 @@ def exact_model(tiny_model_dir):
 
 
 def same_vectors(got, reference, exact, terms: int) -> None:
-    """`got` is as close to the float64 `exact` as the float32 `reference` is (float32_error)."""
-    assert_float32_error(exact, reference, got, terms=terms)
+    """`got` is as close to the float64 `exact` as the float32 `reference` is (float32_error).
+    Each may be a cupy array (doc.tensor and the layers under --spacy-gpu): compared on the host."""
+    assert_float32_error(to_numpy(exact), to_numpy(reference), to_numpy(got), terms=terms)
 
 
 @pytest.fixture(scope="module")
@@ -99,22 +102,23 @@ def test_fresh_process_entry_point_matches_hf_model(tiny_model_dir, tmp_path, ex
 
 
 def _cosine(a, b) -> float:
+    a, b = to_numpy(a), to_numpy(b)  # cupy vectors under --spacy-gpu
     return float(a @ b / numpy.linalg.norm(a) / numpy.linalg.norm(b))
 
 
 def test_vectors_spans_and_layer_choice(nlp, tiny_model_dir, exact_model):
     doc = nlp("The cat sat on the mat .")
-    layers = doc._.elmo.layers
+    layers = to_numpy(doc._.elmo.layers)  # host copy (cupy under --spacy-gpu): the mixes below by hand
     exact = layers.astype(numpy.float64)  # each mix by hand in float32 and float64 (sums in its own order)
     assert layers.shape == (3, len(doc), 32)
     same_vectors(doc.tensor, layers.mean(axis=0), exact.mean(axis=0), terms=3)
-    assert numpy.array_equal(doc[1].vector, doc.tensor[1])
+    assert numpy.array_equal(to_numpy(doc[1].vector), to_numpy(doc.tensor[1]))
     same_vectors(doc.vector, doc.tensor.mean(axis=0), exact.mean(axis=0).mean(axis=0), terms=3 * len(doc))
     span = doc[1:4]
     same_vectors(span.vector, doc.tensor[1:4].mean(axis=0), exact[:, 1:4].mean(axis=0).mean(axis=0), terms=3 * 3)
     assert span._.elmo.layers.shape == (3, 3, 32)
     assert doc[2]._.elmo.layers.shape == (3, 32)  # one token: [L+1, dim]
-    numpy.testing.assert_array_equal(doc[2]._.elmo.layers, layers[:, 2])
+    numpy.testing.assert_array_equal(to_numpy(doc[2]._.elmo.layers), layers[:, 2])
     other = nlp("A dog sat on a rug .")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no W007: the similarity is by the ELMo vectors, on purpose
@@ -179,13 +183,13 @@ def test_long_and_odd_documents(nlp, exact_model):
     rng = random.Random(1)
     long_text = " ".join(rng.choice(WORDS) for _ in range(20000))
     doc = nlp(long_text)
-    assert doc.tensor.shape == (20000, 32) and numpy.isfinite(doc.tensor).all()
+    assert doc.tensor.shape == (20000, 32) and numpy.isfinite(to_numpy(doc.tensor)).all()
     # sentence by sentence when sentences are set
     with_sents = spacy.blank("en")
     with_sents.add_pipe("sentencizer")
     with_sents.add_pipe("elmo", config={"model": nlp.get_pipe("elmo").model.attrs["name"]})
     sent_doc = with_sents(". ".join(" ".join(rng.choice(WORDS) for _ in range(30)) for _ in range(40)))
-    assert len(sent_doc) > 256 and numpy.isfinite(sent_doc.tensor).all()
+    assert len(sent_doc) > 256 and numpy.isfinite(to_numpy(sent_doc.tensor)).all()
     first = list(sent_doc.sents)[0]
     alone = with_sents(first.text)  # a sentence gets the same vectors as when run alone (up to rounding)
     exact = reference_layers(exact_model, [t.text for t in first]).mean(axis=0)
@@ -202,7 +206,7 @@ def test_long_and_odd_documents(nlp, exact_model):
     for text in odd:
         d = nlp(text)
         assert d.tensor.shape == (len(d), 32)
-        assert numpy.isfinite(d.tensor).all()
+        assert numpy.isfinite(to_numpy(d.tensor)).all()
     assert all(d.tensor.shape[0] == len(d) for d in nlp.pipe(odd, batch_size=3))
 
 
@@ -212,13 +216,14 @@ def test_doc_serialization_pickle_and_docbin(nlp):
     doc = docs[-1]
     restored = Doc(nlp.vocab).from_bytes(doc.to_bytes())
     assert isinstance(restored._.elmo, ElmoDocData)
-    numpy.testing.assert_array_equal(restored._.elmo.layers, doc._.elmo.layers)
-    numpy.testing.assert_array_equal(restored.tensor, doc.tensor)
+    layers = to_numpy(doc._.elmo.layers)  # cupy under --spacy-gpu (the restored copies are host arrays)
+    numpy.testing.assert_array_equal(to_numpy(restored._.elmo.layers), layers)
+    numpy.testing.assert_array_equal(to_numpy(restored.tensor), to_numpy(doc.tensor))
     unpickled = pickle.loads(pickle.dumps(doc))
-    numpy.testing.assert_array_equal(unpickled._.elmo.layers, doc._.elmo.layers)
+    numpy.testing.assert_array_equal(to_numpy(unpickled._.elmo.layers), layers)
     docbin = DocBin(store_user_data=True, docs=docs)
     back = list(DocBin().from_bytes(docbin.to_bytes()).get_docs(nlp.vocab))
-    numpy.testing.assert_array_equal(back[-1]._.elmo.layers, doc._.elmo.layers)
+    numpy.testing.assert_array_equal(to_numpy(back[-1]._.elmo.layers), layers)
 
 
 def test_pipe_with_two_processes(nlp, tmp_path, exact_model):
@@ -256,7 +261,7 @@ def test_to_disk_and_bytes_need_no_original_files(tiny_model_dir, tmp_path):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"model": str(source)})
     texts = ["The cat sat on the mat .", "Another one , with emoji 😀 ."]
-    expected = [d.tensor for d in nlp.pipe(texts)]
+    expected = [to_numpy(d.tensor) for d in nlp.pipe(texts)]  # host copies (cupy under --spacy-gpu)
     nlp.to_disk(tmp_path / "pipeline")
     data = nlp.to_bytes()
     shutil.rmtree(source)
@@ -265,13 +270,17 @@ def test_to_disk_and_bytes_need_no_original_files(tiny_model_dir, tmp_path):
     run_python(
         """
         import sys, json, numpy, spacy, torch
+        from thinc.util import to_numpy
         torch.set_num_threads(1)  # as in this test process, so float rounding matches exactly
+        if sys.argv[4] == "gpu":  # and on its device (--spacy-gpu): the GPU rounds otherwise than the CPU
+            spacy.require_gpu()
         nlp = spacy.load(sys.argv[1])
-        numpy.savez(sys.argv[2], *[d.tensor for d in nlp.pipe(json.loads(sys.argv[3]))])
+        numpy.savez(sys.argv[2], *[to_numpy(d.tensor) for d in nlp.pipe(json.loads(sys.argv[3]))])
         """,
         str(tmp_path / "pipeline"),
         str(tmp_path / "loaded.npz"),
         __import__("json").dumps(texts),
+        get_current_ops().device_type,
     )
     loaded = numpy.load(tmp_path / "loaded.npz")
     for i, tensor in enumerate(expected):
@@ -279,7 +288,7 @@ def test_to_disk_and_bytes_need_no_original_files(tiny_model_dir, tmp_path):
     again = spacy.blank("en").from_config(nlp.config)  # `model` is gone: from_bytes brings the weights
     again.from_bytes(data)
     for doc, tensor in zip(again.pipe(texts), expected):
-        numpy.testing.assert_array_equal(doc.tensor, tensor)
+        numpy.testing.assert_array_equal(to_numpy(doc.tensor), tensor)
 
 
 def test_layer_cache_is_bounded_and_exact(tiny_model_dir):
@@ -292,8 +301,8 @@ def test_layer_cache_is_bounded_and_exact(tiny_model_dir):
     n_calls = len(calls)
     second = [d.tensor for d in nlp.pipe(texts)]
     assert len(calls) == n_calls  # every doc came from the cache
-    for a, b in zip(first, second):
-        numpy.testing.assert_array_equal(a, b)
+    for a, b in zip(first, second):  # to_numpy: cupy arrays under --spacy-gpu
+        numpy.testing.assert_array_equal(to_numpy(a), to_numpy(b))
     assert elmo.cache.nbytes <= elmo.cache.max_bytes
     nlp(" ".join(["word"] * 2000))  # 2000 × 3 × 32 × 4 bytes > 0.1 MB: not cached, evicts nothing
     assert elmo.cache.nbytes <= elmo.cache.max_bytes
