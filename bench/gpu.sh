@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks in a few minutes: the CUDA tests, the fine-tuning tests with spaCy on the GPU, then
+# The GPU checks in a few minutes: the CUDA tests, the spaCy tests with spaCy on the GPU, then
 # `python -m bench.gpu` (results → $1, default gpu.json; torch.profiler tables → folder $2 when given).
 # On a machine with a CUDA build of torch and the package's requirements installed:
 #     bash bench/gpu.sh results/gpu.json
@@ -10,8 +10,8 @@ python3 -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; pr
 status=0
 python3 -m pytest -q -p no:cacheprovider -x tests/test_kernel_equivalence.py tests/test_performance_paths.py tests/test_parity.py \
     tests/test_training_step.py || status=$?
-# fine-tuning the biLM inside spaCy with thinc's ops on the GPU (cupy): the in-place optimizer step
-python3 -m pytest -q -p no:cacheprovider --spacy-gpu tests/test_spacy_training.py \
-    -k "listener_tagger_learns or fine_tuning_only or first_update or updated_weights or old_weights" || status=$?
+# the spaCy component, its serialization, `spacy train` and fine-tuning with thinc's ops on the GPU (cupy)
+python3 -m pytest -q -p no:cacheprovider --spacy-gpu tests/test_spacy_training.py tests/test_spacy_component.py \
+    tests/test_serialization.py || status=$?
 python3 -m bench.gpu --json "$out" ${2:+--profile "$2"} || status=$?
 exit $status
