@@ -416,6 +416,9 @@ def variants_section(results: Path, readme: Path, name: str = "variants", title:
     if lead:
         out += [f"{lead['leader']} against the next largest gain, {lead['runner_up']}, paired by seed (dev {label}, the "
                 f"seeds both were trained at): {_gain_pm(lead)}, ahead on {lead['ahead_on']} of {lead['n']} seeds.", ""]
+    for same in variants.get("same_bilm_as_first") or []:
+        out += [f"{same['variant']} against {same['reference']}, the same biLM, paired by seed (dev {label}, the seeds both "
+                f"were trained at): {_gain_pm(same)}, ahead on {same['ahead_on']} of {same['n']} seeds.", ""]
     figure = "ppl_vs_gain.png" if name == "variants" else f"{name}.png"
     if (results / figure).is_file():
         out += [f"![perplexity vs gain]({_link(results, readme, figure)})", ""]

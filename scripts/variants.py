@@ -95,20 +95,37 @@ def read_variant(bilm: Path, prefix: Path, baseline: dict[str, float], score: st
     }
 
 
+def paired_difference(a: dict, b: dict) -> dict | None:
+    """Variant `a` against `b`, paired by seed: the difference of their dev scores (so of their gains: the
+    baseline cancels) on the seeds both were trained at, and on how many of those `a` is ahead. None
+    when they share no seed."""
+    seeds = [seed for seed in a["elmo"]["per_seed"] if seed in b["elmo"]["per_seed"]]
+    if not seeds:
+        return None
+    differences = {seed: round(a["elmo"]["per_seed"][seed] - b["elmo"]["per_seed"][seed], 2) for seed in seeds}
+    return {"per_seed": differences, "ahead_on": sum(d > 0 for d in differences.values()), **spread(list(differences.values()))}
+
+
 def leader_vs_runner_up(variants: list[dict]) -> dict | None:
-    """The variant with the largest mean dev gain against the next one, paired by seed: the difference
-    of their dev scores (so of their gains: the baseline cancels) on the seeds both were trained at,
-    and on how many of those seeds the leader is ahead. None without two variants or with a tie."""
+    """The variant with the largest mean dev gain against the next one, paired by seed (`paired_difference`).
+    None without two variants, with a tie, or when they share no seed."""
     ranked = sorted(variants, key=lambda v: v["gain"]["mean"], reverse=True)
     if len(ranked) < 2 or ranked[0]["gain"]["mean"] == ranked[1]["gain"]["mean"]:
         return None
-    leader, runner_up = ranked[0], ranked[1]
-    seeds = [seed for seed in leader["elmo"]["per_seed"] if seed in runner_up["elmo"]["per_seed"]]
-    if not seeds:
-        return None
-    differences = {seed: round(leader["elmo"]["per_seed"][seed] - runner_up["elmo"]["per_seed"][seed], 2) for seed in seeds}
-    return {"leader": leader["name"], "runner_up": runner_up["name"], "per_seed": differences,
-            "ahead_on": sum(d > 0 for d in differences.values()), **spread(list(differences.values()))}
+    difference = paired_difference(ranked[0], ranked[1])
+    return None if difference is None else {"leader": ranked[0]["name"], "runner_up": ranked[1]["name"], **difference}
+
+
+def against_first_on_its_bilm(variants: list[dict]) -> list[dict]:
+    """Each variant trained with the first variant's biLM (an NER-side change: another NER config,
+    fine-tuning) against that first one, paired by seed: what the change itself buys, the biLM held fixed."""
+    first = variants[0]
+    found = []
+    for v in variants[1:]:
+        difference = paired_difference(v, first) if v["bilm"] == first["bilm"] else None
+        if difference is not None:
+            found.append({"variant": v["name"], "reference": first["name"], **difference})
+    return found
 
 
 def plot(result: dict, path: Path) -> None:
@@ -194,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         "baseline": {"runs": [str(prefix) for prefix in args.baseline], "per_seed": baseline, **spread(list(baseline.values()))},
         "variants": sorted(variants, key=lambda v: v["heldout_ppl"]),
         "leader_vs_runner_up": leader_vs_runner_up(variants),
+        "same_bilm_as_first": against_first_on_its_bilm(variants),  # in the order given: the first --variant first
         "provenance": {"report": prov.record(), "steps": steps, "configs": copy_configs(steps, args.out.parent)},
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -195,6 +195,40 @@ def test_variants_pair_dev_gains_by_seed_and_render(readme_results, tmp_path, ca
         variants.main(["--baseline", str(runs / "base_10"), "--variant", str(runs), str(runs / "elmo_10"), "--out", str(out / "v.json")])
 
 
+def test_an_ner_side_variant_is_paired_with_the_first_variant_on_the_same_bilm(tmp_path, readme_results):
+    """A variant trained with the first variant's biLM (fine-tuning, another NER config) is compared with
+    that first one, seed by seed: what the NER-side change buys with the biLM held fixed."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import variants
+    finally:
+        sys.path.pop(0)
+    runs = tmp_path / "training"
+    for seed, f1 in ((0, 0.70), (1, 0.71), (2, 0.72)):
+        _run(runs / f"base_10_s{seed}", f1, seed)
+    for seed, f1 in ((0, 0.75), (1, 0.74), (2, 0.76)):
+        _run(runs / f"elmo_10_s{seed}", f1, seed)
+    for seed, f1 in ((0, 0.7620), (1, 0.7390)):
+        _run(runs / f"tuned_10_s{seed}", f1, seed)
+    for seed, f1 in ((0, 0.80), (1, 0.81)):
+        _run(runs / f"other_10_s{seed}", f1, seed)
+    _bilm(tmp_path / "bilm", 4400, 108.0)
+    _bilm(tmp_path / "bilm_b", 5200, 100.0)
+    out = tmp_path / "results"
+    assert variants.main(["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm"), str(runs / "elmo_10"), "project",
+                          "--variant", str(tmp_path / "bilm_b"), str(runs / "other_10"), "other biLM",
+                          "--variant", str(tmp_path / "bilm"), str(runs / "tuned_10"), "NER: tuned",
+                          "--out", str(out / "variants.json")]) == 0
+    result = json.loads((out / "variants.json").read_text())
+    # only the variant on the first one's biLM, paired on the seeds both have: 76.20 - 75.00, 73.90 - 74.00
+    [same] = result["same_bilm_as_first"]
+    assert same["variant"] == "NER: tuned" and same["reference"] == "project"
+    assert same["per_seed"] == {"0": 1.2, "1": -0.1} and same["ahead_on"] == 1 and same["n"] == 2
+    section = readme_results.render_section(out, tmp_path / "README.md")
+    assert (f"NER: tuned against project, the same biLM, paired by seed (dev F1, the seeds both were trained at): "
+            f"{statistics.fmean([1.2, -0.1]):+.2f} ± {statistics.stdev([1.2, -0.1]):.2f} (n=2), ahead on 1 of 2 seeds.") in section
+
+
 def test_variants_pair_more_seeds_with_a_second_baseline_prefix(tmp_path, capsys):
     """Seeds trained later (`recipe-baseline`) live under another prefix; the gains pair over both."""
     sys.path.insert(0, str(ROOT / "scripts"))
