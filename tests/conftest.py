@@ -17,7 +17,7 @@ def pytest_addoption(parser):
         "--spacy-gpu",
         action="store_true",
         help="run spaCy (thinc's ops) and the biLMs it loads on the first CUDA device: spacy.require_gpu() "
-        "before the tests (bench/gpu.sh runs the fine-tuning tests so)",
+        "before the tests (bench/gpu.sh runs the spaCy tests so)",
     )
 
 
