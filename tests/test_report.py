@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import shutil
@@ -16,14 +17,23 @@ ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "scripts" / "report.py"
 
 
-@pytest.fixture(scope="module")
-def report():
+def _script(name: str):
+    """A module of scripts/ (the scripts import each other by bare name)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        import report
+        return importlib.import_module(name)
     finally:
         sys.path.pop(0)
-    return report
+
+
+@pytest.fixture(scope="module")
+def report():
+    return _script("report")
+
+
+@pytest.fixture(scope="module")
+def variants(report):
+    return _script("variants")
 
 
 @pytest.fixture(scope="module")
@@ -134,14 +144,9 @@ def _bilm(path: Path, step: int, ppl: float) -> None:
     (path / "pretrain_summary.json").write_text(json.dumps({"step": step, "heldout_ppl": ppl, "train_seconds": step * 0.6}))
 
 
-def test_variants_pair_dev_gains_by_seed_and_render(readme_results, tmp_path, capsys):
+def test_variants_pair_dev_gains_by_seed_and_render(variants, readme_results, tmp_path, capsys):
     section = readme_results.render_section(tmp_path, tmp_path / "README.md")
     assert "No results recorded yet" in section and "No variants recorded yet" in section
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import variants
-    finally:
-        sys.path.pop(0)
     runs = tmp_path / "training"
     for seed, f1 in ((0, 0.7506), (1, 0.7410), (2, 0.7600)):
         _run(runs / f"base_10_s{seed}", f1, seed)
@@ -195,14 +200,9 @@ def test_variants_pair_dev_gains_by_seed_and_render(readme_results, tmp_path, ca
         variants.main(["--baseline", str(runs / "base_10"), "--variant", str(runs), str(runs / "elmo_10"), "--out", str(out / "v.json")])
 
 
-def test_an_ner_side_variant_is_paired_with_the_first_variant_on_the_same_bilm(tmp_path, readme_results):
+def test_an_ner_side_variant_is_paired_with_the_first_variant_on_the_same_bilm(variants, tmp_path, readme_results):
     """A variant trained with the first variant's biLM (fine-tuning, another NER config) is compared with
     that first one, seed by seed: what the NER-side change buys with the biLM held fixed."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import variants
-    finally:
-        sys.path.pop(0)
     runs = tmp_path / "training"
     for seed, f1 in ((0, 0.70), (1, 0.71), (2, 0.72)):
         _run(runs / f"base_10_s{seed}", f1, seed)
@@ -229,13 +229,8 @@ def test_an_ner_side_variant_is_paired_with_the_first_variant_on_the_same_bilm(t
             f"{statistics.fmean([1.2, -0.1]):+.2f} ± {statistics.stdev([1.2, -0.1]):.2f} (n=2), ahead on 1 of 2 seeds.") in section
 
 
-def test_variants_pair_more_seeds_with_a_second_baseline_prefix(tmp_path, capsys):
+def test_variants_pair_more_seeds_with_a_second_baseline_prefix(variants, tmp_path, capsys):
     """Seeds trained later (`recipe-baseline`) live under another prefix; the gains pair over both."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import variants
-    finally:
-        sys.path.pop(0)
     seeds_run, recipes = tmp_path / "training_seeds", tmp_path / "recipes"
     for seed, f1 in ((0, 0.70), (1, 0.71)):
         _run(seeds_run / f"base_10_s{seed}", f1, seed)
