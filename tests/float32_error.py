@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy
 import torch
+from thinc.util import is_cupy_array, to_numpy
 
 EPS = float(numpy.finfo(numpy.float32).eps)
 RATIO = 10.0
@@ -64,6 +65,8 @@ def named(tensors: Any, prefix: str = "") -> dict[str, numpy.ndarray]:
         return {}
     if isinstance(tensors, torch.Tensor):
         return {prefix: tensors.detach().cpu().double().numpy()}
+    if is_cupy_array(tensors):  # spaCy's outputs under --spacy-gpu: compared on the host
+        tensors = to_numpy(tensors)
     if isinstance(tensors, numpy.ndarray):
         return {prefix: tensors.astype(numpy.float64)}
     items = tensors.items() if isinstance(tensors, dict) else enumerate(tensors)

@@ -62,9 +62,9 @@ def exact_model(tiny_model_dir):
 
 
 def same_vectors(got, reference, exact, terms: int) -> None:
-    """`got` is as close to the float64 `exact` as the float32 `reference` is (float32_error).
-    Each may be a cupy array (doc.tensor and the layers under --spacy-gpu): compared on the host."""
-    assert_float32_error(to_numpy(exact), to_numpy(reference), to_numpy(got), terms=terms)
+    """`got` is as close to the float64 `exact` as the float32 `reference` is (float32_error; cupy
+    arrays, as under --spacy-gpu, are compared on the host)."""
+    assert_float32_error(exact, reference, got, terms=terms)
 
 
 @pytest.fixture(scope="module")
