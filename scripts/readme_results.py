@@ -433,6 +433,14 @@ def recipes_section(results: Path, readme: Path) -> list[str]:
     )
 
 
+def pos_recipes_section(results: Path, readme: Path) -> list[str]:
+    """The tagger-side variants for POS at 10% (`pos-variant-train`, `pos-recipes-report`), rendered like the variants."""
+    return variants_section(
+        results, readme, "pos_recipes", "Recipe search: the POS tagger (dev)",
+        "`spacy project run pos-recipes-report` writes `results/pos_recipes.json`: each tagger-side variant's paired dev gain",
+    )
+
+
 def bilm_comparison_section(results: Path, name: str) -> list[str]:
     """A `scripts/compare_bilms.py` record (e.g. zh_lexicon.json): held-out perplexities side by side."""
     compared = _read_json(results / f"{name}.json")
@@ -471,6 +479,7 @@ def render_section(results: Path, readme: Path) -> str:
     out += headline_section(_read_json(results / "seeds.json"), metrics)
     out += last_run_section(metrics, results, readme)
     out += probe_section(results, readme) + variants_section(results, readme) + recipes_section(results, readme)
+    out += pos_recipes_section(results, readme)
     out += similar_sections(results, readme)
     out.append(END)
     return "\n".join(out) + "\n"

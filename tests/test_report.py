@@ -229,6 +229,32 @@ def test_an_ner_side_variant_is_paired_with_the_first_variant_on_the_same_bilm(v
             f"{statistics.fmean([1.2, -0.1]):+.2f} ± {statistics.stdev([1.2, -0.1]):.2f} (n=2), ahead on 1 of 2 seeds.") in section
 
 
+def test_tagger_side_variants_are_scored_by_tag_accuracy_in_their_own_section(variants, tmp_path, readme_results):
+    """`pos-recipes-report`: POS variants read tag_acc, and the README shows them in their own section
+    (the NER recipe section stays as it was)."""
+    runs = tmp_path / "training"
+    for name, accs in (("base", (0.9212, 0.9210)), ("elmo", (0.9309, 0.9290)), ("drop", (0.9330, 0.9280))):
+        for seed, acc in enumerate(accs):
+            _run(runs / f"{name}_10_s{seed}", 0.0, seed)
+            meta = runs / f"{name}_10_s{seed}" / "model-best" / "meta.json"
+            meta.write_text(json.dumps({"performance": {"tag_acc": acc, "ents_f": 0.0}}))
+    _bilm(tmp_path / "bilm", 4400, 108.0)
+    out = tmp_path / "results"
+    assert variants.main(["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm"), str(runs / "elmo_10"), "project",
+                          "--variant", str(tmp_path / "bilm"), str(runs / "drop_10"), "POS: drop", "--task", "pos",
+                          "--score", "tag_acc", "--out", str(out / "pos_recipes.json")]) == 0
+    result = json.loads((out / "pos_recipes.json").read_text())
+    assert result["score_label"] == "accuracy" and result["baseline"]["per_seed"] == {"0": 92.12, "1": 92.1}
+    [same] = result["same_bilm_as_first"]
+    assert same["per_seed"] == {"0": 0.21, "1": -0.1}  # 93.30 - 93.09, 92.80 - 92.90
+    section = readme_results.render_section(out, tmp_path / "README.md")
+    pos_part = section.split("#### Recipe search: the POS tagger (dev)", 1)[1]
+    assert "pos at 10% of train" in pos_part and "| POS: drop |" in pos_part
+    assert "POS: drop against project, the same biLM, paired by seed (dev accuracy" in pos_part
+    ner_part = section.split("#### Recipe search: what the pretraining hour", 1)[1].split("#### Recipe search: the POS", 1)[0]
+    assert "No variants recorded yet" in ner_part
+
+
 def test_variants_pair_more_seeds_with_a_second_baseline_prefix(variants, tmp_path, capsys):
     """Seeds trained later (`recipe-baseline`) live under another prefix; the gains pair over both."""
     seeds_run, recipes = tmp_path / "training_seeds", tmp_path / "recipes"
