@@ -433,12 +433,19 @@ def recipes_section(results: Path, readme: Path) -> list[str]:
     )
 
 
-def pos_recipes_section(results: Path, readme: Path) -> list[str]:
-    """The tagger-side variants for POS at 10% (`pos-variant-train`, `pos-recipes-report`), rendered like the variants."""
-    return variants_section(
-        results, readme, "pos_recipes", "Recipe search: the POS tagger (dev)",
-        "`spacy project run pos-recipes-report` writes `results/pos_recipes.json`: each tagger-side variant's paired dev gain",
-    )
+# Task-side recipe searches with the adopted biLM held fixed: (results/NAME.json, title, what writes it)
+TASK_SIDE_RECIPES = (
+    ("ner_recipes", "Recipe search with the adopted biLM: the NER model's side (dev)",
+     "`spacy project run recipes-report` in a checkout whose biLM is the adopted one writes `recipes.json`, published "
+     "as `results/ner_recipes.json`: each NER-side variant's paired dev gain"),
+    ("pos_recipes", "Recipe search: the POS tagger (dev)",
+     "`spacy project run pos-recipes-report` writes `results/pos_recipes.json`: each tagger-side variant's paired dev gain"),
+)
+
+
+def task_side_recipe_sections(results: Path, readme: Path) -> list[str]:
+    """The task-side variants (`ner-variant-train`, `pos-variant-train`) on the adopted biLM, rendered like the variants."""
+    return [line for name, title, empty in TASK_SIDE_RECIPES for line in variants_section(results, readme, name, title, empty)]
 
 
 def bilm_comparison_section(results: Path, name: str) -> list[str]:
@@ -479,7 +486,7 @@ def render_section(results: Path, readme: Path) -> str:
     out += headline_section(_read_json(results / "seeds.json"), metrics)
     out += last_run_section(metrics, results, readme)
     out += probe_section(results, readme) + variants_section(results, readme) + recipes_section(results, readme)
-    out += pos_recipes_section(results, readme)
+    out += task_side_recipe_sections(results, readme)
     out += similar_sections(results, readme)
     out.append(END)
     return "\n".join(out) + "\n"
