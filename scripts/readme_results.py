@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 # per task: its score in `spacy evaluate` output and the score's name in tables
@@ -224,6 +225,36 @@ def _max_steps(record: dict) -> str:
     return next((command[i + 1] for i, arg in enumerate(command[:-1]) if arg == "--training.max_steps"), "?")
 
 
+# `spacy train` options every run of a cell gets from train_ner.py itself (data, schedule, seed, device, biLM)
+_STANDARD_TRAIN_OPTIONS = {"--output", "--paths.train", "--paths.dev", "--training.max_steps", "--training.eval_frequency",
+                           "--training.patience", "--system.seed", "--gpu-id", "--paths.elmo"}
+
+
+def cell_settings_lines(block: dict | None) -> list[str]:
+    """The settings a cell's runs were trained with beyond their config, read from each training run's
+    recorded `spacy train` command (e.g. fine-tuning the biLM at 10%); nothing when no cell has any."""
+    cells: dict[str, set[tuple[str, ...]]] = {}
+    for label, record in sorted(((block or {}).get("steps") or {}).items()):
+        command = record.get("command") or []
+        match = re.fullmatch(r"(?:.*/)?training_seeds/(\w+?)_(\d+)_s\d+", label)
+        if not match or "train" not in command:
+            continue
+        options = command[command.index("train") + 2:]  # after `train CONFIG`
+        extra = tuple(f"{options[i]} {options[i + 1]}" for i in range(0, len(options) - 1, 2)
+                      if options[i].startswith("--") and options[i] not in _STANDARD_TRAIN_OPTIONS)
+        cells.setdefault(f"{match.group(1).replace('_', ' ')} {match.group(2)}%", set()).add(extra)
+    special = {cell: settings for cell, settings in cells.items() if settings != {()}}
+    if not special:
+        return []
+    parts = []
+    for cell, settings in sorted(special.items()):
+        shown = " / ".join("`" + " ".join(extra) + "`" if extra else "none" for extra in sorted(settings))
+        tuned = any(option.startswith("--components.elmo.fine_tune_layers ") for extra in settings for option in extra)
+        parts.append(f"{cell}: {shown}" + (" (the biLM's top layers fine-tuned with the task)" if tuned else ""))
+    return ["Settings beyond a cell's config, from its runs' recorded `spacy train` commands: " + "; ".join(parts)
+            + ". Every other cell: its config as published, the biLM frozen.", ""]
+
+
 def shared_bilm_lines(seeds_block: dict | None, all_block: dict | None) -> list[str]:
     """Says so when the seeds results were made with another biLM than the last `all` run's (a rerun of `all`
     with a new recipe that `seeds` has not followed yet), naming both pretrainings."""
@@ -288,7 +319,7 @@ def headline_section(seeds: dict, metrics: dict | None = None) -> list[str]:
     out += ["Every cell trained once per seed (`--system.seed`, i.e. `training.seed`) on the same data subset "
             "and the same pretrained biLM; each final model scored once on test. ± is the sample standard deviation "
             "over seeds; a paired gain is ELMo − baseline for the same seed.", ""]
-    out += _seeds_table(seeds["summary"])
+    out += _seeds_table(seeds["summary"]) + cell_settings_lines(seeds.get("provenance"))
     return out + goal_lines(seeds["summary"]) + seeds_time_lines(seeds.get("provenance"))
 
 

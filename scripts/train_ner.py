@@ -8,7 +8,8 @@ end of its log and makes this script exit non-zero.
     python scripts/train_ner.py configs/ner_elmo.cfg --name elmo --fractions 10 100 \
         --corpus work/corpus --out work/training --jobs 2 -- --paths.elmo work/bilm
 
-Arguments after `--` go to every `spacy train` unchanged (config overrides). `--elmo TAG PATH`
+Arguments after `--` go to every `spacy train` unchanged (config overrides), then `--settings`, then
+`--fraction-settings PCT SETTINGS` to the runs on train_PCT only (e.g. fine-tuning at 10%). `--elmo TAG PATH`
 (repeatable) trains every run once per biLM, into `{name}_{TAG}_...`, all of them sharing the jobs.
 
 With `--seeds 0 1 2` every fraction is trained once per seed (`--system.seed`, which the configs
@@ -41,7 +42,12 @@ INTERRUPTED = threading.Event()  # set by Ctrl-C: the runs it cut off report not
 
 def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tuple[list[str], int]]:
     """{run name: (spacy train command, seed)}, seed by seed (a cut-off run leaves whole seeds, not whole fractions)."""
+    from spacy_elmo.provenance import settings_as_options
+
     commands = {}
+    fraction_options: dict[str, list[str]] = {}
+    for pct, settings in args.fraction_settings:
+        fraction_options[pct] = [*fraction_options.get(pct, []), *settings_as_options(settings)]
     seeds = args.seeds if args.seeds else [args.seed]
     bilms = [(f"{args.name}_{tag}", ["--paths.elmo", path]) for tag, path in args.elmo] if args.elmo else [(args.name, [])]
     runs = [(system, elmo, pct, seed) for seed in seeds for system, elmo in bilms for pct in args.fractions]
@@ -59,6 +65,7 @@ def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tupl
             "--gpu-id", str(args.gpu_id),
             *extra,
             *elmo,
+            *fraction_options.get(pct, []),
         ], seed)
     return commands
 
@@ -163,8 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     from spacy_elmo.provenance import SETTINGS_HELP, settings_as_options
 
     parser.add_argument("--settings", default="", help=SETTINGS_HELP + "; after the arguments given after --")
+    parser.add_argument("--fraction-settings", nargs=2, action="append", default=[], metavar=("PCT", "SETTINGS"),
+                        help="more settings (as --settings) for the runs on train_PCT only, after every other argument")
     args = parser.parse_args(argv)
     extra = [*extra, *settings_as_options(args.settings)]
+    for pct, _ in args.fraction_settings:
+        if pct not in args.fractions:
+            parser.error(f"--fraction-settings {pct}: not one of --fractions ({' '.join(args.fractions)})")
     if not args.config.is_file():
         parser.error(f"config not found: {args.config}")
     missing = [str(args.corpus / f"train_{pct}.spacy") for pct in args.fractions if not (args.corpus / f"train_{pct}.spacy").is_file()]

@@ -11,6 +11,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -185,7 +187,7 @@ def test_train_ner_trains_each_run_once_per_biLM(tmp_path):
 
     args = argparse.Namespace(name="ner_elmo", fractions=["10"], seeds=[0, 1], seed=0,
                               corpus=tmp_path, out=tmp_path / "out", config=Path("c.cfg"), steps=40, eval_frequency=20,
-                              patience=100, gpu_id=-1, elmo=[("bilm1", "v/bilm_1"), ("bilm1000", "v/bilm_1000")])
+                              patience=100, gpu_id=-1, fraction_settings=[], elmo=[("bilm1", "v/bilm_1"), ("bilm1000", "v/bilm_1000")])
     commands = train_ner.train_commands(args, ["--x", "1"])
     assert list(commands) == ["ner_elmo_bilm1_10_s0", "ner_elmo_bilm1000_10_s0", "ner_elmo_bilm1_10_s1", "ner_elmo_bilm1000_10_s1"]
     for name, (command, seed) in commands.items():
@@ -194,6 +196,38 @@ def test_train_ner_trains_each_run_once_per_biLM(tmp_path):
         assert command[command.index("--output") + 1] == str(tmp_path / "out" / name)
     args.elmo = None
     assert list(train_ner.train_commands(args, [])) == ["ner_elmo_10_s0", "ner_elmo_10_s1"]
+
+
+def test_train_ner_gives_fraction_settings_to_that_fractions_runs_only(tmp_path, capsys):
+    """`--fraction-settings 10 SETTINGS` (the seeds run's fine-tuning at 10%): the runs on train_10 get the
+    settings last, after `--` and --settings; the runs on train_100 do not; an unknown fraction is refused."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import train_ner
+    finally:
+        sys.path.pop(0)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in ("train_10.spacy", "train_100.spacy", "dev.spacy"):
+        (corpus / name).write_bytes(b"")
+    seen = {}
+    real_run_all = train_ner.run_all
+    train_ner.run_all = lambda commands, out, jobs: seen.update(commands) or 0
+    try:
+        assert train_ner.main([str(ROOT / "configs" / "ner_elmo.cfg"), "--name", "e", "--fractions", "10", "100", "--seeds", "0",
+                               "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--settings", "training.dropout=0.2",
+                               "--fraction-settings", "10", "training.frozen_components=[] components.elmo.fine_tune_layers=1",
+                               "--", "--paths.elmo", "bilm"]) == 0
+        with pytest.raises(SystemExit):
+            train_ner.main([str(ROOT / "configs" / "ner_elmo.cfg"), "--name", "e", "--fractions", "100", "--corpus", str(corpus),
+                            "--out", str(tmp_path / "out"), "--fraction-settings", "10", "training.dropout=0.2"])
+    finally:
+        train_ner.run_all = real_run_all
+    assert "--fraction-settings 10: not one of --fractions (100)" in capsys.readouterr().err
+    ten, hundred = seen["e_10_s0"][0], seen["e_100_s0"][0]
+    assert ten[-8:] == ["--paths.elmo", "bilm", "--training.dropout", "0.2", "--training.frozen_components", "[]",
+                        "--components.elmo.fine_tune_layers", "1"]
+    assert hundred[-4:] == ["--paths.elmo", "bilm", "--training.dropout", "0.2"] and "--components.elmo.fine_tune_layers" not in hundred
 
 
 def test_every_command_reruns_when_a_config_it_reads_changes():

@@ -229,6 +229,27 @@ def test_an_ner_side_variant_is_paired_with_the_first_variant_on_the_same_bilm(v
             f"{statistics.fmean([1.2, -0.1]):+.2f} ± {statistics.stdev([1.2, -0.1]):.2f} (n=2), ahead on 1 of 2 seeds.") in section
 
 
+def test_a_cells_settings_beyond_its_config_are_read_from_its_runs_commands(readme_results):
+    """The headline names what a cell was trained with beyond its config (the seeds run's fine-tuning at 10%),
+    from the recorded commands, and says nothing when every cell used its config as published."""
+    def run(name, *extra):
+        return {"command": ["python", "-m", "spacy", "train", "configs/ner_elmo.cfg", "--output", f"work/training_seeds/{name}",
+                            "--paths.train", "t", "--system.seed", name[-1], "--gpu-id", "-1", "--paths.elmo", "work/bilm", *extra]}
+    tuned = ("--training.frozen_components", "[]", "--components.elmo.fine_tune_layers", "1")
+    steps = {f"training_seeds/ner_elmo_10_s{s}": run(f"ner_elmo_10_s{s}", *tuned) for s in range(3)}
+    steps |= {f"training_seeds/ner_elmo_100_s{s}": run(f"ner_elmo_100_s{s}") for s in range(3)}
+    steps["metrics_seeds/ner_elmo_10_s0"] = {"command": ["python", "-m", "spacy", "evaluate", "x"]}
+    [line, blank] = readme_results.cell_settings_lines({"steps": steps})
+    assert line == ("Settings beyond a cell's config, from its runs' recorded `spacy train` commands: ner elmo 10%: "
+                    "`--training.frozen_components [] --components.elmo.fine_tune_layers 1` (the biLM's top layers fine-tuned "
+                    "with the task). Every other cell: its config as published, the biLM frozen.") and blank == ""
+    steps["training_seeds/ner_elmo_10_s2"] = run("ner_elmo_10_s2")  # one seed without: both shown, not hidden
+    assert "ner elmo 10%: none / `--training.frozen_components []" in readme_results.cell_settings_lines({"steps": steps})[0]
+    for s in range(3):
+        steps[f"training_seeds/ner_elmo_10_s{s}"] = run(f"ner_elmo_10_s{s}")
+    assert readme_results.cell_settings_lines({"steps": steps}) == []
+
+
 def test_tagger_side_variants_are_scored_by_tag_accuracy_in_their_own_section(variants, tmp_path, readme_results):
     """`pos-recipes-report`: POS variants read tag_acc, and the README shows them in their own section
     (the NER recipe section stays as it was)."""
