@@ -20,7 +20,9 @@ sha256 of what it read: config, corpus, biLM) into its output folder when it end
 
 A run whose folder already holds `model-last` and a `provenance.json` saying it finished (exit
 status 0) with the same command and the same inputs is not trained again, so a workflow cut short
-redoes only the trainings that did not finish. Ctrl-C prints one line; the trainings it cut off
+redoes only the trainings that did not finish. One that finished with another command or inputs (a
+changed config or setting) is moved, with its log, to `{out}.replaced/{name}-{its end time}` before
+the new run starts; a run that did not finish is simply trained again. Ctrl-C prints one line; the trainings it cut off
 are redone next time.
 """
 
@@ -83,6 +85,25 @@ def finished_before(folder: Path, command: list[str], inputs: dict[str, str]) ->
     )
 
 
+def set_aside(folder: Path, log: Path) -> Path | None:
+    """Moves a run that finished earlier (exit status 0) out of the way of a new one, with its log, into
+    `{out}.replaced/{name}-{its UTC end}`: outside `out`, so nothing that scans `out` reads it again, and
+    nothing published from it is lost. Returns where it went (None: no finished run there)."""
+    try:
+        record = json.loads((folder / "provenance.json").read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return None
+    if record.get("exit_code") != 0:
+        return None
+    ended = str(record.get("ended_utc", "unknown")).replace(":", "").replace("-", "")
+    target = folder.parent.with_name(folder.parent.name + ".replaced") / f"{folder.name}-{ended}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    folder.rename(target)
+    if log.is_file():
+        log.rename(target.with_name(target.name + ".log"))
+    return target
+
+
 def run_one(name: str, command: list[str], seed: int, out: Path, env: dict) -> bool:
     """Runs one training with its output in `{out}/{name}.log`; prints a summary; True if it succeeded."""
     from spacy_elmo.provenance import Provenance, input_hashes
@@ -94,8 +115,11 @@ def run_one(name: str, command: list[str], seed: int, out: Path, env: dict) -> b
         return True
     if INTERRUPTED.is_set():
         return False
-    (folder / "provenance.json").unlink(missing_ok=True)  # written again only when this run ends
     path = out / f"{name}.log"
+    replaced = set_aside(folder, path)
+    if replaced is not None:
+        print(f"[{name}] an earlier finished run with another command or inputs moved to {replaced}", flush=True)
+    (folder / "provenance.json").unlink(missing_ok=True)  # written again only when this run ends
     print(f"[{name}] started, log: {path}", flush=True)
     prov = Provenance(command=command, seed=seed, configs=[command[4]])
     started = time.time()

@@ -232,6 +232,14 @@ def test_train_ner_does_not_redo_finished_trainings(corpus, tmp_path):
     (data / "train_10.spacy").write_bytes(DocBin(docs=[Doc(spacy.blank("en").vocab, words=["x"])]).to_bytes())
     third = run(*command)  # the same command, other data: trained again
     assert "[b_10] started" in third.stdout, third.stdout
+    # and the earlier finished run is kept beside the output folder, not overwritten
+    assert "moved to" in third.stdout and (tmp_path / "out.replaced").is_dir(), third.stdout
+    [kept] = [path for path in (tmp_path / "out.replaced").iterdir() if path.is_dir()]
+    assert kept.name.startswith("b_10-")
+    assert json.loads((kept / "provenance.json").read_text()) == record
+    assert (kept / "model-last" / "meta.json").stat().st_mtime_ns == stamp
+    assert kept.with_name(kept.name + ".log").is_file()
+    assert json.loads((tmp_path / "out" / "b_10" / "provenance.json").read_text())["exit_code"] == 0
 
 
 # --- 5. text that is not UTF-8, and empty input ------------------------------------------------------
