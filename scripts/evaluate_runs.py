@@ -8,7 +8,8 @@ Every `{training}/{run}/model-best` (run names from scripts/train_ner.py, e.g. `
 (spacy_elmo.provenance). The models are scored in this process, or in `--jobs` worker processes of
 one thread each, so spaCy and torch are imported once per worker rather than once per model. Test
 is scored once per final model: a run whose score file is newer than its `model-best` is skipped
-(delete the file to score again). Only the project's final
+(delete the file to score again); an older score file (the run was trained again) moves, with its
+provenance record, to `{out}.replaced/{run}-{when it was written}.json` before the new model is scored. Only the project's final
 configurations are trained into these folders; settings are chosen on dev (README, "Protocol").
 """
 
@@ -18,9 +19,24 @@ import argparse
 import multiprocessing
 import os
 import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
+
+
+def set_aside(target: Path) -> Path:
+    """Moves the score file `target` (and its provenance record) to `{out}.replaced/`, named with the
+    time it was written; returns the new path of the score file."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(target.stat().st_mtime))
+    folder = target.parent.with_name(target.parent.name + ".replaced")
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = folder / f"{target.stem}-{stamp}.json"
+    target.rename(kept)
+    record = target.with_name(f"{target.stem}.provenance.json")
+    if record.is_file():
+        record.rename(folder / f"{target.stem}-{stamp}.provenance.json")
+    return kept
 
 
 def evaluate(run: Path, test: Path, out: Path, gpu_id: int) -> bool:
@@ -34,6 +50,9 @@ def evaluate(run: Path, test: Path, out: Path, gpu_id: int) -> bool:
     if target.is_file() and target.stat().st_mtime >= (model / "meta.json").stat().st_mtime:
         print(f"[{run.name}] already scored on test ({target}); not scoring again", flush=True)
         return True
+    if target.is_file():  # the score of an earlier model in this folder: kept, not overwritten
+        kept = set_aside(target)
+        print(f"[{run.name}] model-best is newer than its score: the earlier score moved to {kept}", flush=True)
     # the command this call is: recorded as such, with where it ran
     command = [sys.executable, "-m", "spacy", "evaluate", str(model), str(test), "--output", str(target), "--gpu-id", str(gpu_id)]
     prov = Provenance(command=command)

@@ -176,6 +176,37 @@ def test_zh_preprocess_strips_tags_and_joins_split_person_names():
     assert preprocess_zh.parse_line("江/nr  泽民/nr", join_names=False) == ["江", "泽民"]
 
 
+def test_evaluate_runs_scores_once_and_keeps_the_score_of_a_replaced_model(tmp_path):
+    """scripts/evaluate_runs.py: a model is scored on test once; when its run is trained again (a newer
+    model-best), the earlier score and its provenance move to {out}.replaced/ instead of being overwritten."""
+    import spacy
+    from spacy.tokens import Doc, DocBin
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import evaluate_runs
+    finally:
+        sys.path.pop(0)
+    nlp = spacy.blank("en")
+    test = tmp_path / "test.spacy"
+    DocBin(docs=[Doc(nlp.vocab, words=["a", "b"])]).to_disk(test)
+    run = tmp_path / "training" / "ner_elmo_10_s0"
+    run.mkdir(parents=True)
+    nlp.to_disk(run / "model-best")
+    out = tmp_path / "metrics"
+    assert evaluate_runs.main([str(tmp_path / "training"), str(test), str(out)]) == 0
+    first = (out / "ner_elmo_10_s0.json").read_text()
+    assert evaluate_runs.main([str(tmp_path / "training"), str(test), str(out)]) == 0  # scored once
+    assert not (tmp_path / "metrics.replaced").exists()
+    meta = run / "model-best" / "meta.json"
+    os.utime(meta, ((out / "ner_elmo_10_s0.json").stat().st_mtime + 5,) * 2)  # trained again
+    assert evaluate_runs.main([str(tmp_path / "training"), str(test), str(out)]) == 0
+    kept = sorted(p.name for p in (tmp_path / "metrics.replaced").iterdir())
+    assert len(kept) == 2 and kept[0].startswith("ner_elmo_10_s0-") and kept[1].endswith(".provenance.json"), kept
+    assert (tmp_path / "metrics.replaced" / kept[0]).read_text() == first
+    assert (out / "ner_elmo_10_s0.json").is_file() and (out / "ner_elmo_10_s0.provenance.json").is_file()
+
+
 def test_train_ner_trains_each_run_once_per_biLM(tmp_path):
     """`--elmo TAG PATH` (repeated): one run per biLM × fraction × seed, each with its own --paths.elmo, named by tag."""
     sys.path.insert(0, str(ROOT / "scripts"))
