@@ -321,9 +321,9 @@ def test_goals_and_wall_time_are_stated_from_the_records(readme_results):
     record = lambda command, start, end: {"command": command, "started_utc": start, "ended_utc": end, "git": {"commit": "a" * 40}}
     steps = {"work/bilm": record(["python", "-m", "spacy_elmo", "pretrain", "x.cfg"], "2026-11-26T11:33:00Z", "2026-11-26T12:08:00Z"),
              "training_seeds/a": record(["python", "-m", "spacy", "train"], "2026-11-26T13:00:00Z", "2026-11-26T13:50:00Z"),
-             "metrics_seeds/a": record(["python", "-m", "spacy", "evaluate"], "2026-11-26T14:20:00Z", "2026-11-26T14:30:00Z")}
+             "metrics_seeds/a": record(["python", "-m", "spacy", "evaluate"], "2026-11-26T13:50:00Z", "2026-11-26T14:30:00Z")}
     text = readme_results.seeds_time_lines({"steps": steps})[0]
-    assert "ran 90.0 min" in text and "pretrained in 35.0 min" in text and "125.0 min together, within the 150-minute" in text
+    assert "ran 90.0 min (first start to last end of their records)" in text and "pretrained in 35.0 min" in text and "125.0 min together, within the 150-minute" in text
     steps["metrics_seeds/a"]["ended_utc"] = "2026-11-26T15:00:00Z"
     assert "155.0 min together, **over** the 150-minute" in readme_results.seeds_time_lines({"steps": steps})[0]
     # a baseline reused from an earlier seeds run (it does not depend on the biLM) is named and added, not spanned
@@ -339,6 +339,12 @@ def test_goals_and_wall_time_are_stated_from_the_records(readme_results):
     text = readme_results.seeds_time_lines({"steps": steps})[0]
     assert "(35.0 min while any of them ran, from 2026-11-25T09:00:00Z)" in text  # 09:00–09:30 and 10:00–10:05
     assert "160.0 min together, **over** the 150-minute" in text
+    # a cell retrained in a later sitting (a changed setting): the hours between sittings are not the run's
+    del steps["metrics_seeds/b"], steps["training_seeds/c"]
+    steps["training_seeds/d"] = record(["python", "-m", "spacy", "train"], "2026-11-26T20:00:00Z", "2026-11-26T20:30:00Z")
+    text = readme_results.seeds_time_lines({"steps": steps})[0]
+    assert ("ran 120.0 min (while any of their records ran: they ran in more than one sitting, 450.0 min from first start "
+            "to last end)") in text and "175.0 min together, **over** the 150-minute" in text
 
 
 def test_all_wall_time_and_a_seeds_run_on_an_earlier_bilm_are_stated_from_the_records(readme_results):
