@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -14,6 +15,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script(name: str):
+    """A module of scripts/ (the scripts import each other by bare name)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
 
 
 def test_project_smoke_workflow(tmp_path):
@@ -139,11 +149,7 @@ def test_project_smoke_workflow(tmp_path):
 
 def test_train_ner_reports_a_failed_run(tmp_path, capsys):
     """scripts/train_ner.py: a run that fails shows the end of its log and makes the script exit 1."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import train_ner
-    finally:
-        sys.path.pop(0)
+    train_ner = _script("train_ner")
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for name in ("train_10.spacy", "dev.spacy"):
@@ -165,11 +171,7 @@ def test_train_ner_reports_a_failed_run(tmp_path, capsys):
 
 def test_zh_preprocess_strips_tags_and_joins_split_person_names():
     """People's Daily tags names as surname + given name ("江/nr 泽民/nr"): joined into one word."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import preprocess_zh
-    finally:
-        sys.path.pop(0)
+    preprocess_zh = _script("preprocess_zh")
     line = "19980101-01-001-002/m  主席/n  江/nr  泽民/nr  和/c  [中央/n  人民/n]nt  克林顿/nr  欧阳/nr  修/nr  、/w  李/nr  鹏/nr"
     assert preprocess_zh.parse_line(line) == ["主席", "江泽民", "和", "中央", "人民", "克林顿", "欧阳修", "、", "李鹏"]
     assert preprocess_zh.parse_line(line, join_compounds=True)[3] == "中央人民"
@@ -182,11 +184,7 @@ def test_evaluate_runs_scores_once_and_keeps_the_score_of_a_replaced_model(tmp_p
     import spacy
     from spacy.tokens import Doc, DocBin
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import evaluate_runs
-    finally:
-        sys.path.pop(0)
+    evaluate_runs = _script("evaluate_runs")
     nlp = spacy.blank("en")
     test = tmp_path / "test.spacy"
     DocBin(docs=[Doc(nlp.vocab, words=["a", "b"])]).to_disk(test)
@@ -209,11 +207,7 @@ def test_evaluate_runs_scores_once_and_keeps_the_score_of_a_replaced_model(tmp_p
 
 def test_train_ner_trains_each_run_once_per_biLM(tmp_path):
     """`--elmo TAG PATH` (repeated): one run per biLM × fraction × seed, each with its own --paths.elmo, named by tag."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import train_ner
-    finally:
-        sys.path.pop(0)
+    train_ner = _script("train_ner")
     import argparse
 
     args = argparse.Namespace(name="ner_elmo", fractions=["10"], seeds=[0, 1], seed=0,
@@ -229,31 +223,23 @@ def test_train_ner_trains_each_run_once_per_biLM(tmp_path):
     assert list(train_ner.train_commands(args, [])) == ["ner_elmo_10_s0", "ner_elmo_10_s1"]
 
 
-def test_train_ner_gives_fraction_settings_to_that_fractions_runs_only(tmp_path, capsys):
+def test_train_ner_gives_fraction_settings_to_that_fractions_runs_only(tmp_path, capsys, monkeypatch):
     """`--fraction-settings 10 SETTINGS` (the seeds run's fine-tuning at 10%): the runs on train_10 get the
     settings last, after `--` and --settings; the runs on train_100 do not; an unknown fraction is refused."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import train_ner
-    finally:
-        sys.path.pop(0)
+    train_ner = _script("train_ner")
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for name in ("train_10.spacy", "train_100.spacy", "dev.spacy"):
         (corpus / name).write_bytes(b"")
     seen = {}
-    real_run_all = train_ner.run_all
-    train_ner.run_all = lambda commands, out, jobs: seen.update(commands) or 0
-    try:
-        assert train_ner.main([str(ROOT / "configs" / "ner_elmo.cfg"), "--name", "e", "--fractions", "10", "100", "--seeds", "0",
-                               "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--settings", "training.dropout=0.2",
-                               "--fraction-settings", "10", "training.frozen_components=[] components.elmo.fine_tune_layers=1",
-                               "--", "--paths.elmo", "bilm"]) == 0
-        with pytest.raises(SystemExit):
-            train_ner.main([str(ROOT / "configs" / "ner_elmo.cfg"), "--name", "e", "--fractions", "100", "--corpus", str(corpus),
-                            "--out", str(tmp_path / "out"), "--fraction-settings", "10", "training.dropout=0.2"])
-    finally:
-        train_ner.run_all = real_run_all
+    monkeypatch.setattr(train_ner, "run_all", lambda commands, out, jobs: seen.update(commands) or 0)
+    assert train_ner.main([str(ROOT / "configs" / "ner_elmo.cfg"), "--name", "e", "--fractions", "10", "100", "--seeds", "0",
+                           "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--settings", "training.dropout=0.2",
+                           "--fraction-settings", "10", "training.frozen_components=[] components.elmo.fine_tune_layers=1",
+                           "--", "--paths.elmo", "bilm"]) == 0
+    with pytest.raises(SystemExit):
+        train_ner.main([str(ROOT / "configs" / "ner_elmo.cfg"), "--name", "e", "--fractions", "100", "--corpus", str(corpus),
+                        "--out", str(tmp_path / "out"), "--fraction-settings", "10", "training.dropout=0.2"])
     assert "--fraction-settings 10: not one of --fractions (100)" in capsys.readouterr().err
     ten, hundred = seen["e_10_s0"][0], seen["e_100_s0"][0]
     assert ten[-8:] == ["--paths.elmo", "bilm", "--training.dropout", "0.2", "--training.frozen_components", "[]",
