@@ -180,11 +180,12 @@ def seeds_time_lines(block: dict | None) -> list[str]:
         return []
     span, busy = _span_minutes(rest), _busy_minutes(rest)
     if span - busy < 1.0:
+        total = span
         text = f"Wall time: the seeds trainings and evaluations ran {span:.1f} min (first start to last end of their records)"
     else:  # run in more than one sitting (a changed cell retrained later): the time between sittings is not the run's
+        total = busy
         text = (f"Wall time: the seeds trainings and evaluations ran {busy:.1f} min (while any of their records ran: they ran in "
                 f"more than one sitting, {span:.1f} min from first start to last end)")
-    total = busy
     if reused:
         clause, minutes = _reused_clause(reused)
         text += f"; they {clause}"
