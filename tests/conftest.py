@@ -3,7 +3,9 @@ see tests/fixtures/NOTICE) and a converted HF copy. `$SPACY_ELMO_FIXTURES` point
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,19 @@ def pytest_configure(config):
             f"reference fixtures not found at {FIXTURES}: they ship in tests/fixtures; "
             "unset SPACY_ELMO_FIXTURES or point it at a folder holding allennlp_elmo/ and bilm_tf/"
         )
+
+
+@pytest.fixture(scope="session")
+def script():
+    """`script(name)`: the module scripts/NAME.py (the project's scripts import each other by bare name)."""
+    def load(name: str):
+        sys.path.insert(0, str(ROOT / "scripts"))
+        try:
+            return importlib.import_module(name)
+        finally:
+            sys.path.pop(0)
+
+    return load
 
 
 @pytest.fixture(scope="session")

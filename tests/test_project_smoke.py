@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
@@ -15,15 +14,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _script(name: str):
-    """A module of scripts/ (the scripts import each other by bare name)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.pop(0)
 
 
 def test_project_smoke_workflow(tmp_path):
@@ -147,9 +137,9 @@ def test_project_smoke_workflow(tmp_path):
     assert check.returncode == 0, check.stderr
 
 
-def test_train_ner_reports_a_failed_run(tmp_path, capsys):
+def test_train_ner_reports_a_failed_run(tmp_path, capsys, script):
     """scripts/train_ner.py: a run that fails shows the end of its log and makes the script exit 1."""
-    train_ner = _script("train_ner")
+    train_ner = script("train_ner")
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for name in ("train_10.spacy", "dev.spacy"):
@@ -169,22 +159,22 @@ def test_train_ner_reports_a_failed_run(tmp_path, capsys):
     assert "no_such_factory" in (tmp_path / "out" / "x_10" / "configs" / "broken.cfg").read_text()
 
 
-def test_zh_preprocess_strips_tags_and_joins_split_person_names():
+def test_zh_preprocess_strips_tags_and_joins_split_person_names(script):
     """People's Daily tags names as surname + given name ("江/nr 泽民/nr"): joined into one word."""
-    preprocess_zh = _script("preprocess_zh")
+    preprocess_zh = script("preprocess_zh")
     line = "19980101-01-001-002/m  主席/n  江/nr  泽民/nr  和/c  [中央/n  人民/n]nt  克林顿/nr  欧阳/nr  修/nr  、/w  李/nr  鹏/nr"
     assert preprocess_zh.parse_line(line) == ["主席", "江泽民", "和", "中央", "人民", "克林顿", "欧阳修", "、", "李鹏"]
     assert preprocess_zh.parse_line(line, join_compounds=True)[3] == "中央人民"
     assert preprocess_zh.parse_line("江/nr  泽民/nr", join_names=False) == ["江", "泽民"]
 
 
-def test_evaluate_runs_scores_once_and_keeps_the_score_of_a_replaced_model(tmp_path):
+def test_evaluate_runs_scores_once_and_keeps_the_score_of_a_replaced_model(tmp_path, script):
     """scripts/evaluate_runs.py: a model is scored on test once; when its run is trained again (a newer
     model-best), the earlier score and its provenance move to {out}.replaced/ instead of being overwritten."""
     import spacy
     from spacy.tokens import Doc, DocBin
 
-    evaluate_runs = _script("evaluate_runs")
+    evaluate_runs = script("evaluate_runs")
     nlp = spacy.blank("en")
     test = tmp_path / "test.spacy"
     DocBin(docs=[Doc(nlp.vocab, words=["a", "b"])]).to_disk(test)
@@ -205,9 +195,9 @@ def test_evaluate_runs_scores_once_and_keeps_the_score_of_a_replaced_model(tmp_p
     assert (out / "ner_elmo_10_s0.json").is_file() and (out / "ner_elmo_10_s0.provenance.json").is_file()
 
 
-def test_train_ner_trains_each_run_once_per_biLM(tmp_path):
+def test_train_ner_trains_each_run_once_per_biLM(tmp_path, script):
     """`--elmo TAG PATH` (repeated): one run per biLM × fraction × seed, each with its own --paths.elmo, named by tag."""
-    train_ner = _script("train_ner")
+    train_ner = script("train_ner")
     import argparse
 
     args = argparse.Namespace(name="ner_elmo", fractions=["10"], seeds=[0, 1], seed=0,
@@ -223,10 +213,10 @@ def test_train_ner_trains_each_run_once_per_biLM(tmp_path):
     assert list(train_ner.train_commands(args, [])) == ["ner_elmo_10_s0", "ner_elmo_10_s1"]
 
 
-def test_train_ner_gives_fraction_settings_to_that_fractions_runs_only(tmp_path, capsys, monkeypatch):
+def test_train_ner_gives_fraction_settings_to_that_fractions_runs_only(tmp_path, capsys, monkeypatch, script):
     """`--fraction-settings 10 SETTINGS` (the seeds run's fine-tuning at 10%): the runs on train_10 get the
     settings last, after `--` and --settings; the runs on train_100 do not; an unknown fraction is refused."""
-    train_ner = _script("train_ner")
+    train_ner = script("train_ner")
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for name in ("train_10.spacy", "train_100.spacy", "dev.spacy"):

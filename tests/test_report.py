@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import shutil
@@ -17,23 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "scripts" / "report.py"
 
 
-def _script(name: str):
-    """A module of scripts/ (the scripts import each other by bare name)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.pop(0)
+@pytest.fixture(scope="module")
+def report(script):
+    return script("report")
 
 
 @pytest.fixture(scope="module")
-def report():
-    return _script("report")
-
-
-@pytest.fixture(scope="module")
-def variants(report):
-    return _script("variants")
+def variants(report, script):
+    return script("variants")
 
 
 @pytest.fixture(scope="module")
