@@ -24,19 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
 
-
-def set_aside(target: Path) -> Path:
-    """Moves the score file `target` (and its provenance record) to `{out}.replaced/`, named with the
-    time it was written; returns the new path of the score file."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(target.stat().st_mtime))
-    folder = target.parent.with_name(target.parent.name + ".replaced")
-    folder.mkdir(parents=True, exist_ok=True)
-    kept = folder / f"{target.stem}-{stamp}.json"
-    target.rename(kept)
-    record = target.with_name(f"{target.stem}.provenance.json")
-    if record.is_file():
-        record.rename(folder / f"{target.stem}-{stamp}.provenance.json")
-    return kept
+from train_ner import move_aside  # scripts/, beside this one
 
 
 def evaluate(run: Path, test: Path, out: Path, gpu_id: int) -> bool:
@@ -51,7 +39,8 @@ def evaluate(run: Path, test: Path, out: Path, gpu_id: int) -> bool:
         print(f"[{run.name}] already scored on test ({target}); not scoring again", flush=True)
         return True
     if target.is_file():  # the score of an earlier model in this folder: kept, not overwritten
-        kept = set_aside(target)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(target.stat().st_mtime))
+        kept = move_aside(run.name, stamp, target, out / f"{run.name}.provenance.json")
         print(f"[{run.name}] model-best is newer than its score: the earlier score moved to {kept}", flush=True)
     # the command this call is: recorded as such, with where it ran
     command = [sys.executable, "-m", "spacy", "evaluate", str(model), str(test), "--output", str(target), "--gpu-id", str(gpu_id)]

@@ -85,10 +85,22 @@ def finished_before(folder: Path, command: list[str], inputs: dict[str, str]) ->
     )
 
 
+def move_aside(name: str, stamp: str, *paths: Path) -> Path:
+    """Moves `paths` (all in one folder, named `name` + a suffix: a run folder and its log, a score and its
+    record) to `{folder}.replaced/{name}-{stamp}{suffix}`: outside the folder, so nothing that scans it reads
+    them again, and nothing published from them is lost. Returns where the first one went."""
+    replaced = paths[0].parent.with_name(paths[0].parent.name + ".replaced")
+    replaced.mkdir(parents=True, exist_ok=True)
+    moved = []
+    for path in paths:
+        if path.exists():
+            moved.append(path.rename(replaced / f"{name}-{stamp}{path.name[len(name):]}"))
+    return moved[0]
+
+
 def set_aside(folder: Path, log: Path) -> Path | None:
-    """Moves a run that finished earlier (exit status 0) out of the way of a new one, with its log, into
-    `{out}.replaced/{name}-{its UTC end}`: outside `out`, so nothing that scans `out` reads it again, and
-    nothing published from it is lost. Returns where it went (None: no finished run there)."""
+    """Moves a run that finished earlier (exit status 0) out of the way of a new one, with its log, to
+    `{out}.replaced/{name}-{its UTC end}` (`move_aside`). Returns where it went (None: no finished run there)."""
     try:
         record = json.loads((folder / "provenance.json").read_text(encoding="utf8"))
     except (OSError, ValueError):
@@ -96,12 +108,7 @@ def set_aside(folder: Path, log: Path) -> Path | None:
     if record.get("exit_code") != 0:
         return None
     ended = str(record.get("ended_utc", "unknown")).replace(":", "").replace("-", "")
-    target = folder.parent.with_name(folder.parent.name + ".replaced") / f"{folder.name}-{ended}"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    folder.rename(target)
-    if log.is_file():
-        log.rename(target.with_name(target.name + ".log"))
-    return target
+    return move_aside(folder.name, ended, folder, log)
 
 
 def run_one(name: str, command: list[str], seed: int, out: Path, env: dict) -> bool:
