@@ -14,8 +14,11 @@ $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt requirements-test.t
 
 install: $(VENV)/.installed
 
+# the suite runs on TEST_WORKERS processes (pytest-xdist), the slowest tests first (tests/conftest.py)
+TEST_WORKERS ?= 2
+
 test: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal tests
 
 # `make test` in a fresh clone of HEAD, timed: writes bench/results/make_test.txt (the duration the README cites)
 time-test: install

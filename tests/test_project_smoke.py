@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_project_smoke_workflow(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
