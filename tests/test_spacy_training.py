@@ -108,6 +108,33 @@ def test_fine_tuning_only_the_top_layers(tiny_model_dir, fine_tune_layers):
         nlp.add_pipe("elmo", name="other", config={"model": str(tiny_model_dir), "fine_tune_layers": -1})
 
 
+def test_fine_tuning_runs_the_bilm_with_its_dropout_and_prediction_without(tiny_model_dir):
+    """While fine-tuned, the biLM runs in training mode: its config's dropout (the pretraining's) applies
+    to every biLSTM layer's input, the frozen layers' too (docs/spacy.md). So a fine-tuned step's layers
+    are not the frozen biLM's (a cache of the frozen lower layers would change the recipe); prediction
+    runs without dropout."""
+    nlp, examples = tagger_pipeline(tiny_model_dir, {"@architectures": "spacy-elmo.ElmoListener.v1", "dropout": 0.0})
+    nlp.initialize(lambda: examples)
+    elmo = nlp.get_pipe("elmo")
+    docs = [eg.predicted for eg in examples]
+    predicted = elmo.predict(docs)
+
+    def training_layers(p):
+        elmo.elmo_model.encoder.dropout.p = p
+        torch.manual_seed(0)
+        layers, _ = elmo.model.begin_update(docs)
+        return layers
+
+    def distance(layers, layer):  # from the prediction's layer (the training and inference kernels differ by rounding)
+        return max(float(numpy.abs(to_numpy(a)[layer] - to_numpy(b)[layer]).max()) for a, b in zip(layers, predicted))
+
+    rounding = max(distance(training_layers(0.0), layer) for layer in range(3))  # no dropout: the same layers
+    noisy = training_layers(0.5)
+    assert distance(noisy, 0) <= rounding  # the token layer: no dropout before it
+    assert distance(noisy, 1) > 100 * rounding + 1e-3  # the first biLSTM layer (frozen at fine_tune_layers = 1)
+    assert all(numpy.array_equal(to_numpy(a), to_numpy(b)) for a, b in zip(elmo.predict(docs), predicted))
+
+
 # --- fine-tuning inside nlp.update: each step's gradient applied in that step, predictions see the new
 # weights (the inference kernel's prepacked copies, the token cache), no step keeps old weights alive
 
