@@ -72,9 +72,11 @@ def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tupl
     return commands
 
 
-def finished_before(folder: Path, command: list[str], inputs: dict[str, str]) -> bool:
-    """Whether `folder` holds a training that finished with this command (the interpreter aside) and
-    these inputs: `model-last` and a provenance.json with exit status 0 that records both."""
+def finished_before(folder: Path, command: list[str], inputs: dict[str, str], threads: dict[str, str]) -> bool:
+    """Whether `folder` holds a training that finished with this command (the interpreter aside), these
+    inputs and these thread settings (`--jobs` > 1 runs each training on one thread; another thread count
+    sums in another order, and the trained model differs): `model-last` and a provenance.json with exit
+    status 0 that records all three."""
     try:
         record = json.loads((folder / "provenance.json").read_text(encoding="utf8"))
     except (OSError, ValueError):
@@ -82,6 +84,7 @@ def finished_before(folder: Path, command: list[str], inputs: dict[str, str]) ->
     return (
         (folder / "model-last").is_dir() and record.get("exit_code") == 0
         and record.get("command", [])[1:] == command[1:] and record.get("inputs") == inputs
+        and (record.get("machine") or {}).get("threads") == threads
     )
 
 
@@ -113,22 +116,22 @@ def set_aside(folder: Path, log: Path) -> Path | None:
 
 def run_one(name: str, command: list[str], seed: int, out: Path, env: dict) -> bool:
     """Runs one training with its output in `{out}/{name}.log`; prints a summary; True if it succeeded."""
-    from spacy_elmo.provenance import Provenance, input_hashes
+    from spacy_elmo.provenance import Provenance, input_hashes, threads
 
     folder = out / name
     inputs = input_hashes(command, exclude=[folder])
-    if finished_before(folder, command, inputs):
-        print(f"[{name}] finished earlier with the same command and inputs: not trained again", flush=True)
+    if finished_before(folder, command, inputs, threads(env)):
+        print(f"[{name}] finished earlier with the same command, inputs and threads: not trained again", flush=True)
         return True
     if INTERRUPTED.is_set():
         return False
     path = out / f"{name}.log"
     replaced = set_aside(folder, path)
     if replaced is not None:
-        print(f"[{name}] an earlier finished run with another command or inputs moved to {replaced}", flush=True)
+        print(f"[{name}] an earlier finished run with another command, inputs or threads moved to {replaced}", flush=True)
     (folder / "provenance.json").unlink(missing_ok=True)  # written again only when this run ends
     print(f"[{name}] started, log: {path}", flush=True)
-    prov = Provenance(command=command, seed=seed, configs=[command[4]])
+    prov = Provenance(command=command, seed=seed, configs=[command[4]], env=env)
     started = time.time()
     with open(path, "w", encoding="utf8") as log:
         code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode

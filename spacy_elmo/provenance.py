@@ -27,7 +27,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 __all__ = ["Provenance", "git_state", "input_hashes", "machine", "sha256", "utc_now"]
 
@@ -128,8 +128,19 @@ def _version(module: str) -> str | None:
         return None
 
 
-def machine() -> dict:
-    """CPU model, cores, memory, GPU (if torch sees one), Python and library versions."""
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def threads(env: Mapping[str, str] | None = None) -> dict:
+    """The thread settings of `env` (default: this process's environment) that change a CPU run's
+    arithmetic: torch's matrix products sum in another order with another thread count."""
+    env = os.environ if env is None else env
+    return {key: env[key] for key in THREAD_VARIABLES if key in env}
+
+
+def machine(env: Mapping[str, str] | None = None) -> dict:
+    """CPU model, cores, memory, GPU (if torch sees one), Python and library versions, and the thread
+    settings of `env`: the environment the work ran in (default: this process's)."""
     info = {
         "hostname": platform.node(),
         "platform": platform.platform(),
@@ -143,7 +154,7 @@ def machine() -> dict:
         "transformers": _version("transformers"),
         "spacy_elmo": _version("spacy_elmo"),
         "gpu": None,
-        "threads": {key: os.environ[key] for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if key in os.environ},
+        "threads": threads(env),
     }
     if "torch" in sys.modules:  # only ask CUDA when torch is already loaded (importing it costs seconds)
         torch = sys.modules["torch"]
@@ -164,9 +175,12 @@ class Provenance:
         seed: int | None = None,
         configs: Iterable[str | os.PathLike] = (),
         where: str | os.PathLike | None = None,
+        env: Mapping[str, str] | None = None,
         **extra,
     ):
+        """`env`: the environment the work runs in when it is not this process's (a child's), for its thread settings."""
         self.started = utc_now()
+        self.env = dict(env) if env is not None else None
         self.command = [str(c) for c in (sys.argv if command is None else command)]
         self.seed = seed
         self.configs = [Path(c) for c in configs]
@@ -192,7 +206,7 @@ class Provenance:
             "cwd": os.getcwd(),
             "seed": self.seed,
             "configs": configs,
-            "machine": machine(),
+            "machine": machine(self.env),
             "started_utc": self.started,
             "ended_utc": utc_now(),
             **self.extra,

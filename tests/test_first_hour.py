@@ -227,7 +227,7 @@ def test_train_ner_does_not_redo_finished_trainings(corpus, tmp_path):
     record = json.loads((tmp_path / "out" / "b_10" / "provenance.json").read_text())
     assert record["exit_code"] == 0 and str(data / "train_10.spacy") in record["inputs"]
     second = run(*command)
-    assert second.returncode == 0 and "[b_10] finished earlier with the same command and inputs" in second.stdout, second.stdout
+    assert second.returncode == 0 and "[b_10] finished earlier with the same command, inputs and threads" in second.stdout, second.stdout
     assert model.stat().st_mtime_ns == stamp
     (data / "train_10.spacy").write_bytes(DocBin(docs=[Doc(spacy.blank("en").vocab, words=["x"])]).to_bytes())
     third = run(*command)  # the same command, other data: trained again

@@ -196,6 +196,24 @@ def test_evaluate_runs_scores_once_and_keeps_the_score_of_a_replaced_model(tmp_p
     assert (out / "ner_elmo_10_s0.json").is_file() and (out / "ner_elmo_10_s0.provenance.json").is_file()
 
 
+def test_train_ner_counts_a_run_on_other_threads_as_another_run(tmp_path, script):
+    """A finished training is reused only with the same command, inputs and thread settings: `--jobs 2` runs each
+    training on one thread (OMP_NUM_THREADS=1), whose sums differ from two threads' and so does the model. The
+    run's record holds the settings it trained with (the child's environment, not the script's)."""
+    from spacy_elmo.provenance import Provenance, threads
+
+    train_ner = script("train_ner")
+    folder = tmp_path / "b_10"
+    (folder / "model-last").mkdir(parents=True)
+    command, inputs = ["python", "-m", "spacy", "train", "c.cfg"], {"c.cfg": "abc"}
+    one_thread = {"PATH": "/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    Provenance(command=command, env=one_thread).write(folder / "provenance.json", exit_code=0, inputs=inputs)
+    assert json.loads((folder / "provenance.json").read_text())["machine"]["threads"] == threads(one_thread) != {}
+    assert train_ner.finished_before(folder, command, inputs, threads(one_thread))
+    assert not train_ner.finished_before(folder, command, inputs, threads({"PATH": "/bin"}))  # torch's default
+    assert not train_ner.finished_before(folder, command, inputs, threads({"OMP_NUM_THREADS": "2"}))
+
+
 def test_train_ner_trains_each_run_once_per_biLM(tmp_path, script):
     """`--elmo TAG PATH` (repeated): one run per biLM × fraction × seed, each with its own --paths.elmo, named by tag."""
     train_ner = script("train_ner")
