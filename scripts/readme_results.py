@@ -476,6 +476,8 @@ TASK_SIDE_RECIPES = (
      "as `results/ner_recipes.json`: each NER-side variant's paired dev gain"),
     ("pos_recipes", "Recipe search: the POS tagger (dev)",
      "`spacy project run pos-recipes-report` writes `results/pos_recipes.json`: each tagger-side variant's paired dev gain"),
+    ("pos_finetune", "Recipe search: the POS tagger with the top biLM layer fine-tuned (dev)",
+     "`spacy project run pos-recipes-report . --vars.pos_recipes_name pos_finetune` writes `results/pos_finetune.json`"),
 )
 
 
