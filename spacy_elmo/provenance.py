@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-__all__ = ["Provenance", "git_state", "input_hashes", "machine", "sha256", "utc_now"]
+__all__ = ["Provenance", "git_state", "input_hashes", "machine", "sha256", "threads", "utc_now"]
 
 
 def utc_now() -> str:

@@ -44,9 +44,9 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The tests marked `slow` (the end-to-end runs) go first, so that with `-n` workers (pytest-xdist,
-    as `make test` runs) the longest start at once and the short ones fill in around them, instead of
-    one of them starting last and running alone."""
+    """The tests marked `slow` (the project smoke test, most of the suite's time) go first, so that with
+    `-n` workers (pytest-xdist, as `make test` runs) it starts at once and the other tests run beside it,
+    instead of it starting late and running alone."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: file order otherwise
 
 
