@@ -232,6 +232,37 @@ def test_kernels_equal_eager_over_the_configuration_space(
         assert parallel_runs == ([True] * expected if parallel else [])
 
 
+@pytest.mark.parametrize("implementation", ["packed", "fused"])
+def test_the_tolerance_rejects_a_kernel_whose_input_gate_is_100_eps_off(implementation):
+    """The bound above is tight enough to mean something: the same kernel with every layer's input
+    gate weights and bias off by a relative 100 float32 ε (1.2e-5) fails it in every case, though its
+    outputs are off by only 27–41× eager float32's own error (measured), so a factor of 100 would
+    pass it. The unchanged kernel passes on the same inputs."""
+    from float32_error import EPS
+
+    args = SPACE[0].values  # skip, cell and CNN projections, clipping: every part of the cell in use
+    config = _config(*args)
+    definition = _forward_definition(*args, "cpu")
+    inputs = _forward_inputs(config, "cpu")
+    model = _model(config)
+    model.disable_token_cache()
+
+    def check(case):
+        with torch.no_grad():
+            got = _forward(model, implementation, inputs, *case)
+        assert_float32_error(definition["exact", case], definition["eager", case], got, terms=TERMS, what=str(case))
+
+    check(CASES[-1])
+    input_gate = slice(0, config.lstm_dim)  # TF gate order i, j, f, o
+    with torch.no_grad():
+        for layer in model.encoder.layers:
+            for p in (layer.input_weight, layer.hidden_weight, layer.bias):
+                p[..., input_gate] *= 1 + 100 * EPS
+    for case in CASES:
+        with pytest.raises(AssertionError, match="float32 error beyond"):
+            check(case)
+
+
 def _grads(module, inputs: dict) -> dict:
     grads = {name: p.grad.clone() for name, p in module.named_parameters() if p.grad is not None}
     grads.update({name: t.grad.clone() for name, t in inputs.items() if t is not None})
