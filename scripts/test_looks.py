@@ -1,0 +1,102 @@
+"""The ledger of test looks, `results/test_looks.json`: one entry per scoring of a trained model on the test set.
+
+Only scripts/evaluate_runs.py appends to it (and scripts/reconstruct_test_looks.py writes the entries it
+rebuilds from git history); nobody edits it by hand. An entry says what was scored (task, fraction,
+system, seed, the recipe: config sha256, `spacy train` settings beyond the run's data, seed and device,
+training-data sha256, biLM weights sha256), the score, where and when (commit, UTC), and why (`reason`).
+
+The rule it serves (README, "Protocol"): a cell gets one look per recipe. `same_recipe_looks` finds the
+earlier looks of the same task, fraction, system, seed and recipe; evaluate_runs.py refuses to score such a
+run again unless told why (`--again REASON`, recorded), or unless its model is bit-identical to the one
+looked at before (the same model gives the same score: no new information).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+LEDGER = "test_looks.json"
+ABOUT = ("One entry per scoring of a trained model on the CoNLL-2003 test set, appended by scripts/evaluate_runs.py "
+         "(entries whose source starts with 'reconstructed' were rebuilt from git history by "
+         "scripts/reconstruct_test_looks.py). Never edited by hand.")
+# per task: the score `spacy evaluate` writes for it
+TASK_SCORE = {"ner": "ents_f", "pos": "tag_acc"}
+# run names of scripts/train_ner.py: [task_]system_pct[_sSEED] (the `all` workflow's runs have no task: NER)
+RUN_NAME = re.compile(r"^(?:(?P<task>ner|pos)_)?(?P<system>[a-z][a-z0-9_]*?)_(?P<pct>\d+)(?:_s(?P<seed>\d+))?$")
+# `spacy train` options that name the run's data, output, seed and device rather than its recipe (the data
+# and the biLM enter the recipe by their sha256)
+NOT_RECIPE = {"--output", "--system.seed", "--gpu-id", "--paths.train", "--paths.dev", "--paths.elmo"}
+RECIPE_KEYS = ("config_sha256", "settings", "train_sha256", "bilm_sha256")
+
+
+def parse_run(name: str) -> dict | None:
+    """{task, system, fraction, seed (None when the name has none)} of a run name, or None."""
+    match = RUN_NAME.match(name)
+    if not match:
+        return None
+    return {"task": match["task"] or "ner", "system": match["system"], "fraction": match["pct"],
+            "seed": int(match["seed"]) if match["seed"] is not None else None}
+
+
+def recipe(train_record: dict | None) -> dict:
+    """What a training run was, from its provenance record: its config (name, sha256), its `spacy train`
+    settings beyond data, output, seed and device, and the sha256 of its training data and biLM weights
+    (None where the record does not say)."""
+    record = train_record or {}
+    command = [str(arg) for arg in record.get("command") or []]
+    inputs = record.get("inputs") or {}
+    if "train" not in command or command.index("train") + 1 >= len(command):
+        return {"config": None, "config_sha256": None, "settings": None, "train_sha256": None, "bilm_sha256": None}
+    at = command.index("train")
+    config, options = command[at + 1], command[at + 2:]
+    pairs = [(options[i], options[i + 1]) for i in range(0, len(options) - 1, 2) if options[i].startswith("--")]
+    given = dict(pairs)
+    config_sha = inputs.get(config) or next((c.get("sha256") for c in record.get("configs") or [] if c.get("path") == config), None)
+    elmo = given.get("--paths.elmo")
+    return {
+        "config": Path(config).name,
+        "config_sha256": config_sha,
+        "settings": [f"{key} {value}" for key, value in pairs if key not in NOT_RECIPE],
+        "train_sha256": inputs.get(given.get("--paths.train", "")),
+        "bilm_sha256": inputs.get(f"{elmo}/model.safetensors") if elmo else None,
+    }
+
+
+def recipe_known(entry: dict) -> bool:
+    """Whether an entry's recipe is fully known (config, settings and data; the biLM too for a run that has one)."""
+    rec = entry.get("recipe") or {}
+    return all(rec.get(key) is not None for key in ("config_sha256", "settings", "train_sha256"))
+
+
+def same_recipe_looks(ledger: dict, look: dict) -> list[dict]:
+    """The earlier looks at the same task, fraction, system and seed with the same recipe (entries whose
+    recipe the record does not give are never counted as the same: they are shown, not matched)."""
+    if not recipe_known(look):
+        return []
+    keys = ("task", "fraction", "system", "seed")
+    return [entry for entry in ledger.get("looks", [])
+            if all(entry.get(k) == look.get(k) for k in keys) and recipe_known(entry)
+            and all((entry["recipe"].get(k) == look["recipe"].get(k)) for k in RECIPE_KEYS)]
+
+
+def load(path: Path) -> dict:
+    """The ledger at `path` ({"about", "looks": []} when there is none yet)."""
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf8"))
+    return {"about": ABOUT, "looks": []}
+
+
+def save(path: Path, ledger: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(ledger, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
+
+
+def append(path: Path, look: dict) -> dict:
+    """Appends `look` to the ledger at `path`, numbered after the last entry; returns it as written."""
+    ledger = load(path)
+    look = {"look": len(ledger["looks"]) + 1, **look}
+    ledger["looks"].append(look)
+    save(path, ledger)
+    return look
