@@ -91,10 +91,14 @@ class EfmlDirectory:
 
 
 def is_efml_directory(path: str | Path) -> bool:
-    """True for a folder whose config.json holds `config_path` and that has the two .pkl files."""
+    """True for a folder that is meant as an ELMoForManyLangs model: its config.json holds
+    `config_path`, or it has no config.json but token_embedder.pkl or encoder.pkl. Whether it is
+    complete is `check_efml_directory`'s to say."""
     directory = Path(path)
-    if not all((directory / name).is_file() for name in ("config.json", "token_embedder.pkl", "encoder.pkl")):
+    if not directory.is_dir():
         return False
+    if not (directory / "config.json").is_file():
+        return any((directory / name).is_file() for name in ("token_embedder.pkl", "encoder.pkl"))
     try:
         config = read_json_object(directory / "config.json", EfmlFormatError)
     except (EfmlFormatError, OSError):
@@ -111,16 +115,19 @@ def read_architecture(path: str | Path) -> tuple[dict, str]:
     directory = Path(path)
     config_file = directory / "config.json"
     if not config_file.is_file():
-        raise EfmlFormatError(f"{config_file}: not found (an ELMoForManyLangs model directory names its architecture there)")
+        raise EfmlFormatError(
+            f"{config_file}: no such file; expected the ELMoForManyLangs config naming the architecture json"
+        )
     config_path = read_json_object(config_file, EfmlFormatError).get("config_path")
     if not isinstance(config_path, str) or not config_path.strip():
         raise EfmlFormatError(f"{config_file}: field 'config_path' is {config_path!r}; expected the name of the architecture json")
     basename = re.split(r"[\\/]", config_path)[-1]
-    tried = []
-    for candidate in (directory / config_path, directory / basename):  # an absolute config_path stays absolute
+    # an absolute config_path stays absolute; a bare file name is one candidate, tried once
+    candidates = list(dict.fromkeys((directory / config_path, directory / basename)))
+    for candidate in candidates:
         if candidate.is_file():
             return read_json_object(candidate, EfmlFormatError), str(candidate)
-        tried.append(str(candidate))
+    tried = [str(candidate) for candidate in candidates]
     if basename in KNOWN_ARCHITECTURES:
         return KNOWN_ARCHITECTURES[basename], f"{config_file} (config_path {basename!r}: the package's built-in architecture)"
     raise EfmlFormatError(
@@ -350,13 +357,34 @@ def read_state_dict(
     return dict(state)
 
 
-def read_efml(path: str | Path) -> EfmlDirectory:
-    """Reads and validates an ELMoForManyLangs model directory; every problem is one EfmlFormatError line."""
+def check_efml_directory(path: str | Path) -> tuple[dict, str]:
+    """Checks an ELMoForManyLangs model directory without reading its lexicons or weights: its
+    architecture is found and supported, and every file the runtime reads is there. Returns
+    `read_architecture`'s (architecture, source); every problem is one EfmlFormatError line."""
     directory = Path(path)
     if not directory.is_dir():
         raise EfmlFormatError(f"{directory}: not a directory (an ELMoForManyLangs model is a folder)")
     architecture, source = read_architecture(directory)
     _check_architecture(architecture, source)
+    word_dim = architecture["token_embedder"]["word_dim"]
+    needed = {
+        "char.dic": "character lexicon",
+        "word.dic": f"word lexicon (word_dim is {word_dim})",
+        "token_embedder.pkl": "token embedder weights",
+        "encoder.pkl": "biLSTM weights",
+    }
+    if word_dim == 0:
+        del needed["word.dic"]
+    for name, what in needed.items():
+        if not (directory / name).is_file():
+            raise EfmlFormatError(f"{directory / name}: no such file; expected the ELMoForManyLangs {what}")
+    return architecture, source
+
+
+def read_efml(path: str | Path) -> EfmlDirectory:
+    """Reads and validates an ELMoForManyLangs model directory; every problem is one EfmlFormatError line."""
+    directory = Path(path)
+    architecture, source = check_efml_directory(directory)
     emb = architecture["token_embedder"]
     char_lexicon = read_lexicon(directory / "char.dic", CHAR_SPECIALS)
     word_lexicon = read_lexicon(directory / "word.dic", WORD_SPECIALS) if emb["word_dim"] > 0 else None
@@ -494,6 +522,7 @@ __all__ = [
     "WORD_SPECIALS",
     "EfmlDirectory",
     "EfmlFormatError",
+    "check_efml_directory",
     "efml_to_elmo",
     "load_efml",
     "expected_encoder",

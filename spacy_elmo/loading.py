@@ -89,11 +89,12 @@ def hub_loading_kwargs(repo_id: str) -> dict:
 def check_reference(reference: str | Path) -> None:
     """Checks cheaply that `reference` can name a model, without reading weights, downloading or
     asking the network: a URL must be well formed; legacy files must exist; a local directory must
-    hold an ELMo `config.json`, legacy files or an ELMoForManyLangs model; anything else must be a
+    hold an ELMo `config.json`, legacy files or an ELMoForManyLangs model (its architecture
+    valid and its files present); anything else must be a
     well-formed hub id, in the local cache when HF_HUB_OFFLINE is set. Raises `ModelNotFoundError`
     (one line) otherwise."""
     from .download import check_url_reference, is_url
-    from .efml import is_efml_directory
+    from .efml import EfmlFormatError, check_efml_directory, is_efml_directory
 
     if is_url(str(reference)):
         check_url_reference(str(reference))
@@ -107,6 +108,10 @@ def check_reference(reference: str | Path) -> None:
     path = Path(str(reference))
     if path.exists():
         if is_efml_directory(path):
+            try:
+                check_efml_directory(path)
+            except EfmlFormatError as err:
+                raise ModelNotFoundError(str(err)) from None
             return
         config = path / "config.json"
         if not config.is_file():

@@ -17,6 +17,7 @@ from spacy_elmo.efml import (
     KNOWN_ARCHITECTURES,
     WORD_SPECIALS,
     EfmlFormatError,
+    check_efml_directory,
     efml_to_elmo,
     is_efml_directory,
     read_architecture,
@@ -189,9 +190,32 @@ def test_is_efml_directory(copy, tmp_path):
     assert not is_efml_directory(hf)
     (hf / "config.json").write_text("{not json")
     assert not is_efml_directory(hf)
+    # meant as one (check_efml_directory then names what is missing): config_path, or weights without config.json
     (copy / "encoder.pkl").unlink()
+    assert is_efml_directory(copy)
+    (copy / "config.json").unlink()
+    assert is_efml_directory(copy)
+    (copy / "token_embedder.pkl").unlink()
     assert not is_efml_directory(copy)
     assert not is_efml_directory(tmp_path / "absent")
+
+
+def test_a_bare_config_path_is_tried_once(copy):
+    _set_config_path(copy, "elmo.json")
+    message = _error(copy)
+    assert f"tried {copy / 'elmo.json'} and the package's built-in ones" in message, message
+
+
+def test_the_check_reads_no_lexicon_or_weights(copy):
+    """check_efml_directory (run when a reference is checked) finds a bad architecture and missing
+    files; the files' contents are read_efml's to check."""
+    for name in ("char.dic", "word.dic", "token_embedder.pkl", "encoder.pkl"):
+        (copy / name).write_bytes(b"not read")
+    architecture, source = check_efml_directory(copy)
+    assert source == str(copy / "tiny.json") and architecture["encoder"]["dim"] == 32
+    _edit_json(copy / "tiny.json", lambda a: a["encoder"].update(name="lstm"))
+    with pytest.raises(EfmlFormatError, match="encoder.name is 'lstm'"):
+        check_efml_directory(copy)
 
 
 # --- broken directories: one line naming the file ------------------------------------------------
@@ -202,8 +226,24 @@ def _append_char(lines):
 
 
 BROKEN = {
-    "char.dic missing": (lambda d: (d / "char.dic").unlink(), "char.dic", "lexicon not found"),
-    "word.dic missing": (lambda d: (d / "word.dic").unlink(), "word.dic", "lexicon not found"),
+    "char.dic missing": (
+        lambda d: (d / "char.dic").unlink(), "char.dic", "no such file; expected the ELMoForManyLangs character lexicon",
+    ),
+    "word.dic missing": (
+        lambda d: (d / "word.dic").unlink(), "word.dic",
+        "no such file; expected the ELMoForManyLangs word lexicon (word_dim is 8)",
+    ),
+    "token_embedder.pkl missing": (
+        lambda d: (d / "token_embedder.pkl").unlink(), "token_embedder.pkl",
+        "no such file; expected the ELMoForManyLangs token embedder weights",
+    ),
+    "encoder.pkl missing": (
+        lambda d: (d / "encoder.pkl").unlink(), "encoder.pkl", "no such file; expected the ELMoForManyLangs biLSTM weights",
+    ),
+    "config.json missing": (
+        lambda d: (d / "config.json").unlink(), "config.json",
+        "no such file; expected the ELMoForManyLangs config naming the architecture json",
+    ),
     "not UTF-8": (
         lambda d: (d / "char.dic").write_bytes((d / "char.dic").read_bytes().replace(b"A\t38\n", b"\xffA\t38\n")),
         "char.dic", "line 39 is not valid UTF-8",

@@ -106,3 +106,50 @@ def test_elmo_with_a_wrong_model_names_the_setting():
     with pytest.raises(ElmoSettingError) as info:
         nlp.add_pipe("elmo", config={"model": "./no/such/bilm"})
     assert str(info.value) == "elmo `model` (paths.elmo): no such directory: ./no/such/bilm"
+
+
+# an ELMoForManyLangs directory is checked when it is named (architecture parsed, files present,
+# no weights read), not at the first Doc: (damage, the file the line names, what it says)
+EFML_BROKEN = {
+    "no encoder.pkl": (lambda d: (d / "encoder.pkl").unlink(), "encoder.pkl",
+                       "no such file; expected the ELMoForManyLangs biLSTM weights"),
+    "no token_embedder.pkl": (lambda d: (d / "token_embedder.pkl").unlink(), "token_embedder.pkl",
+                              "no such file; expected the ELMoForManyLangs token embedder weights"),
+    "no char.dic": (lambda d: (d / "char.dic").unlink(), "char.dic",
+                    "no such file; expected the ELMoForManyLangs character lexicon"),
+    "no word.dic": (lambda d: (d / "word.dic").unlink(), "word.dic",
+                    "no such file; expected the ELMoForManyLangs word lexicon (word_dim is 8)"),
+    "no config.json": (lambda d: (d / "config.json").unlink(), "config.json",
+                       "no such file; expected the ELMoForManyLangs config naming the architecture json"),
+    "architecture not JSON": (lambda d: (d / "tiny.json").write_text("{"), "tiny.json", "not valid JSON"),
+    "architecture without a field": (
+        lambda d: (d / "tiny.json").write_text((d / "tiny.json").read_text().replace('"dim"', '"dimension"')),
+        "tiny.json", "missing field 'encoder.dim'",
+    ),
+}
+
+
+@pytest.fixture
+def efml_copy(fixtures_dir, tmp_path):
+    target = tmp_path / "zh.model"
+    shutil.copytree(fixtures_dir / "efml_tiny", target)
+    return target
+
+
+@pytest.mark.parametrize("case", list(EFML_BROKEN))
+def test_broken_efml_directory_fails_at_add_pipe_naming_the_file(efml_copy, case):
+    damage, name, what = EFML_BROKEN[case]
+    damage(efml_copy)
+    nlp = spacy.blank("zh")
+    with pytest.raises(ElmoSettingError) as info:
+        nlp.add_pipe("elmo", config={"model": str(efml_copy)})
+    assert str(info.value).startswith(f"elmo `model` (paths.elmo): {efml_copy / name}: {what}"), str(info.value)
+    assert "\n" not in str(info.value) and nlp.pipe_names == []
+
+
+@pytest.mark.parametrize("case", ["no encoder.pkl", "architecture without a field"])
+def test_cli_broken_efml_directory_is_one_line(efml_copy, case, capsys):
+    damage, name, what = EFML_BROKEN[case]
+    damage(efml_copy)
+    assert main(["embed", str(efml_copy)]) == 1
+    assert capsys.readouterr().err == f"error: {efml_copy / name}: {what}\n"
