@@ -8,28 +8,78 @@
 - README.md, the model card (`model_card.render_model_card`; `card=False` for directories that
   only this package reads, e.g. the biLM inside a spaCy pipeline or a checkpoint),
 
-with files readable by everyone the umask allows (a system-wide install or a `spacy package`
-archive must be readable by other users). `ElmoModel.save_pretrained` / `push_to_hub`,
-`spacy-elmo convert`, pretraining, its checkpoints and the spaCy component all write through it.
+The files it creates get the mode any new file gets there (0644 under umask 022: a system-wide
+install or a `spacy package` archive must be readable by other users; safetensors writes its file
+0600), and a file it replaces keeps the mode it had; other files in the folder are left alone. A
+README.md that this package did not write (it has no `CARD_MARK` line) is kept, with one logged line.
+`ElmoModel.save_pretrained` / `push_to_hub`, `spacy-elmo convert`, pretraining, its checkpoints and
+the spaCy component all write through it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
-from .model_card import CARD_NAME, write_model_card
+from .model_card import CARD_NAME, render_model_card
 from .quiet import quiet_hf
 
 
-def _readable(directory: Path) -> None:
-    umask = os.umask(0)
-    os.umask(umask)
-    for path in directory.iterdir():
-        if path.is_file():
-            os.chmod(path, 0o666 & ~umask)
+CARD_MARK = (
+    "<!-- Written by spacy-elmo, whose save_pretrained/convert rewrites this file; "
+    "delete this line to keep your edits. -->"
+)
+logger = logging.getLogger(__name__)
+
+
+def _files(directory: Path) -> dict[str, os.stat_result]:
+    return {p.name: p.stat() for p in directory.iterdir() if p.is_file()}
+
+
+def _new_file_mode(directory: Path) -> int:
+    """The mode a file created in `directory` gets (0o666 less the umask), read without changing
+    the process umask: from /proc/self/status on Linux, else from a file created and removed here."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    probe = directory / f".mode-probe-{uuid.uuid4().hex}"
+    fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    try:
+        return stat.S_IMODE(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+        os.unlink(probe)
+
+
+def _set_modes(directory: Path, before: dict[str, os.stat_result]) -> None:
+    """Gives the files this save created (new names, or names replaced by a new file) the mode a new
+    file gets here, or the mode of the file each replaced; files it rewrote in place keep theirs."""
+    created = {name: st for name, st in _files(directory).items() if name not in before or before[name].st_ino != st.st_ino}
+    default = _new_file_mode(directory) if created else 0
+    for name, st in created.items():
+        mode = stat.S_IMODE(before[name].st_mode) if name in before else default
+        if stat.S_IMODE(st.st_mode) != mode:
+            os.chmod(directory / name, mode)
+
+
+def _write_card(directory: Path, model, info: dict[str, Any]) -> None:
+    """Writes README.md, the model card, unless a README.md not written by this package is there."""
+    path = directory / CARD_NAME
+    if path.is_file() and CARD_MARK not in path.read_text(encoding="utf-8", errors="replace"):
+        logger.warning("kept %s: it was not written by spacy-elmo, so no model card was written (delete it for one)", path)
+        return
+    info.setdefault("reference", str(directory))
+    card = render_model_card(model, **info)
+    card.text = f"{CARD_MARK}\n{card.text}"
+    card.save(str(path))
 
 
 def default_tokenizer(model, directory: Path | None = None):
@@ -66,14 +116,15 @@ def save_model_directory(directory, model, tokenizer=None, *, card: dict | bool 
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model, directory)
     tokenizer.check_model(model.config)
+    before = _files(directory)
     with quiet_hf():
         PreTrainedModel.save_pretrained(model, str(directory), **save_kwargs)
         tokenizer.save_pretrained(str(directory))
     if card is not False:
         info: dict[str, Any] = dict(card or {})
         info.setdefault("language", tokenizer.lang)
-        write_model_card(directory, model, **info)
-    _readable(directory)
+        _write_card(directory, model, info)
+    _set_modes(directory, before)
     return directory
 
 
@@ -128,4 +179,4 @@ def push_to_hub(
         )
 
 
-__all__ = ["save_model_directory", "default_tokenizer", "save_pretrained", "push_to_hub"]
+__all__ = ["CARD_MARK", "save_model_directory", "default_tokenizer", "save_pretrained", "push_to_hub"]

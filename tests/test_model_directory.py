@@ -114,3 +114,41 @@ def test_every_kernel_has_one_signature(tiny_model):
         for got, want in zip(layers, outputs["eager"][0]):
             assert torch.allclose(got, want, atol=1e-5), name
         assert torch.allclose(final.h, outputs["eager"][1].h, atol=1e-5), name
+
+
+# --- a save touches only what it writes (issue 32 item 4) -------------------------------------------
+
+
+def test_a_save_leaves_the_other_files_and_the_umask_alone(tiny_model, tmp_path, monkeypatch):
+    target = tmp_path / "m"
+    target.mkdir()
+    (target / "id_ed25519").write_text("private key")
+    (target / "run.sh").write_text("#!/bin/sh\n")
+    os.chmod(target / "id_ed25519", 0o600)
+    os.chmod(target / "run.sh", 0o755)
+    calls = []
+    real_umask = os.umask
+    monkeypatch.setattr(os, "umask", lambda mask: calls.append(mask) or real_umask(mask))  # records, then does it
+    tiny_model.save_pretrained(target)
+    assert stat.S_IMODE((target / "id_ed25519").stat().st_mode) == 0o600
+    assert stat.S_IMODE((target / "run.sh").stat().st_mode) == 0o755
+    assert calls == []  # another thread never sees a umask of 0
+    mask = real_umask(0)  # read here, after the save
+    real_umask(mask)
+    assert stat.S_IMODE((target / "model.safetensors").stat().st_mode) == 0o666 & ~mask  # safetensors writes 0600
+
+
+def test_a_users_readme_is_kept_and_our_card_is_rewritten(tiny_model, tmp_path, caplog):
+    target = tmp_path / "m"
+    target.mkdir()
+    (target / "README.md").write_text("# My notes\n\nHow I trained this.\n")
+    tiny_model.save_pretrained(target, tokenizer=ElmoTokenizer(lang="de"))
+    assert (target / "README.md").read_text() == "# My notes\n\nHow I trained this.\n"
+    kept = [r.getMessage() for r in caplog.records if "README.md" in r.getMessage()]
+    assert kept == [f"kept {target / 'README.md'}: it was not written by spacy-elmo, so no model card was written (delete it for one)"]
+    (target / "README.md").unlink()
+    tiny_model.save_pretrained(target, tokenizer=ElmoTokenizer(lang="de"))
+    assert "language: de" in (target / "README.md").read_text()
+    caplog.clear()
+    tiny_model.save_pretrained(target, tokenizer=ElmoTokenizer(lang="fr"))  # our own card: rewritten
+    assert "language: fr" in (target / "README.md").read_text() and caplog.records == []
