@@ -83,8 +83,9 @@ def _training(source: str | None, training: dict | None) -> list[str]:
     return lines or ["- Not recorded (this card was written by `save_pretrained`)."]
 
 
-def _usage(reference: str, has_head: bool) -> list[str]:
+def _usage(reference: str, has_head: bool, language: str | None) -> list[str]:
     ref = json.dumps(reference, ensure_ascii=False)
+    lang = json.dumps(language or "en")
     lm = (
         f"\n`ElmoForBidirectionalLM.from_pretrained({ref})` loads it with its LM head.\n"
         if has_head else ""
@@ -101,12 +102,13 @@ def _usage(reference: str, has_head: bool) -> list[str]:
         "out.hidden_states   # all layers, each [batch, tokens, dim]",
         "```",
         lm,
-        "In spaCy (`pip install spacy-elmo` registers the `elmo` component):",
+        "In spaCy (installing spacy-elmo registers the `elmo` component; it is not on PyPI: "
+        "`pip install .` in a clone of its repository):",
         "",
         "```python",
         "import spacy",
         "",
-        'nlp = spacy.blank("en")',
+        f"nlp = spacy.blank({lang})",
         f'nlp.add_pipe("elmo", config={{"model": {ref}}})',
         'doc = nlp("The cat sat on the mat.")',
         "doc._.elmo.layers   # [layers, tokens, dim]; doc.tensor holds their average",
@@ -143,7 +145,7 @@ def render_model_card(
         f"# {title}",
         "",
         "A character-based bidirectional LSTM language model (ELMo; Peters et al., 2018, *Deep contextualized "
-        "word representations*) saved by [spacy-elmo](https://pypi.org/project/spacy-elmo/): contextual word "
+        "word representations*) saved by spacy-elmo: contextual word "
         "vectors for Hugging Face transformers and spaCy.",
         "",
         "## Architecture",
@@ -156,7 +158,7 @@ def render_model_card(
         "",
         "## How to use",
         "",
-        *_usage(reference, has_head),
+        *_usage(reference, has_head, language),
         "",
     ]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body))

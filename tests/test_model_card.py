@@ -72,6 +72,20 @@ def test_convert_writes_card_with_source_license_and_lang(allennlp_dir, tmp_path
     assert ElmoTokenizer.from_pretrained(out).lang == "de"
 
 
+def test_card_of_a_zh_model_speaks_zh_and_says_how_to_install(fixtures_dir, tmp_path, monkeypatch):
+    out = tmp_path / "zh"
+    assert main(["convert", str(fixtures_dir / "efml_tiny"), str(out), "--lang", "zh"]) == 0
+    card = _card(out)
+    assert card.data.language == "zh"
+    # the package is not on PyPI: the card says what README's quick start says
+    assert "pip install spacy-elmo" not in card.text and "pypi.org" not in card.text
+    assert "it is not on PyPI: `pip install .` in a clone of its repository" in card.text
+    spacy_block = re.findall(r"```python\n(.*?)```", card.text, re.S)[1]
+    assert 'nlp = spacy.blank("zh")' in spacy_block
+    monkeypatch.chdir(tmp_path)
+    exec(compile(spacy_block + "assert nlp.lang == 'zh' and doc._.elmo.layers.shape[0] == 3\n", "README.md", "exec"), {})
+
+
 def test_pretrain_card_has_training_text_size_and_heldout_perplexity(tmp_path):
     train, held = tmp_path / "train.txt", tmp_path / "heldout.txt"
     train.write_text("the cat sat on the mat .\nthe dog sat on the rug .\n" * 40)
