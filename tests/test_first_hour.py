@@ -213,13 +213,18 @@ def test_ctrl_c_during_torchrun_pretraining_prints_one_line_and_keeps_the_checkp
     assert not (output / "provenance.json").exists()  # an interrupted run records no result
 
 
-def test_train_ner_does_not_redo_finished_trainings(corpus, tmp_path):
+def _train_ner_command(corpus: Path, tmp_path: Path) -> tuple[Path, list]:
+    """(the corpus folder, a train_ner.py command training run `b_10` for 2 steps into `{tmp_path}/out`)."""
     data = tmp_path / "corpus"
     data.mkdir()
     for name in ("train_10.spacy", "dev.spacy"):
         (data / name).write_bytes(corpus.read_bytes())
-    command = [sys.executable, SCRIPTS / "train_ner.py", ROOT / "configs" / "ner_baseline.cfg", "--name", "b",
-               "--fractions", "10", "--corpus", data, "--out", tmp_path / "out", "--steps", "2", "--eval-frequency", "1"]
+    return data, [sys.executable, SCRIPTS / "train_ner.py", ROOT / "configs" / "ner_baseline.cfg", "--name", "b",
+                  "--fractions", "10", "--corpus", data, "--out", tmp_path / "out", "--steps", "2", "--eval-frequency", "1"]
+
+
+def test_train_ner_does_not_redo_finished_trainings(corpus, tmp_path):
+    data, command = _train_ner_command(corpus, tmp_path)
     first = run(*command)
     assert first.returncode == 0, first.stdout[-3000:]
     model = tmp_path / "out" / "b_10" / "model-last" / "meta.json"
@@ -240,6 +245,21 @@ def test_train_ner_does_not_redo_finished_trainings(corpus, tmp_path):
     assert (kept / "model-last" / "meta.json").stat().st_mtime_ns == stamp
     assert kept.with_name(kept.name + ".log").is_file()
     assert json.loads((tmp_path / "out" / "b_10" / "provenance.json").read_text())["exit_code"] == 0
+
+
+def test_train_ner_records_and_compares_the_threads_its_trainings_ran_with(corpus, tmp_path):
+    """--jobs 2 runs each `spacy train` on one thread, --jobs 1 on torch's default: the sums, and so the
+    model, differ. The record holds the training's thread settings, not the script's (which has none
+    here), and a run finished with the other ones is trained again, not reused."""
+    _, command = _train_ner_command(corpus, tmp_path)
+    script_env = {key: value for key, value in os.environ.items() if key not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    record = tmp_path / "out" / "b_10" / "provenance.json"
+    one_thread = subprocess.run([str(c) for c in command + ["--jobs", "2"]], capture_output=True, text=True, timeout=600, env=script_env)
+    assert one_thread.returncode == 0, one_thread.stdout[-3000:]
+    assert json.loads(record.read_text())["machine"]["threads"] == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    default = subprocess.run([str(c) for c in command + ["--jobs", "1"]], capture_output=True, text=True, timeout=600, env=script_env)
+    assert default.returncode == 0 and "[b_10] started" in default.stdout and "moved to" in default.stdout, default.stdout
+    assert json.loads(record.read_text())["machine"]["threads"] == {}
 
 
 # --- 5. text that is not UTF-8, and empty input ------------------------------------------------------
