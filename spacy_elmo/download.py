@@ -7,10 +7,12 @@ of downloaded files. Each URL may carry `#sha256=<64 hex digits>`; the download 
 it before it enters the cache.
 
 Cache layout, under `cache_dir()`: one folder per URL, `<16 hex of sha256(URL)>-<file name>/`,
-holding the downloaded file and, for an archive, its extraction `model/`. pooch downloads into a
-temporary file and moves it into place only when complete (and its hash matches), and an archive is
-extracted into a temporary sibling folder renamed to `model/` only on success, so an interrupted
-or failed run leaves nothing that a later run would use.
+holding the downloaded file, or for an archive only its extraction `model/` and `model.sha256` (the
+archive's sha256, for a later `#sha256=` check): the archive is deleted once extracted, so a model
+takes its size once on disk. pooch downloads into a temporary file and moves it into place only when
+complete (and its hash matches), and an archive is extracted into a temporary sibling folder renamed
+to `model/` only on success, so an interrupted or failed run leaves nothing that a later run would
+use, and no folder it created.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ _URL = re.compile(r"^https?://", re.I)
 _SHA256_FRAGMENT = re.compile(r"^sha256=([0-9a-fA-F]{64})$")
 _ARCHIVES = {".zip": "zip", ".tar.gz": "tar", ".tgz": "tar", ".tar": "tar"}
 _EXTRACTED = "model"  # the extraction's folder name beside the downloaded archive
+_RECORD = "model.sha256"  # the sha256 of the archive `model/` was extracted from
 _CHUNK = 1 << 18  # bytes per read: pooch's default (1 KiB) is slow for weights of hundreds of MB
 _TIMEOUT = 30  # seconds without data before a download fails
 
@@ -140,18 +143,35 @@ def _pooch_log(progress: bool):
 
 def _retrieve(url: str, progress: bool, processor=None) -> str:
     """The cached local path of `url` (downloaded if missing or not matching its sha256), passed
-    through `processor` (pooch's post-download hook) when given."""
-    import pooch
-    import requests
-
+    through `processor` (pooch's post-download hook, which also knows what it cached) when given;
+    a failure removes the folders it created."""
     address, known_hash = _split_fragment(url)
     name = _file_name(address)
     folder = cache_dir() / f"{hashlib.sha256(address.encode()).hexdigest()[:16]}-{name}"
+    if processor is not None:
+        cached = processor.cached(folder, known_hash)
+        if cached is not None:
+            return cached
+    created = [p for p in (folder, *folder.parents) if not p.exists()]  # nearest first
+    try:
+        return _download(address, known_hash, name, folder, progress, processor)
+    except BaseException:
+        for path in created:  # only folders this run made, and only if empty: never what another run put there
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise
+
+
+def _download(address: str, known_hash: str | None, name: str, folder: Path, progress: bool, processor) -> str:
+    import pooch
+    import requests
+
+    bar = _Bar() if progress else False
     try:
         with _pooch_log(progress):
             return pooch.retrieve(
                 address, known_hash=known_hash, fname=name, path=folder, processor=processor,
-                downloader=pooch.HTTPDownloader(progressbar=progress, chunk_size=_CHUNK, timeout=_TIMEOUT),
+                downloader=pooch.HTTPDownloader(progressbar=bar, chunk_size=_CHUNK, timeout=_TIMEOUT),
             )  # fmt: skip
     except DownloadError:
         raise
@@ -174,6 +194,37 @@ def _retrieve(url: str, progress: bool, processor=None) -> str:
         ) from None
     except OSError as err:  # the cache folder: permissions, disk full
         raise DownloadError(f"{address}: cannot store the download in {folder}: {_one_line(err)}") from None
+    finally:
+        if bar:
+            bar.close()  # also after a failure: what is printed next starts on its own line
+
+
+class _Bar:
+    """pooch's progress bar: a tqdm made when a download starts (none for a cached file), drawn only
+    on a terminal (`disable=None`: never into a log file)."""
+
+    def __init__(self):
+        self._tqdm = None
+
+    @property
+    def total(self):
+        return self._tqdm.total if self._tqdm is not None else None
+
+    @total.setter
+    def total(self, total: int) -> None:
+        from tqdm import tqdm
+
+        self._tqdm = tqdm(total=total, unit="B", unit_scale=True, disable=None, leave=True)
+
+    def update(self, n: int) -> None:
+        self._tqdm.update(n)
+
+    def reset(self) -> None:
+        self._tqdm.reset()
+
+    def close(self) -> None:
+        if self._tqdm is not None:
+            self._tqdm.close()
 
 
 def _network_reason(err) -> str:
@@ -193,24 +244,46 @@ def _unsafe_member(name: str) -> bool:
     return posix.startswith("/") or bool(re.match(r"^[A-Za-z]:", posix)) or ".." in PurePosixPath(posix).parts
 
 
+def _model_dir(target: Path) -> str:
+    """The model directory in an extraction: the archive's single top-level folder when it holds
+    only that, else the extraction folder."""
+    entries = list(target.iterdir())
+    if len(entries) == 1 and entries[0].is_dir():
+        return str(entries[0])
+    return str(target)
+
+
 class _Extract:
     """pooch processor: extracts the downloaded archive into `model/` beside it (again after a
-    re-download), through a temporary sibling folder renamed into place on success, and returns
-    the model directory (the archive's single top-level folder when it holds only that)."""
+    re-download), through a temporary sibling folder renamed into place on success, records the
+    archive's sha256 in `model.sha256`, deletes the archive and returns the model directory."""
 
     def __init__(self, url: str):
         self.url = urldefrag(url)[0]
         self.kind = _archive_kind(url)
 
+    @staticmethod
+    def cached(folder: Path, known_hash: str | None) -> str | None:
+        """The model directory of an extraction in `folder` that needs no download: any, or with
+        `known_hash` the one extracted from an archive of that sha256."""
+        target, record = folder / _EXTRACTED, folder / _RECORD
+        if not (target.is_dir() and record.is_file()):
+            return None
+        if known_hash is not None and record.read_text().strip() != known_hash.split(":")[1]:
+            return None
+        return _model_dir(target)
+
     def __call__(self, fname: str, action: str, pooch) -> str:
+        from pooch import file_hash  # sha256, read in blocks
+
         archive = Path(fname)
         target = archive.parent / _EXTRACTED
-        if action != "fetch" or not target.is_dir():
+        if action != "fetch" or not target.is_dir():  # "fetch": an archive cached before model.sha256 existed
             self._extract_into_place(archive, target)
-        entries = list(target.iterdir())
-        if len(entries) == 1 and entries[0].is_dir():
-            return str(entries[0])
-        return str(target)
+        # written after model/ is in place: a torn record only costs a download
+        (archive.parent / _RECORD).write_text(file_hash(str(archive)) + "\n")
+        archive.unlink()
+        return _model_dir(target)
 
     def _extract_into_place(self, archive: Path, target: Path) -> None:
         staging = Path(tempfile.mkdtemp(prefix=f".{_EXTRACTED}-", dir=archive.parent))
@@ -219,6 +292,7 @@ class _Extract:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+        (archive.parent / _RECORD).unlink(missing_ok=True)  # it names the archive of the extraction replaced now
         if target.exists():  # the extraction of an earlier download of this URL
             shutil.rmtree(target)
         try:

@@ -286,22 +286,126 @@ def test_bad_references_fail_before_any_request(server):
     assert server.requests == []
 
 
-def test_progress_bar_only_when_asked(server, capfd, monkeypatch):
+@pytest.fixture
+def stderr_to(monkeypatch):
+    """Points sys.stderr, and pooch's log handler (which keeps the stderr of its import), at a stream;
+    call it in the test itself (pytest's capture sets sys.stderr again when the test starts)."""
     import pooch
 
-    # pooch's log handler keeps the stderr of its import (an earlier test's capture): point it at
-    # this test's, as it is outside pytest
-    for handler in pooch.get_logger().handlers:
-        monkeypatch.setattr(handler, "stream", sys.stderr)
+    def point(stream):
+        monkeypatch.setattr(sys, "stderr", stream)
+        for handler in pooch.get_logger().handlers:
+            monkeypatch.setattr(handler, "stream", stream)
+
+    return point
+
+
+@pytest.fixture
+def terminal():
+    """(a stream on a real pseudo-terminal, raw: no newline translation; a call returning what was written)."""
+    pty, tty, termios = (pytest.importorskip(name) for name in ("pty", "tty", "termios"))
+    import fcntl
+    import os
+    import select
+    import struct
+
+    leader, follower = pty.openpty()
+    tty.setraw(follower)
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # 80 columns, as a terminal has
+    stream = open(follower, "w", buffering=1, encoding="utf-8")
+
+    def written() -> str:
+        stream.flush()
+        chunks = []
+        while select.select([leader], [], [], 0.2)[0]:
+            chunks.append(os.read(leader, 65536))
+        return b"".join(chunks).decode()
+
+    yield stream, written
+    stream.close()
+    os.close(leader)
+
+
+def test_progress_bar_on_a_terminal_only_when_asked(server, terminal, stderr_to):
+    stream, written = terminal
+    stderr_to(stream)
     quiet = serve(server, "/quiet.zip", make_zip({"a.txt": b"a" * 10_000}))
     loud = serve(server, "/loud.zip", make_zip({"a.txt": b"b" * 10_000}))
     fetch(quiet, progress=False)
-    assert capfd.readouterr() == ("", "")
+    assert written() == ""
     fetch(loud, progress=True)
-    out, err = capfd.readouterr()
-    assert out == "" and f"Downloading data from '{loud}'" in err and "100%" in err
+    err = written()
+    assert f"Downloading data from '{loud}'" in err and "100%" in err and "\r" in err
     fetch(loud, progress=True)  # cached: no bar
-    assert capfd.readouterr() == ("", "")
+    assert written() == ""
+
+
+def test_an_error_after_the_bar_starts_on_its_own_line(server, terminal, stderr_to, tmp_path):
+    from spacy_elmo.cli import main
+
+    stream, written = terminal
+    stderr_to(stream)
+    url = serve(server, "/cut.zip", make_zip({"a.txt": bytes(range(256)) * 4000}, zipfile.ZIP_STORED), drop=True)
+    assert main(["convert", url, str(tmp_path / "out")]) == 2
+    err = written()
+    assert "\r" in err  # the bar was drawn
+    assert f"\nerror: {url}: download failed (Connection broken: IncompleteRead" in err
+
+
+def test_a_log_file_gets_no_bar_and_the_error_on_its_own_line(server, stderr_to, tmp_path):
+    from spacy_elmo.cli import main
+
+    url = serve(server, "/cut.zip", make_zip({"a.txt": bytes(range(256)) * 4000}, zipfile.ZIP_STORED), drop=True)
+    with open(tmp_path / "log", "w") as log:
+        stderr_to(log)
+        assert main(["convert", url, str(tmp_path / "out")]) == 2
+    lines = (tmp_path / "log").read_text().splitlines()
+    assert not any(c in line for line in lines for c in "\r\x1b")
+    assert lines[0].startswith(f"Downloading data from '{url}'")
+    assert lines[1].startswith(f"error: {url}: download failed (Connection broken: IncompleteRead")
+    assert len(lines) == 2
+
+
+def everything_in(folder: Path) -> dict[str, bytes | None]:
+    """Every path under `folder` (folders included: None) with its bytes; {} when it does not exist."""
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")} if folder.exists() else {}
+
+
+@pytest.mark.parametrize("failure", ["404", "cut_off", "sha256"])
+def test_a_failed_download_leaves_the_cache_as_it_was(server, cache, model_files, failure):
+    body = make_zip({"elmo/" + k: v for k, v in model_files.items()}, zipfile.ZIP_STORED)
+    url = serve(server, "/m.zip", body, drop=failure == "cut_off")
+    reference = f"{url}#sha256={'0' * 64}" if failure == "sha256" else url
+    if failure == "404":
+        server.routes.clear()
+    with pytest.raises(DownloadError):
+        fetch(reference, progress=False)
+    assert not cache.exists()  # not even the folders made for it
+    fetch(serve(server, "/other.zip", make_zip({"a.txt": b"a"})), progress=False)
+    if failure == "sha256":  # an extraction of this URL is there: a download checked against another sha256 fails
+        fetch(url, progress=False)
+    before = everything_in(cache)
+    with pytest.raises(DownloadError):
+        fetch(reference, progress=False)
+    assert everything_in(cache) == before
+
+
+def test_a_cached_archive_is_held_once(server, cache, model_files):
+    body = make_zip({"elmo/" + k: v for k, v in model_files.items()})
+    url = serve(server, "/m.zip", body)
+    model_dir = Path(fetch(url, progress=False))
+    (folder,) = cache.iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == ["model", "model.sha256"]  # no m.zip beside its extraction
+    assert (folder / "model.sha256").read_text() == sha256(body) + "\n"
+    assert sorted(everything_in(folder / "model")) == ["elmo", "elmo/lm_weights.hdf5", "elmo/options.json"]
+    server.routes.clear()  # offline: the extraction and its recorded sha256 are all a later run needs
+    assert fetch(url, progress=False) == fetch(f"{url}#sha256={sha256(body)}", progress=False) == str(model_dir)
+    assert server.requests == ["/m.zip"]
+    # a cache of an earlier version (the archive beside model/, no model.sha256) is used, then trimmed
+    (folder / "model.sha256").unlink()
+    (folder / "m.zip").write_bytes(body)
+    assert fetch(f"{url}#sha256={sha256(body)}", progress=False) == str(model_dir) and server.requests == ["/m.zip"]
+    assert sorted(p.name for p in folder.iterdir()) == ["model", "model.sha256"]
 
 
 def test_cache_location(monkeypatch, tmp_path):
