@@ -13,9 +13,13 @@ import os
 import re
 from pathlib import Path
 
+import looks_ledger  # scripts/, beside this one
+
 # per task: its score in `spacy evaluate` output and the score's name in tables
 TASK_SCORE = {"ner": ("ents_f", "test F1"), "pos": ("tag_acc", "test accuracy")}
 START, END = "<!-- results:start -->", "<!-- results:end -->"
+# the set-up's sentence on how long `make main` takes (make_main_claim), inline between these
+CLAIM_START, CLAIM_END = "<!-- make-main-time:start -->", "<!-- make-main-time:end -->"
 # the project's goals for the ELMo gain (issue 12: half the gap to the full-data baseline at 10%; issue 21 adds
 # POS at 10%), judged on paired means over GOAL_SEEDS seeds
 GOALS = {("ner", "10"): 6.0, ("ner", "100"): 2.0, ("pos", "10"): 1.0}
@@ -225,6 +229,73 @@ def all_time_lines(block: dict | None) -> list[str]:
     return [f"{text}, {verdict} the {ALL_BUDGET_MIN}-minute budget of `make main` on the machine named above.", ""]
 
 
+def make_main_time_lines(metrics: dict) -> list[str]:
+    """`make main`'s own wall time, from the start the Makefile records (before it builds .venv) to the report's
+    end, and the pretraining speed it reached; nothing for a run not started by `make main` (or before it recorded this)."""
+    started = (metrics.get("make_main") or {}).get("started_utc")
+    report = ((metrics.get("provenance") or {}).get("report") or {})
+    minutes = _minutes({"started_utc": started, "ended_utc": report.get("ended_utc")}) if started else None
+    if minutes is None:
+        return []
+    seconds = round(minutes * 60)
+    speed = (metrics.get("pretrain_summary") or {}).get("words_per_s")
+    text = (f"`make main` itself, from its start ({started}, before building `.venv`) to the report's end: {seconds // 60} min "
+            f"{seconds % 60} s, building the environment, fetching the data and preprocessing included")
+    if isinstance(speed, (int, float)):
+        text += f"; its pretraining ran at {speed:,.0f} words/s"
+    verdict = "within" if minutes <= ALL_BUDGET_MIN else "**over**"
+    return [f"{text}; {verdict} the {ALL_BUDGET_MIN}-minute budget.", ""]
+
+
+def _pretraining_speeds(results: Path) -> list[tuple[str, float]]:
+    """(label, steps per minute) of every pretraining of the project's model recorded in results/ with at least
+    1,000 steps and its minutes: the `all` run's biLM (metrics.json) and the biLMs of the variant and recipe
+    reports (one entry per biLM: a biLM several reports share is counted once)."""
+    seen: dict[tuple, tuple[str, float]] = {}
+    bilm = _read_json(results / "metrics.json").get("pretrain_summary") or {}
+    if bilm.get("step", 0) >= 1000 and bilm.get("train_seconds"):
+        seen[(bilm["step"], round(bilm["train_seconds"] / 60, 1), round(bilm.get("heldout_ppl", 0), 2))] = (
+            "the last `all` run", bilm["step"] / (bilm["train_seconds"] / 60))
+    for path in sorted(results.glob("*.json")):
+        for variant in _read_json(path).get("variants") or [] if path.name != "metrics.json" else []:
+            steps, minutes = variant.get("pretrain_steps"), variant.get("pretrain_minutes")
+            if isinstance(steps, int) and steps >= 1000 and minutes:
+                seen.setdefault((steps, minutes, variant.get("heldout_ppl")), (f"{path.stem}: {variant['name']}", steps / minutes))
+    return list(seen.values())
+
+
+def make_main_claim(results: Path) -> str:
+    """The sentence the README's set-up gives for how long `make main` takes: the last recorded `all` run's time,
+    machine and pretraining speed, and the range of pretraining speeds recorded in results/ (nothing typed)."""
+    metrics = _read_json(results / "metrics.json")
+    block = metrics.get("provenance") or {}
+    records = [r for r in [block.get("report"), *(block.get("steps") or {}).values()] if r and r.get("started_utc") and r.get("ended_utc")]
+    if not records:
+        return "No `all` run is recorded yet, so how long it takes is not stated."
+    m = (block.get("report") or records[0]).get("machine") or {}
+    machine = f"{m.get('cpu')}, {m.get('cores')} cores, " + (f"GPU {m['gpu']}" if m.get("gpu") else "CPU only")
+    own = make_main_time_lines(metrics)
+    if own:
+        text = own[0].rstrip(".").replace("`make main` itself, from its start", f"The last recorded run ({machine}) took, from its start")
+    else:
+        seconds = round(_span_minutes(records) * 60)
+        speed = (metrics.get("pretrain_summary") or {}).get("words_per_s")
+        text = (f"The last recorded run took {seconds // 60} min {seconds % 60} s on {machine}, from its pretraining's start to its "
+                "report, with building `.venv`, fetching the data and preprocessing not counted (it predates `make main` "
+                "recording its own start)")
+        if isinstance(speed, (int, float)):
+            text += f"; its pretraining ran at {speed:,.0f} words/s"
+    speeds = _pretraining_speeds(results)
+    if len(speeds) > 1:
+        low, high = min(rate for _, rate in speeds), max(rate for _, rate in speeds)
+        steps = (metrics.get("pretrain_summary") or {}).get("step")
+        text += (f". The {len(speeds)} pretrainings recorded in `results/` (this machine kind, other loads) ran at "
+                 f"{low:.0f}–{high:.0f} steps per minute")
+        if steps:
+            text += f", so the {steps:,} pretraining steps alone take {steps / high:.0f}–{steps / low:.0f} min"
+    return text + "."
+
+
 def _max_steps(record: dict) -> str:
     command = record.get("command") or []
     return next((command[i + 1] for i, arg in enumerate(command[:-1]) if arg == "--training.max_steps"), "?")
@@ -310,6 +381,51 @@ def seed_counts(summary: dict) -> str:
         return f"every cell with {seeds(usual)}"
     others = [f"{task} {pct}% ({seeds(n)})" for (task, pct), n in counts.items() if n != usual]
     return f"{seeds(usual)} per cell except {', '.join(others)}"
+
+
+def test_looks_lines(results: Path, readme: Path) -> list[str]:
+    """How many times each cell has been scored on test, from the ledger `results/test_looks.json`
+    (scripts/evaluate_runs.py appends to it; scripts/reconstruct_test_looks.py rebuilt the earlier looks from
+    git history): looks, recipes, repeats of a recipe, the commits the looks were published at, and the looks
+    whose recorded reason is a search that a test score started."""
+    ledger = _read_json(results / looks_ledger.LEDGER)
+    looks = ledger.get("looks") or []
+    if not looks:
+        return []
+    link = _link(results, readme, looks_ledger.LEDGER)
+    rebuilt = sum(str(entry.get("source", "")).startswith("reconstructed") for entry in looks)
+    out = ["#### Test looks per cell", "",
+           f"Every scoring of a model on the test set, from the ledger [{link}]({link}): {len(looks)} looks, {rebuilt} of them "
+           "reconstructed from git history (the commit each was published at), the rest recorded by `scripts/evaluate_runs.py` "
+           "when it scored them. A look is one model scored once (one seed of one cell); a recipe is the config, the "
+           "settings, the training data and the biLM. From this ledger on, a cell gets one look per recipe and seed.", "",
+           "| cell | looks | recipes looked at | looks at a recipe looked at before | recipe not in the files | published at (commit: looks) |",
+           "|---|---:|---:|---:|---:|---|"]
+    cells: dict[tuple[str, str], list[dict]] = {}
+    for entry in looks:
+        cells.setdefault((entry["task"], str(entry["fraction"])), []).append(entry)
+    for (task, pct), entries in sorted(cells.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))):
+        known = [entry for entry in entries if looks_ledger.recipe_known(entry)]
+        recipes = {(entry["system"], *(json.dumps(entry["recipe"].get(k)) for k in looks_ledger.RECIPE_KEYS)) for entry in known}
+        again = [(entry, looks_ledger.same_recipe_looks({"looks": entries[:i]}, entry)) for i, entry in enumerate(entries)]
+        again = [(entry, same) for entry, same in again if same]
+        unchanged = sum(any(e["score"] == entry["score"] for e in same) for entry, same in again)
+        repeats = f"{len(again)} ({unchanged} with an earlier look's score)" if again else "0"
+        published: dict[str, int] = {}
+        for entry in entries:
+            where = (entry.get("published_at") or entry.get("commit") or "unpublished")[:7]
+            published[where] = published.get(where, 0) + 1
+        out.append(f"| {task} {pct}% | {len(entries)} | {len(recipes)} | {repeats} | {len(entries) - len(known)} | "
+                   + ", ".join(f"`{commit}`: {n}" for commit, n in published.items()) + " |")
+    out.append("")
+    searches: dict[tuple, list[dict]] = {}
+    for entry in looks:
+        if str(entry.get("reason", "")).startswith("search started because a test score missed"):
+            searches.setdefault((entry["task"], str(entry["fraction"]), entry["system"], entry["reason"]), []).append(entry)
+    for (task, pct, system, reason), entries in searches.items():
+        out += [f"Looks {', '.join(str(entry['look']) for entry in entries)} ({task} {pct}% {system}, published at "
+                f"`{(entries[0].get('published_at') or '?')[:7]}`): {reason}.", ""]
+    return out
 
 
 def headline_section(seeds: dict, metrics: dict | None = None) -> list[str]:
@@ -399,7 +515,7 @@ def last_run_section(metrics: dict, results: Path, readme: Path) -> list[str]:
                if (results / name).is_file()]
     if figures:
         out += [" ".join(f"![{alt}]({_link(results, readme, name)})" for name, alt in figures), ""]
-    return out + _step_time_lines(metrics.get("provenance")) + all_time_lines(metrics.get("provenance"))
+    return out + _step_time_lines(metrics.get("provenance")) + all_time_lines(metrics.get("provenance")) + make_main_time_lines(metrics)
 
 
 def probe_section(results: Path, readme: Path) -> list[str]:
@@ -522,6 +638,7 @@ def render_section(results: Path, readme: Path) -> str:
            "and tests/test_report.py fails if this differs from what it would write. -->", ""]
     metrics = _read_json(results / "metrics.json")
     out += headline_section(_read_json(results / "seeds.json"), metrics)
+    out += test_looks_lines(results, readme)
     out += last_run_section(metrics, results, readme)
     out += probe_section(results, readme) + variants_section(results, readme) + recipes_section(results, readme)
     out += task_side_recipe_sections(results, readme)
@@ -537,3 +654,13 @@ def splice(readme_text: str, section: str) -> str:
     head, rest = readme_text.split(START, 1)
     _, tail = rest.split(END, 1)
     return head + section + tail.removeprefix("\n")
+
+
+def splice_claim(readme_text: str, results: Path) -> str:
+    """readme_text with the text between CLAIM_START and CLAIM_END replaced by make_main_claim(results);
+    unchanged when the README has no such markers (a README of another checkout, the smoke test's)."""
+    if CLAIM_START not in readme_text or CLAIM_END not in readme_text:
+        return readme_text
+    head, rest = readme_text.split(CLAIM_START, 1)
+    _, tail = rest.split(CLAIM_END, 1)
+    return f"{head}{CLAIM_START}{make_main_claim(results)}{CLAIM_END}{tail}"

@@ -8,7 +8,7 @@ commit, and writes one entry per scoring it had not seen at an earlier commit. A
 its `spacy evaluate` provenance record (run and start time) where the file has one; before provenance was
 recorded, by the run and its score (a score unchanged from the previous commit is the same look). Each
 entry names the commit it was published at (`published_at`), the commit and UTC time it was scored at
-where the record gives them, the recipe (scripts/test_looks.py `recipe`: config, settings, data and biLM
+where the record gives them, the recipe (scripts/looks_ledger.py `recipe`: config, settings, data and biLM
 sha256, from the training run's provenance) where recorded, and a reason. It also adds the candidates of
 the NER schedule and ELMo-placement search, scored on test during a dev selection before the dev-only
 protocol (their table, published in bench/RESULTS.md at 30a7566, now in results/experiments.md).
@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import test_looks  # scripts/, beside this one
+import looks_ledger  # scripts/, beside this one
 
 FILES = ("results/metrics.json", "results/seeds.json")
 CANDIDATES = ("30a7566", "bench/RESULTS.md")
@@ -161,8 +161,8 @@ def reconstruct(repo: Path) -> list[dict]:
             git_record = prov.get("git") or {}
             look = {
                 "task": score["task"], "fraction": score["fraction"], "system": score["system"], "seed": score["seed"],
-                "workflow": score["workflow"], "run": score["run"], "recipe": test_looks.recipe(score["train"]),
-                "score_name": test_looks.TASK_SCORE[score["task"]], "score": score["score"],
+                "workflow": score["workflow"], "run": score["run"], "recipe": looks_ledger.recipe(score["train"]),
+                "score_name": looks_ledger.TASK_SCORE[score["task"]], "score": score["score"],
                 "model_sha256": None,
                 "commit": git_record.get("commit"), "dirty": git_record.get("dirty"),
                 "utc": prov.get("ended_utc"),
@@ -190,12 +190,12 @@ def _plain_reason(look: dict, earlier: list[dict]) -> str:
     if look.get("candidate"):
         return ("a candidate of the NER schedule / ELMo placement search, scored on test beside its dev score before the "
                 "dev-only protocol (results/experiments.md)")
-    if not test_looks.recipe_known(look):
+    if not looks_ledger.recipe_known(look):
         if look["recipe"].get("settings") is None:
             return "a published run from before training provenance was recorded: its recipe is not known from the files"
         return ("its training record holds no input hashes (recorded before they were): the data and biLM it used are "
                 "not known from the files, so it is matched with no other look")
-    same = test_looks.same_recipe_looks({"looks": earlier}, look)
+    same = looks_ledger.same_recipe_looks({"looks": earlier}, look)
     if same:
         again = "the same score" if any(entry["score"] == look["score"] for entry in same) else "another score"
         where = same[-1]["workflow"]
@@ -207,14 +207,14 @@ def _plain_reason(look: dict, earlier: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", type=Path, default=Path("."))
-    parser.add_argument("--out", type=Path, default=Path("results") / test_looks.LEDGER)
+    parser.add_argument("--out", type=Path, default=Path("results") / looks_ledger.LEDGER)
     args = parser.parse_args(argv)
     rebuilt = reconstruct(args.repo)
-    live = [entry for entry in test_looks.load(args.out)["looks"] if not str(entry.get("source", "")).startswith("reconstructed")]
-    ledger = {"about": test_looks.ABOUT, "looks": []}
+    live = [entry for entry in looks_ledger.load(args.out)["looks"] if not str(entry.get("source", "")).startswith("reconstructed")]
+    ledger = {"about": looks_ledger.ABOUT, "looks": []}
     for index, entry in enumerate(rebuilt + live, start=1):
         ledger["looks"].append({"look": index, **{k: v for k, v in entry.items() if k != "look"}})
-    test_looks.save(args.out, ledger)
+    looks_ledger.save(args.out, ledger)
     print(f"wrote {args.out}: {len(rebuilt)} looks reconstructed from git history, {len(live)} recorded by evaluate_runs.py kept")
     return 0
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from spacy_elmo.provenance import sha256 as _sha256
 
-from readme_results import END, START, TASK_SCORE, markdown_table, render_section, splice
+from readme_results import END, START, TASK_SCORE, markdown_table, render_section, splice, splice_claim
 
 import matplotlib
 
@@ -223,6 +223,31 @@ def own_provenance(command=None, seed=None, started=None):
 # seeds
 
 
+def read_seed_records(records: Path | None, cells: dict, steps: dict) -> list[str]:
+    """Adds to `cells` (read_seed_metrics) the test scores of the committed run records `records/{run}.json`
+    (scripts/train_ner.py --records, scored by evaluate_runs.py) of runs with no score file here: runs reused
+    from a record in a later session, whose model is not in this work folder. Their training and evaluation
+    provenance go into `steps` under the labels the files would have had. Returns the runs added."""
+    added = []
+    for path in sorted(records.glob("*.json")) if records and records.is_dir() else []:
+        match = SEED_NAME.match(path.name)
+        record = json.loads(path.read_text(encoding="utf8"))
+        test = record.get("test") or {}
+        if not match or match["task"] not in TASK_SCORE or not isinstance(test.get("score"), (int, float)):
+            continue
+        seeds = cells.setdefault(match["task"], {}).setdefault(match["pct"], {}).setdefault(match["system"], {})
+        if match["seed"] in seeds:
+            continue
+        seeds[match["seed"]] = round(float(test["score"]), 2)
+        run = path.stem
+        if record.get("provenance"):
+            steps.setdefault(f"training_seeds/{run}", record["provenance"])
+        if test.get("provenance"):
+            steps.setdefault(f"metrics_seeds/{run}", test["provenance"])
+        added.append(run)
+    return added
+
+
 def read_seed_metrics(metrics_dir: Path) -> dict:
     """{task: {pct: {system: {seed: score %}}}} from `{task}_{system}_{pct}_s{seed}.json` files."""
     cells: dict = {}
@@ -278,6 +303,8 @@ def cmd_collect(args) -> int:
     curves = read_dev_curves(args.training_dir)
     steps = find_provenance(args.provenance)
     summary = {"ner": results, "layer_weights": weights, "dev_f1_by_step": curves}
+    if args.make_started.strip():  # the Makefile's `main` target: its own start, before it built .venv
+        summary["make_main"] = {"started_utc": args.make_started.strip()}
     for extra in args.extra:
         if extra.is_file():
             summary[extra.stem] = json.loads(extra.read_text())
@@ -300,9 +327,12 @@ def cmd_collect(args) -> int:
 def cmd_seeds(args) -> int:
     prov = own_provenance()
     cells = read_seed_metrics(args.metrics_dir)
+    steps = find_provenance(args.provenance)
+    added = read_seed_records(args.records, cells, steps)
+    if added:
+        print(f"from committed run records in {args.records} (no score file here): {', '.join(added)}")
     if not cells:
         raise SystemExit(f"no metrics files named TASK_SYSTEM_PCT_sSEED.json in {args.metrics_dir}")
-    steps = find_provenance(args.provenance)
     args.out.mkdir(parents=True, exist_ok=True)
     result = {
         "scores": {task: TASK_SCORE[task][0] for task in cells},
@@ -318,7 +348,7 @@ def cmd_seeds(args) -> int:
 def cmd_readme(args) -> int:
     section = render_section(args.results, args.readme)
     current = args.readme.read_text(encoding="utf8") if args.readme.is_file() else f"{START}\n{END}\n"
-    updated = splice(current, section)
+    updated = splice_claim(splice(current, section), args.results)
     if args.check:
         if updated != current:
             print(f"{args.readme}: the results section differs from what `python scripts/report.py readme "
@@ -383,11 +413,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--extra", type=Path, nargs="*", default=[], help="more JSON files to embed (e.g. pretraining metrics)")
     p.add_argument("--provenance", type=Path, nargs="*", default=[],
                    help="folders (or files) holding the steps' provenance.json / NAME.provenance.json records")
+    p.add_argument("--make-started", default="", help="UTC start of `make main` (the Makefile passes it): its own wall time is reported")
     p.set_defaults(func=cmd_collect)
     p = sub.add_parser("seeds", help="per-seed spacy evaluate outputs → seeds.json (mean ± std, paired gains)")
     p.add_argument("--metrics-dir", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--provenance", type=Path, nargs="*", default=[])
+    p.add_argument("--records", type=Path, help="committed run records (train_ner.py --records): scores of runs with no score file here")
     p.set_defaults(func=cmd_seeds)
     for name, func in (("readme", cmd_readme), ("publish", cmd_publish)):
         p = sub.add_parser(name, help="write the README's results section from a results folder"

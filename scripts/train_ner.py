@@ -24,6 +24,15 @@ redoes only the trainings that did not finish. One that finished with another co
 changed config or setting) is moved, with its log, to `{out}.replaced/{name}-{its end time}` before
 the new run starts; a run that did not finish is simply trained again. Ctrl-C prints one line; the trainings it cut off
 are redone next time.
+
+With `--records DIR` (the workflows pass `results/runs/{out folder}`), every finished run also leaves a small record
+`DIR/{name}.json`, committed with the results so that it outlives the session's work folder: task, fraction,
+system, seed, settings, the sha256 of its config, data and biLM, its thread settings, its best dev score and
+dev curve, its training provenance, and (added by scripts/evaluate_runs.py) its test score. A run whose folder
+is gone (another session) but whose record has the same command, inputs and thread settings and holds a test
+score is not trained again: its result is the record's (the seeds report reads it), and with no model there is
+nothing to score on test again. A record without a test score, or with another command, input or thread setting,
+is trained again and rewritten (the committed history keeps the earlier record).
 """
 
 from __future__ import annotations
@@ -38,6 +47,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
+
+import looks_ledger  # scripts/, beside this one
 
 INTERRUPTED = threading.Event()  # set by Ctrl-C: the runs it cut off report nothing
 
@@ -114,7 +125,66 @@ def set_aside(folder: Path, log: Path) -> Path | None:
     return move_aside(folder.name, ended, folder, log)
 
 
-def run_one(name: str, command: list[str], seed: int, out: Path, env: dict) -> bool:
+# per task: the dev score model-best is chosen by (meta.json performance key, console log column)
+DEV_SCORE = {"ner": ("ents_f", "ENTS_F"), "pos": ("tag_acc", "TAG_ACC")}
+
+
+def dev_curve(log: Path, column: str) -> list[list[float]]:
+    """[[step, dev score %], ...] from a `spacy train` console log (the column named `column`; the loss
+    headers are two words over one number, so the column is indexed from the end)."""
+    header, points = None, []
+    for line in log.read_text(encoding="utf8", errors="replace").splitlines():
+        cells = line.split()
+        if column in cells and "#" in cells:
+            header = cells
+        elif header and len(cells) >= 4 and cells[0].isdigit():
+            try:
+                points.append([int(cells[header.index("#")]), float(cells[header.index(column) - len(header)])])
+            except (ValueError, IndexError):
+                continue
+    return points
+
+
+def write_record(records: Path, name: str, folder: Path, log: Path, prov: dict) -> Path:
+    """The committed record of a finished run (`records/{name}.json`): what it was, what it read, what it reached on dev."""
+    parsed = looks_ledger.parse_run(name) or {"task": "ner", "system": name, "fraction": None, "seed": None}
+    key, column = DEV_SCORE.get(parsed["task"], DEV_SCORE["ner"])
+    try:
+        best = json.loads((folder / "model-best" / "meta.json").read_text(encoding="utf8")).get("performance", {}).get(key)
+    except (OSError, ValueError):
+        best = None
+    recipe = looks_ledger.recipe(prov)
+    record = {
+        "run": name, "task": parsed["task"], "fraction": parsed["fraction"], "system": parsed["system"], "seed": prov.get("seed"),
+        "settings": recipe["settings"], "config": recipe["config"], "config_sha256": recipe["config_sha256"],
+        "data_sha256": {key: value for key, value in (prov.get("inputs") or {}).items() if key.endswith(".spacy")},
+        "bilm_sha256": recipe["bilm_sha256"], "threads": (prov.get("machine") or {}).get("threads"),
+        "command": prov["command"][1:], "inputs": prov.get("inputs"),
+        "best_dev": {key: round(best * 100, 2) if isinstance(best, (int, float)) else None},
+        "dev_curve": dev_curve(log, column) if log.is_file() else [],
+        "minutes": prov.get("minutes"), "test": None, "provenance": prov,
+    }
+    records.mkdir(parents=True, exist_ok=True)
+    path = records / f"{name}.json"
+    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
+    return path
+
+
+def reusable_record(records: Path | None, name: str, command: list[str], inputs: dict, threads: dict) -> Path | None:
+    """The committed record of `name` when it stands for this training: same command (the interpreter aside),
+    inputs and thread settings, and scored on test already (a record has no model: it can't be scored again)."""
+    path = records / f"{name}.json" if records else None
+    try:
+        record = json.loads(path.read_text(encoding="utf8")) if path else None
+    except (OSError, ValueError):
+        return None
+    if not record or not record.get("test") or record["test"].get("score") is None:
+        return None
+    same = record.get("command") == command[1:] and record.get("inputs") == inputs and record.get("threads") == threads
+    return path if same else None
+
+
+def run_one(name: str, command: list[str], seed: int, out: Path, env: dict, records: Path | None = None) -> bool:
     """Runs one training with its output in `{out}/{name}.log`; prints a summary; True if it succeeded."""
     from spacy_elmo.provenance import Provenance, input_hashes, threads
 
@@ -122,6 +192,13 @@ def run_one(name: str, command: list[str], seed: int, out: Path, env: dict) -> b
     inputs = input_hashes(command, exclude=[folder])
     if finished_before(folder, command, inputs, threads(env)):
         print(f"[{name}] finished earlier with the same command, inputs and threads: not trained again", flush=True)
+        if records and not (records / f"{name}.json").is_file():
+            write_record(records, name, folder, out / f"{name}.log", json.loads((folder / "provenance.json").read_text(encoding="utf8")))
+        return True
+    reused = reusable_record(records, name, command, inputs, threads(env))
+    if reused is not None:
+        print(f"[{name}] reused the committed record {reused}: the same command, inputs and threads, scored on test "
+              "already; not trained again (no model here: its scores are the record's)", flush=True)
         return True
     if INTERRUPTED.is_set():
         return False
@@ -138,8 +215,10 @@ def run_one(name: str, command: list[str], seed: int, out: Path, env: dict) -> b
     if code != 0 and INTERRUPTED.wait(1.0):  # cut off by Ctrl-C: nothing to report or record
         return False
     minutes = (time.time() - started) / 60
-    prov.write(folder / "provenance.json", exit_code=code, log=str(path), minutes=round(minutes, 2), inputs=inputs)
+    record = prov.write(folder / "provenance.json", exit_code=code, log=str(path), minutes=round(minutes, 2), inputs=inputs)
     lines = path.read_text(encoding="utf8", errors="replace").splitlines()
+    if code == 0 and records:
+        print(f"[{name}] record: {write_record(records, name, folder, path, record)}", flush=True)
     if code == 0:
         scores = "\n".join(line for line in lines if line.strip()[:1].isdigit())
         print(f"[{name}] done in {minutes:.1f} min\n{scores}", flush=True)
@@ -149,7 +228,7 @@ def run_one(name: str, command: list[str], seed: int, out: Path, env: dict) -> b
     return code == 0
 
 
-def run_all(commands: dict[str, tuple[list[str], int]], out: Path, jobs: int) -> int:
+def run_all(commands: dict[str, tuple[list[str], int]], out: Path, jobs: int, records: Path | None = None) -> int:
     """Runs the commands, at most `jobs` at once; returns the number of failed runs.
 
     Ctrl-C (SIGINT, which the terminal also sends to the running trainings) raises KeyboardInterrupt
@@ -165,7 +244,7 @@ def run_all(commands: dict[str, tuple[list[str], int]], out: Path, jobs: int) ->
     previous = signal.signal(signal.SIGINT, interrupt)
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
-        futures = [pool.submit(run_one, name, command, seed, out, env) for name, (command, seed) in commands.items()]
+        futures = [pool.submit(run_one, name, command, seed, out, env, records) for name, (command, seed) in commands.items()]
         while wait(futures, timeout=0.1).not_done:  # short waits: Python runs the Ctrl-C handler between them
             pass
         succeeded = [future.result() for future in futures]
@@ -201,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="train once with each of several biLMs (--paths.elmo PATH) into {name}_{TAG}_...; the runs share the jobs")
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (1 on a GPU; up to the CPU cores)")
+    parser.add_argument("--records", type=Path, help="folder for each finished run's committed record {name}.json (results/runs/...)")
     from spacy_elmo.provenance import SETTINGS_HELP, settings_as_options
 
     parser.add_argument("--settings", default="", help=SETTINGS_HELP + "; after the arguments given after --")
@@ -218,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"missing corpus files (run the preprocess step): {', '.join(missing) or args.corpus / 'dev.spacy'}")
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        failed = run_all(train_commands(args, extra), args.out, max(1, args.jobs))
+        failed = run_all(train_commands(args, extra), args.out, max(1, args.jobs), args.records)
     except KeyboardInterrupt:
         return 130
     return 1 if failed else 0

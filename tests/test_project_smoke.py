@@ -241,7 +241,7 @@ def test_train_ner_gives_fraction_settings_to_that_fractions_runs_only(tmp_path,
     for name in ("train_10.spacy", "train_100.spacy", "dev.spacy"):
         (corpus / name).write_bytes(b"")
     seen = {}
-    monkeypatch.setattr(train_ner, "run_all", lambda commands, out, jobs: seen.update(commands) or 0)
+    monkeypatch.setattr(train_ner, "run_all", lambda commands, out, jobs, records=None: seen.update(commands) or 0)
     assert train_ner.main([str(ROOT / "configs" / "ner_elmo.cfg"), "--name", "e", "--fractions", "10", "100", "--seeds", "0",
                            "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--settings", "training.dropout=0.2",
                            "--fraction-settings", "10", "training.frozen_components=[] components.elmo.fine_tune_layers=1",
