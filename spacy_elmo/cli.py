@@ -260,7 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
                 epilog="Settings to change go after the positional arguments, as in spacy train: --paths.elmo DIR")
     p.add_argument("name", help=f"shipped config (with or without .cfg): {', '.join(shipped_configs())}")
     p.add_argument("output", type=Path, help="where to write it (.cfg); '-' = stdout")
-    p.add_argument("--lang", "-l", help="spaCy language ([nlp] lang; [data] lang of a pretraining config); default: the config's")
+    p.add_argument("--lang", "-l", help="spaCy language: [nlp] lang and that language's own tokenizer from spaCy's defaults "
+                                        "(spacy.zh.ChineseTokenizer for zh, …), as spacy init config --lang writes them; "
+                                        "[data] lang of a pretraining config; default: the config's (en)")
     p.add_argument("--gpu", "-G", action="store_true",
                    help="for a GPU: gpu_allocator = pytorch (spaCy configs), device = cuda (pretraining configs)")
     p.add_argument("--force", "-F", action="store_true", help="overwrite OUTPUT if it exists")

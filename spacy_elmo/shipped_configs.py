@@ -73,27 +73,118 @@ def set_setting(text: str, dotted: str, value: Any, *, must_exist: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def replace_section(text: str, section: str, block: str) -> str:
+    """`text` with [section] and its subsections replaced by `block` (config text that starts with
+    `[section]`); the other lines stay as they are. A section that is not there is added at the end."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == f"[{section}]"), None)
+    new = block.strip("\n").splitlines()
+    if start is None:
+        return text.rstrip("\n") + "\n\n" + "\n".join(new) + "\n"
+
+    def inside(line: str) -> bool:
+        match = _HEADER.match(line)
+        return match is None or match.group(1) == section or match.group(1).startswith(section + ".")
+
+    end = next((i for i in range(start + 1, len(lines)) if not inside(lines[i])), len(lines))
+    return "\n".join(lines[:start] + new + ([""] if end < len(lines) else []) + lines[end:]) + "\n"
+
+
+def language_class(lang: str) -> type:
+    """spaCy's Language subclass for `lang`, or a ValueError in one line."""
+    import spacy
+
+    try:
+        return spacy.util.get_lang_class(lang)
+    except (ImportError, AttributeError):
+        raise ValueError(f"--lang {lang!r}: spaCy has no such language (expected a code of spacy.lang, "
+                         "e.g. en, de, zh, ja, xx)") from None
+
+
+def language_tokenizer(lang: str) -> dict[str, str]:
+    """The [nlp.tokenizer] and [initialize.tokenizer] sections of spaCy's default config for `lang`
+    (what `spacy init config --lang` writes), as config text by section name."""
+    from confection import Config
+
+    defaults = language_class(lang).default_config
+    blocks = {}
+    for section in ("nlp.tokenizer", "initialize.tokenizer"):
+        top, key = section.split(".")
+        text = Config({top: {key: defaults[top][key]}}).to_str(interpolate=False)
+        blocks[section] = text[text.index(f"[{section}]"):]
+    return blocks
+
+
+def _setting_error(tokenizer: str, error: dict) -> str:
+    """One setting's error from confection, with the allowed values where the setting is an Enum
+    (e.g. `segmenter` of spacy.zh.ChineseTokenizer: char, jieba, pkuseg)."""
+    import enum
+    import inspect
+
+    from spacy.util import registry
+
+    key = ".".join(map(str, error["loc"][1:]))
+    text = f"{key}: {error['msg']}"
+    try:
+        kind = inspect.signature(registry.tokenizers.get(tokenizer)).parameters[key].annotation
+    except (KeyError, ValueError, TypeError):  # not registered (catalogue's RegistryError is a ValueError), no such parameter
+        return text
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        text += f" (expected one of {', '.join(str(m.value) for m in kind)})"
+    return text
+
+
+def _check_tokenizer(text: str) -> None:
+    """Builds the config's tokenizer, as `spacy train` will: a segmenter whose package is missing
+    (jieba, SudachiPy for ja, …) fails here, in one line, rather than when training starts."""
+    import spacy
+    from confection import Config, ConfigValidationError
+
+    nlp_section = Config().from_str(text, interpolate=False)["nlp"]
+    lang = nlp_section["lang"]
+    language_class(lang)
+    name = nlp_section["tokenizer"].get("@tokenizers")
+    try:
+        spacy.blank(lang, config={"nlp": {"tokenizer": nlp_section["tokenizer"]}})
+    except ConfigValidationError as error:
+        found = "; ".join(_setting_error(name, e) for e in error.errors or [])
+        raise ValueError(f"[nlp.tokenizer] {name}: {found or error.title}") from None
+    except ImportError as error:
+        raise ValueError(f"[nlp.tokenizer] {name} (language {lang!r}) needs a package not installed here: "
+                         f"{' '.join(str(error).split())}") from None
+
+
 def render_config(name: str, *, lang: str | None = None, gpu: bool = False, overrides: dict[str, Any] | None = None) -> str:
     """The text of shipped config `name` with the given changes, checked by the tool that reads it.
 
     lang: the spaCy language (`[nlp] lang` of a spaCy config, `[data] lang` of a pretraining one).
+        A spaCy config gets that language's own tokenizer too ([nlp.tokenizer] and
+        [initialize.tokenizer] from spaCy's defaults for it, as `spacy init config` writes them:
+        e.g. spacy.zh.ChineseTokenizer for zh); an `nlp.lang` override does the same.
     gpu: a spaCy config allocates GPU memory through PyTorch (`[system] gpu_allocator`), a
         pretraining config trains on CUDA (`[system] device`).
-    overrides: {"section.key": value}, e.g. {"paths.elmo": "my_elmo"}.
+    overrides: {"section.key": value}, e.g. {"paths.elmo": "my_elmo"}; applied after `lang`, so
+        they can change its tokenizer's settings (e.g. {"nlp.tokenizer.segmenter": "jieba"}).
     """
     text = find_config(name).read_text(encoding="utf-8")
     spacy_config = is_spacy_config(text)
     changes = dict(overrides or {})
+    if spacy_config:
+        lang = changes.pop("nlp.lang", lang)  # the override, as set later, wins over --lang
     if lang is not None:
-        changes["nlp.lang" if spacy_config else "data.lang"] = lang
+        language_class(lang)
+        if spacy_config:
+            text = set_setting(text, "nlp.lang", lang, must_exist=True)
+            for section, block in language_tokenizer(lang).items():
+                text = replace_section(text, section, block)
+        else:
+            changes["data.lang"] = lang
     if gpu:
         changes.update({"system.gpu_allocator": "pytorch"} if spacy_config else {"system.device": "cuda"})
     for dotted, value in changes.items():
         text = set_setting(text, dotted, value, must_exist=spacy_config)
     if spacy_config:
-        from confection import Config
-
-        Config().from_str(text, interpolate=False)  # still parses
+        _check_tokenizer(text)  # parses it too
     else:
         from .training.settings import load_settings
 
@@ -101,4 +192,4 @@ def render_config(name: str, *, lang: str | None = None, gpu: bool = False, over
     return text
 
 
-__all__ = ["find_config", "is_spacy_config", "render_config", "set_setting", "shipped_configs"]
+__all__ = ["find_config", "is_spacy_config", "language_tokenizer", "render_config", "replace_section", "set_setting", "shipped_configs"]
