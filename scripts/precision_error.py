@@ -93,7 +93,8 @@ def cmd_measure(args) -> int:
 def render(result: dict) -> str:
     """The table's rows, from a results file."""
     prov = result.get("provenance") or {}
-    commit = ((prov.get("git") or {}).get("commit") or "unknown")[:7]
+    git = prov.get("git") or {}
+    commit = (git.get("commit") or "unknown")[:7] + (" with uncommitted changes elsewhere in the tree" if git.get("dirty") else "")
     machine = (prov.get("machine") or {}).get("cpu") or "?"
     lines = ["| option | how | measured error (fixtures: trained biLMs, max abs / mean abs / max abs ÷ max \\|h\\|) |",
              "| --- | --- | --- |"]
