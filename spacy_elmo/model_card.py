@@ -5,16 +5,23 @@ a metadata header (library_name, tags, license when known), the architecture, th
 count, the training text with its size and held-out perplexity when known, and how to load the
 model with transformers and in spaCy. `model_directory.save_model_directory` calls it, so
 `save_pretrained` / `push_to_hub` give a complete, documented repository; `spacy-elmo convert` and
-`spacy-elmo pretrain` add what they know (the source files, the training run).
+`spacy-elmo pretrain` add what they know (the source files, the training run). The card's first line
+is `CARD_MARK`: a README.md without it is the user's, and is kept (one logged line) instead of replaced.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
 CARD_NAME = "README.md"
+CARD_MARK = (
+    "<!-- Written by spacy-elmo, whose save_pretrained/convert rewrites this file; "
+    "delete this line to keep your edits. -->"
+)
+logger = logging.getLogger(__name__)
 TAGS = ["elmo", "feature-extraction", "spacy", "bilm"]
 
 
@@ -164,12 +171,19 @@ def render_model_card(
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body))
 
 
-def write_model_card(directory, model, **info) -> Path:
-    """Writes `directory`/README.md (see `render_model_card` for `info`); returns its path."""
+def write_model_card(directory, model, **info) -> Path | None:
+    """Writes `directory`/README.md (see `render_model_card` for `info`) and returns its path, unless
+    a README.md that this package did not write (no `CARD_MARK` line) is there: that one is kept,
+    with one logged line, and None is returned."""
     path = Path(directory) / CARD_NAME
+    if path.is_file() and CARD_MARK not in path.read_text(encoding="utf-8", errors="replace"):
+        logger.warning("kept %s: it was not written by spacy-elmo, so no model card was written (delete it for one)", path)
+        return None
     info.setdefault("reference", str(directory))
-    render_model_card(model, **info).save(str(path))
+    card = render_model_card(model, **info)
+    card.text = f"{CARD_MARK}\n{card.text}"
+    card.save(str(path))
     return path
 
 
-__all__ = ["CARD_NAME", "render_model_card", "write_model_card"]
+__all__ = ["CARD_MARK", "CARD_NAME", "render_model_card", "write_model_card"]

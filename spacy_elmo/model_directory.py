@@ -11,14 +11,13 @@
 The files it creates get the mode any new file gets there (0644 under umask 022: a system-wide
 install or a `spacy package` archive must be readable by other users; safetensors writes its file
 0600), and a file it replaces keeps the mode it had; other files in the folder are left alone. A
-README.md that this package did not write (it has no `CARD_MARK` line) is kept, with one logged line.
+README.md that this package did not write (no `model_card.CARD_MARK` line) is kept, with one logged line.
 `ElmoModel.save_pretrained` / `push_to_hub`, `spacy-elmo convert`, pretraining, its checkpoints and
 the spaCy component all write through it.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 import tempfile
@@ -26,15 +25,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
-from .model_card import CARD_NAME, render_model_card
+from .model_card import CARD_NAME, write_model_card
 from .quiet import quiet_hf
-
-
-CARD_MARK = (
-    "<!-- Written by spacy-elmo, whose save_pretrained/convert rewrites this file; "
-    "delete this line to keep your edits. -->"
-)
-logger = logging.getLogger(__name__)
 
 
 def _files(directory: Path) -> dict[str, os.stat_result]:
@@ -68,18 +60,6 @@ def _set_modes(directory: Path, before: dict[str, os.stat_result]) -> None:
         mode = stat.S_IMODE(before[name].st_mode) if name in before else default
         if stat.S_IMODE(st.st_mode) != mode:
             os.chmod(directory / name, mode)
-
-
-def _write_card(directory: Path, model, info: dict[str, Any]) -> None:
-    """Writes README.md, the model card, unless a README.md not written by this package is there."""
-    path = directory / CARD_NAME
-    if path.is_file() and CARD_MARK not in path.read_text(encoding="utf-8", errors="replace"):
-        logger.warning("kept %s: it was not written by spacy-elmo, so no model card was written (delete it for one)", path)
-        return
-    info.setdefault("reference", str(directory))
-    card = render_model_card(model, **info)
-    card.text = f"{CARD_MARK}\n{card.text}"
-    card.save(str(path))
 
 
 def default_tokenizer(model, directory: Path | None = None):
@@ -123,7 +103,7 @@ def save_model_directory(directory, model, tokenizer=None, *, card: dict | bool 
     if card is not False:
         info: dict[str, Any] = dict(card or {})
         info.setdefault("language", tokenizer.lang)
-        _write_card(directory, model, info)
+        write_model_card(directory, model, **info)
     _set_modes(directory, before)
     return directory
 
@@ -179,4 +159,4 @@ def push_to_hub(
         )
 
 
-__all__ = ["CARD_MARK", "save_model_directory", "default_tokenizer", "save_pretrained", "push_to_hub"]
+__all__ = ["save_model_directory", "default_tokenizer", "save_pretrained", "push_to_hub"]
