@@ -225,3 +225,16 @@ def test_planted_pickles_are_refused_without_running_code(target, corpus, finish
     assert "\n" not in message and str(checkpoint) in message, message
     if target.endswith(".pt"):
         assert "refused to load" in message and "Unsupported global" in message and "open" in message, message
+
+
+def test_an_rng_file_of_another_layout_is_one_line_naming_it_and_the_expected_layout(corpus, finished, tmp_path):
+    """rng.pt holds [processes, state] stacks; a lone state (or anything else) is refused, not fed to torch."""
+    out = tmp_path / "unstacked"
+    shutil.copytree(finished, out)
+    checkpoint = Checkpoints(out / "checkpoints").latest()
+    torch.save({"cpu": torch.get_rng_state()}, checkpoint / "rng.pt")
+    with pytest.raises(CheckpointError) as info:
+        pretrain(TINY, out, SETTINGS | {"paths.train": str(corpus), "training.max_steps": 20}, resume=True, progress=False)
+    size = torch.get_rng_state().numel()
+    assert str(info.value) == (f"{checkpoint / 'rng.pt'}: expected 'cpu': a uint8 tensor [processes, {size}], "
+                               f"found torch.uint8 [{size}]")

@@ -246,8 +246,21 @@ class Checkpoints:
         return read_tensor_file(path / "optimizer.pt", map_location=device)
 
     @staticmethod
-    def load_rng(path: Path) -> dict[str, torch.Tensor]:
-        return read_tensor_file(path / "rng.pt")
+    def load_rng(path: Path, rank: int) -> dict[str, torch.Tensor] | None:
+        """Process `rank`'s RNG states ("cpu", and "cuda" when saved) from rng.pt's [processes, state]
+        stacks, or None when it holds fewer processes. Each state is a tensor of its own: a row of a
+        stack is a view at an offset into the stack's storage, which torch's set_rng_state misreads
+        (torch 2.13: "Invalid mt19937 state", or a crash)."""
+        file = path / "rng.pt"
+        saved = read_tensor_file(file)
+        cpu = saved.get("cpu") if isinstance(saved, dict) else None
+        expected = torch.get_rng_state()
+        if not isinstance(cpu, torch.Tensor) or cpu.dtype != expected.dtype or cpu.shape[1:] != expected.shape:
+            found = f"{cpu.dtype} {list(cpu.shape)}" if isinstance(cpu, torch.Tensor) else type(cpu).__name__
+            raise CheckpointError(f"{file}: expected 'cpu': a uint8 tensor [processes, {expected.numel()}], found {found}")
+        if rank >= cpu.shape[0]:
+            return None
+        return {key: saved[key][rank].clone() for key in ("cpu", "cuda") if key in saved}
 
     @staticmethod
     def load_state(path: Path) -> tuple[TrainState, dict]:

@@ -314,14 +314,13 @@ class Pretrainer:
             if self.dist.is_main:
                 print(f"resuming {saved.get('world_size', 1)}-process checkpoint on {self.dist.world_size} processes: "
                       "the global batch size changes; the current data block restarts", file=sys.stderr)
-        rng = self.checkpoints.load_rng(path)
-        rank = self.dist.rank
-        if rank < rng["cpu"].shape[0]:
-            torch.set_rng_state(rng["cpu"][rank])
+        rng = self.checkpoints.load_rng(path, self.dist.rank)
+        if rng is not None:
+            torch.set_rng_state(rng["cpu"])
             if "cuda" in rng and self.dist.device.type == "cuda":
-                torch.cuda.set_rng_state(rng["cuda"][rank], self.dist.device)
+                torch.cuda.set_rng_state(rng["cuda"], self.dist.device)
         else:  # resumed on more processes than were saved: the data stays exact, dropout draws do not
-            torch.manual_seed(self.cfg["system"]["seed"] + 1 + rank + 1_000_003 * self.state.step)
+            torch.manual_seed(self.cfg["system"]["seed"] + 1 + self.dist.rank + 1_000_003 * self.state.step)
         self.metrics.truncate_after(self.state.step)
 
     # ---- training ----------------------------------------------------------------------------------
