@@ -4,9 +4,11 @@
         python -m torch.distributed.run --standalone --nproc_per_node 2 -m spacy_elmo pretrain \
         configs/pretrain_project.cfg --output work/bilm --paths.train work/corpus/lm/train.txt ...
 
-- What the run reads is recorded in OUTPUT/run_inputs.json before it starts: the command and the
-  sha256 of every file it names (config, training and held-out text, vocabulary;
-  `spacy_elmo.provenance.input_hashes`).
+- What the run reads is recorded in OUTPUT/run_inputs.json before it starts: the command, the
+  sha256 of every file it names (config, training and held-out text, vocabulary, each file a glob
+  matches; `spacy_elmo.provenance.input_hashes`) and the thread settings its processes train with
+  (torchrun gives each of several processes OMP_NUM_THREADS=1 when it is not set; another thread
+  count sums in another order, so a resume under other settings would not continue exactly).
 - Run again with the same record, an unfinished run resumes from its last checkpoint (the command
   gets `--resume`, which restores model, optimizer, RNG and data position exactly), and a finished
   one (OUTPUT/provenance.json with exit status 0) is not run again. Any other OUTPUT (the settings
@@ -24,6 +26,7 @@ it) and the threads copying its output do not take the signal.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -33,6 +36,34 @@ import time
 from pathlib import Path
 
 RECORD = "run_inputs.json"
+
+
+def worker_env(command: list[str], env: dict[str, str]) -> dict[str, str]:
+    """The environment the processes of `command` train in: `env`, and for a torchrun launch of more than
+    one process per node without OMP_NUM_THREADS, the OMP_NUM_THREADS=1 torchrun sets for them."""
+    if Path(command[0]).name == "torchrun":
+        launcher_args = command[1:]
+    elif command[1:3] == ["-m", "torch.distributed.run"]:
+        launcher_args = command[3:]
+    else:
+        return dict(env)
+    if "OMP_NUM_THREADS" in env:
+        return dict(env)
+    from torch.distributed.run import determine_local_world_size, get_args_parser
+
+    try:
+        processes = determine_local_world_size(get_args_parser().parse_args(launcher_args).nproc_per_node)
+    except (SystemExit, ValueError):  # torchrun will refuse these arguments itself
+        return dict(env)
+    return {**env, "OMP_NUM_THREADS": "1"} if processes > 1 else dict(env)
+
+
+def run_record(command: list[str], output: Path, env: dict[str, str]) -> dict:
+    """What OUTPUT/run_inputs.json holds for `command`, its processes training in `env` (`worker_env`):
+    the command (the interpreter aside), the hashes of what it reads, and the thread settings of `env`."""
+    from spacy_elmo.provenance import input_hashes, threads
+
+    return {"command": command[1:], "inputs": input_hashes(command, exclude=[output]), "threads": threads(env)}
 
 
 def latest_checkpoint(output: Path) -> str | None:
@@ -75,10 +106,10 @@ def _forward(stream, target, interrupted: threading.Event) -> None:
             target.flush()
 
 
-def run(command: list[str], output: Path) -> int:
-    """Runs `command`, passing its output through; on Ctrl-C prints one line and returns 130."""
+def run(command: list[str], output: Path, env: dict[str, str] | None = None) -> int:
+    """Runs `command` (in `env`), passing its output through; on Ctrl-C prints one line and returns 130."""
     interrupted = threading.Event()
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     threads = [
         threading.Thread(target=_forward, args=(child.stdout, sys.stdout, interrupted), daemon=True),
         threading.Thread(target=_forward, args=(child.stderr, sys.stderr, interrupted), daemon=True),
@@ -108,25 +139,26 @@ def main(argv: list[str] | None = None) -> int:
 
     args, command = wrapper_arguments(sys.argv[1:] if argv is None else argv, "pretrain_resumable.py",
                                       ("--output", "the pretraining's output directory"))
-    from spacy_elmo.provenance import Provenance, input_hashes
+    from spacy_elmo.provenance import Provenance
 
     output = args.output
-    record = {"command": command[1:], "inputs": input_hashes(command, exclude=[output])}
+    env = worker_env(command, dict(os.environ))  # set here, so the settings recorded are the ones given
+    record = run_record(command, output, env)
     step = plan(output, record)
     if step == "skip":
-        print(f"{output}: finished earlier with the same command, settings and data; not run again", file=sys.stderr)
+        print(f"{output}: finished earlier with the same command, settings, data and thread settings; not run again", file=sys.stderr)
         return 0
     if step == "resume":
-        print(f"{output}: resuming from {latest_checkpoint(output)} (same command, settings and data)", file=sys.stderr)
+        print(f"{output}: resuming from {latest_checkpoint(output)} (same command, settings, data and thread settings)", file=sys.stderr)
         command = [*command, "--resume"]
     elif output.exists():
-        print(f"{output}: starting over (the command, its settings or its data changed)", file=sys.stderr)
+        print(f"{output}: starting over (the command, its settings, its data or its thread settings changed)", file=sys.stderr)
         shutil.rmtree(output)
     output.mkdir(parents=True, exist_ok=True)
     (output / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    prov = Provenance(command=command, seed=args.seed, configs=args.config)
+    prov = Provenance(command=command, seed=args.seed, configs=args.config, env=env)
     resumed_from = latest_checkpoint(output) if step == "resume" else None
-    code = run(command, output)
+    code = run(command, output, env)
     if code != 130:
         prov.write(output / "provenance.json", exit_code=code, resumed_from=resumed_from)
     return code

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import glob
 import hashlib
 import json
 import os
@@ -50,17 +51,27 @@ MODEL_FILES = ("config.json", "model.safetensors")
 def input_hashes(command: Sequence[str], exclude: Iterable[str | os.PathLike] = ()) -> dict[str, str]:
     """{argument: sha256} of what a command reads: every argument after the program (or the value of
     a `--key=value` one) naming an existing file, and for one naming a model directory its config.json and model.safetensors
-    (as "DIR/config.json", ...). Paths under `exclude` (e.g. the command's output) are left out.
-    Two runs with equal commands and equal hashes read the same settings and data."""
+    (as "DIR/config.json", ...). A glob pattern or comma-separated list (`--paths.train 'corpus/*.txt'`) gives each
+    file it names (as "corpus/a.txt", ...), expanded as pretraining expands it. Paths under `exclude` (e.g. the
+    command's output) are left out. Two runs with equal commands and equal hashes read the same settings and data."""
+    from .training.text import resolve_files
+
     skip = [Path(p).resolve() for p in exclude]
+
+    def skipped(path: Path) -> bool:
+        return any(path.resolve() == s or s in path.resolve().parents for s in skip)
+
     found: dict[str, str] = {}
     for arg in list(command)[1:]:
         text = str(arg).split("=", 1)[1] if str(arg).startswith("--") and "=" in str(arg) else str(arg)
         path = Path(text)
         try:
-            if not path.exists() or any(path.resolve() == s or s in path.resolve().parents for s in skip):
+            exists = path.exists()
+            if not exists and (glob.has_magic(text) or "," in text):
+                found.update({str(f): sha256(f) for f in resolve_files(text) if not skipped(f)})
+            if not exists or skipped(path):
                 continue
-        except OSError:  # a name too long for a path, and the like: not a file
+        except OSError:  # a name too long for a path, a pattern matching nothing (FileNotFoundError): no file
             continue
         if path.is_file():
             found[text] = sha256(path)

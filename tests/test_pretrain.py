@@ -161,6 +161,10 @@ def test_resume_continues_exactly(corpus, tmp_path):
 
     shutil.rmtree(checkpoints / "step-00000025")
     (checkpoints / "latest").write_text("step-00000020\n")
+    # another thread count sums in another order: refused, in one line, before any work
+    with pytest.raises(PretrainError, match=r"cannot resume .*step-00000020 exactly: it was trained with 1 torch threads "
+                                            r"per process \(.*\), this run has 2 .*system.threads or OMP_NUM_THREADS"):
+        pretrain(TINY, part, settings | {"training.max_steps": 60, "system.threads": 2}, resume=True, progress=False)
     resumed = pretrain(TINY, part, settings | {"training.max_steps": 60}, resume=True, progress=False)
     assert resumed["step"] == whole["step"] == 60 and resumed["words"] == whole["words"]
     # the same float32 operations on the same bits (weights, optimizer state, RNG, data position),

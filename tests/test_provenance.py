@@ -74,3 +74,23 @@ def test_project_settings_reach_the_command_with_their_dashes(tmp_path):
     assert "[]\n" in run("--force").stdout  # no settings: the command as written
     bad = run("--vars.settings", "training.precision bf16", "--force")
     assert bad.returncode != 0 and "'training.precision' is not section.key=value" in bad.stderr + bad.stdout
+
+
+def test_input_hashes_hash_each_file_a_glob_or_list_names_as_pretraining_expands_it(tmp_path, monkeypatch):
+    from spacy_elmo.provenance import input_hashes
+    from spacy_elmo.training.text import resolve_files
+
+    monkeypatch.chdir(tmp_path)
+    Path("corpus/sub").mkdir(parents=True)
+    for name in ("corpus/b.txt", "corpus/a.txt", "corpus/sub/c.txt", "corpus/notes.md"):
+        Path(name).write_text(name)
+    Path("out").mkdir()
+    Path("out/d.txt").write_text("written by the run")
+    command = ["pretrain", "--paths.train", "corpus/**/*.txt", "--paths.heldout=corpus/a.txt,corpus/notes.md",
+               "--paths.vocab", "missing/*.txt", "--extra", "out/*.txt"]
+    found = input_hashes(command, exclude=["out"])
+    named = [str(p) for p in resolve_files("corpus/**/*.txt") + resolve_files("corpus/a.txt,corpus/notes.md")]
+    assert list(found) == list(dict.fromkeys(named)) == ["corpus/a.txt", "corpus/b.txt", "corpus/sub/c.txt", "corpus/notes.md"]
+    assert found["corpus/sub/c.txt"] == sha256("corpus/sub/c.txt")
+    Path("corpus/sub/c.txt").write_text("changed")
+    assert input_hashes(command, exclude=["out"])["corpus/sub/c.txt"] != found["corpus/sub/c.txt"]

@@ -26,6 +26,7 @@ import torch
 
 from ..configuration_elmo import config_error_message
 from ..model_directory import save_model_directory
+from ..provenance import threads as thread_variables
 from .batches import Corpus, DataPosition
 from .checkpoints import Checkpoints, MetricsLog, TrainState, check_free_space, check_writable, fault_point, write_text_atomic
 from .text import check_text_files, iter_sequences, make_tokenizer, resolve_files
@@ -51,6 +52,8 @@ class Pretrainer:
         system, training = cfg["system"], cfg["training"]
         if system["threads"]:
             torch.set_num_threads(int(system["threads"]))
+        # what this process trains with (a checkpoint records it; a resume needs the same on a CPU)
+        self.threads = {"torch_threads": torch.get_num_threads(), **thread_variables()}
         try:
             self.dist = Distributed.from_env(system["device"])
         except ValueError as err:
@@ -111,6 +114,13 @@ class Pretrainer:
 
         saved = Config().from_disk(self.checkpoint / "pretrain.cfg", interpolate=False)
         check_resumable(saved, self.cfg, self.checkpoint)
+        before = self.checkpoints.load_state(self.checkpoint)[1].get("threads")  # None: written before they were kept
+        if before and self.dist.device.type == "cpu" and before["torch_threads"] != self.threads["torch_threads"]:
+            raise PretrainError(
+                f"cannot resume {self.checkpoint} exactly: it was trained with {_threads_text(before)}, this run has "
+                f"{_threads_text(self.threads)}, and another thread count sums in another order; resume with the same "
+                "system.threads or OMP_NUM_THREADS, or start a new output directory"
+            )
 
     def _init_source(self) -> dict | None:
         """What `paths.init_from` provides: config, weights, and (with an LM head) its vocabulary."""
@@ -297,7 +307,7 @@ class Pretrainer:
         rng = self._rng_states()
         if not self.dist.is_main:
             return None
-        state = self.state.to_dict() | {"world_size": self.dist.world_size}
+        state = self.state.to_dict() | {"world_size": self.dist.world_size, "threads": self.threads}
         return self.checkpoints.save(
             self.state.step, self.model, self.tokenizer, self.optimizer.state_dict(), rng,
             {"pretrain.cfg": self.cfg.to_str(), "state.json": json.dumps(state, indent=2)},
@@ -514,6 +524,11 @@ class Pretrainer:
             save_legacy(self.model, legacy)
             self.vocab.save(legacy / "vocab.txt")
         self.model.train()
+
+
+def _threads_text(threads: dict) -> str:
+    variables = ", ".join(f"{k}={v}" for k, v in threads.items() if k != "torch_threads") or "no thread variables"
+    return f"{threads['torch_threads']} torch threads per process ({variables})"
 
 
 def _has_lm_head(path: Path) -> bool:
