@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,6 +63,33 @@ def script():
             sys.path.pop(0)
 
     return load
+
+
+@pytest.fixture(scope="session")
+def ctrl_c_after_checkpoint():
+    """`ctrl_c_after_checkpoint(command, output, env, wait=0.0)`: runs `command` as a terminal's foreground job,
+    waits until OUTPUT/checkpoints/latest exists (and `wait` seconds more), then presses Ctrl-C: SIGINT to
+    the whole process group (torchrun and its workers). Returns the finished Popen and its (stdout, stderr)."""
+    def interrupt(command, output: Path, env: dict, wait: float = 0.0):
+        # its own process group, as a terminal's foreground job. A foreground job takes SIGINT even when this
+        # suite runs where it is ignored (a background `make test &` of a non-interactive shell, or nohup),
+        # which the child would inherit, so it is reset to the default there
+        child = subprocess.Popen([str(c) for c in command], start_new_session=True, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            deadline = time.monotonic() + 300
+            while not (output / "checkpoints" / "latest").is_file() and child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert child.poll() is None, child.communicate()[1][-3000:]
+            time.sleep(wait)
+            os.killpg(child.pid, signal.SIGINT)
+            return child, child.communicate(timeout=120)
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+
+    return interrupt
 
 
 @pytest.fixture(scope="session")
