@@ -8,7 +8,6 @@ import io
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -182,29 +181,14 @@ def test_pretraining_step_resumes_an_unfinished_run_skips_a_finished_one_and_res
     assert [(r["step"], r["resumed"]) for r in _start_records(output)] == [(0, False)]
 
 
-def test_ctrl_c_during_torchrun_pretraining_prints_one_line_and_keeps_the_checkpoint(tmp_path):
+def test_ctrl_c_during_torchrun_pretraining_prints_one_line_and_keeps_the_checkpoint(tmp_path, ctrl_c_after_checkpoint):
     train, output = lm_text(tmp_path / "train.txt"), tmp_path / "bilm"
     command = [sys.executable, SCRIPTS / "pretrain_resumable.py", "--output", output, "--config", TINY, "--",
                "python", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1",
                "-m", "spacy_elmo", "pretrain", TINY, "--output", output, "--paths.train", train,
                "--training.max_steps", "100000", "--training.checkpoint_every", "10", "--no-progress"]
-    # its own process group, as a terminal's foreground job: Ctrl-C sends SIGINT to all of it. A foreground job
-    # takes SIGINT even when this suite runs where it is ignored (a background `make test &` of a non-interactive
-    # shell, or nohup), which the child would inherit, so it is reset to the default there
-    child = subprocess.Popen([str(c) for c in command], start_new_session=True, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        deadline = time.monotonic() + 300
-        while not (output / "checkpoints" / "latest").is_file() and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert child.poll() is None, child.communicate()[1][-3000:]
-        time.sleep(0.5)  # mid-run, past the first checkpoint
-        os.killpg(child.pid, signal.SIGINT)
-        out, err = child.communicate(timeout=120)
-    finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGKILL)
+    # mid-run, past the first checkpoint
+    child, (out, err) = ctrl_c_after_checkpoint(command, output, {**os.environ, "OMP_NUM_THREADS": "1"}, wait=0.5)
     assert child.returncode == 130, err
     lines = [line for line in err.splitlines() if line.strip()]
     assert "Traceback" not in err and "SignalException" not in err and "KeyboardInterrupt" not in err, err
