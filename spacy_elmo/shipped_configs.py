@@ -126,7 +126,7 @@ def _setting_error(tokenizer: str, error: dict) -> str:
     key = ".".join(map(str, error["loc"][1:]))
     text = f"{key}: {error['msg']}"
     try:
-        kind = inspect.signature(registry.tokenizers.get(tokenizer)).parameters[key].annotation
+        kind = inspect.signature(registry.get("tokenizers", tokenizer)).parameters[key].annotation
     except (KeyError, ValueError, TypeError):  # not registered (catalogue's RegistryError is a ValueError), no such parameter
         return text
     if isinstance(kind, type) and issubclass(kind, enum.Enum):

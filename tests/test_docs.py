@@ -66,7 +66,7 @@ def test_config_blocks_parse(doc):
         assert found, code
         for block in found:
             # raises if the docs name an unknown architecture
-            accepts = inspect.signature(spacy.registry.architectures.get(block["@architectures"])).parameters
+            accepts = inspect.signature(spacy.registry.get("architectures", block["@architectures"])).parameters
             for key, value in block.items():
                 if key.startswith("@") or isinstance(value, dict):
                     continue
