@@ -424,8 +424,32 @@ def test_looks_lines(results: Path, readme: Path) -> list[str]:
             searches.setdefault((entry["task"], str(entry["fraction"]), entry["system"], entry["reason"]), []).append(entry)
     for (task, pct, system, reason), entries in searches.items():
         out += [f"Looks {', '.join(str(entry['look']) for entry in entries)} ({task} {pct}% {system}, published at "
-                f"`{(entries[0].get('published_at') or '?')[:7]}`): {reason}.", ""]
+                f"`{(entries[0].get('published_at') or '?')[:7]}`): {reason}." + _look_before(looks, entries), ""]
     return out
+
+
+def _look_before(looks: list[dict], entries: list[dict]) -> str:
+    """The looks at the same cell and system published last before `entries`, with another recipe (the look
+    that missed), their scores and their paired gain over the baseline's latest looks of the same seeds."""
+    import looks_ledger
+
+    first = min(entry["look"] for entry in entries)
+    key = lambda entry: (entry["task"], str(entry["fraction"]))  # noqa: E731
+    cell = [entry for entry in looks if key(entry) == key(entries[0]) and entry["look"] < first]
+    before = [entry for entry in cell if entry["system"] == entries[0]["system"] and entry.get("recipe") != entries[0].get("recipe")]
+    if not before:
+        return ""
+    published = before[-1].get("published_at")
+    before = [entry for entry in before if entry.get("published_at") == published]
+    scores = " / ".join(f"s{entry['seed']} {entry['score']:.2f}" for entry in before)
+    text = f" The looks before them at this cell: {', '.join(str(e['look']) for e in before)} (published at `{(published or '?')[:7]}`): {scores}"
+    baseline = {entry["seed"]: entry["score"] for entry in cell if entry["system"] == "baseline" and entry["look"] < before[-1]["look"]}
+    gains = [entry["score"] - baseline[entry["seed"]] for entry in before if entry["seed"] in baseline]
+    if len(gains) == len(before):
+        goal = GOALS.get((entries[0]["task"], str(entries[0]["fraction"])))
+        text += (f", a paired gain of {sum(gains) / len(gains):+.2f} over the baseline's latest looks at the same seeds"
+                 + (f" (the goal: {goal:+.2f})" if goal is not None else ""))
+    return text + "."
 
 
 def headline_section(seeds: dict, metrics: dict | None = None) -> list[str]:
