@@ -51,7 +51,7 @@ MODEL_FILES = ("config.json", "model.safetensors")
 def input_hashes(command: Sequence[str], exclude: Iterable[str | os.PathLike] = ()) -> dict[str, str]:
     """{argument: sha256} of what a command reads: every argument after the program (or the value of
     a `--key=value` one) naming an existing file, and for one naming a model directory its config.json and model.safetensors
-    (as "DIR/config.json", ...). A glob pattern or comma-separated list (`--paths.train 'corpus/*.txt'`) gives each
+    (as "DIR/config.json", ...), for any other directory the files in it, as pretraining reads a directory. A glob pattern or comma-separated list (`--paths.train 'corpus/*.txt'`) gives each
     file it names (as "corpus/a.txt", ...), expanded as pretraining expands it. Paths under `exclude` (e.g. the
     command's output) are left out. Two runs with equal commands and equal hashes read the same settings and data."""
     from .training.text import resolve_files
@@ -76,7 +76,13 @@ def input_hashes(command: Sequence[str], exclude: Iterable[str | os.PathLike] = 
         if path.is_file():
             found[text] = sha256(path)
         elif path.is_dir():
-            found.update({f"{text}/{name}": sha256(path / name) for name in MODEL_FILES if (path / name).is_file()})
+            files = [path / name for name in MODEL_FILES if (path / name).is_file()]
+            if not files:
+                try:
+                    files = resolve_files(path)
+                except FileNotFoundError:  # no files in it
+                    pass
+            found.update({f"{text}/{f.name}": sha256(f) for f in files if not skipped(f)})
     return found
 
 

@@ -94,3 +94,8 @@ def test_input_hashes_hash_each_file_a_glob_or_list_names_as_pretraining_expands
     assert found["corpus/sub/c.txt"] == sha256("corpus/sub/c.txt")
     Path("corpus/sub/c.txt").write_text("changed")
     assert input_hashes(command, exclude=["out"])["corpus/sub/c.txt"] != found["corpus/sub/c.txt"]
+    # a data directory (not a model directory): the files pretraining reads from it, each hashed
+    by_dir = input_hashes(["pretrain", "--paths.train", "corpus"])
+    assert list(by_dir) == ["corpus/a.txt", "corpus/b.txt", "corpus/notes.md"]
+    Path("corpus/b.txt").write_text("changed")
+    assert input_hashes(["pretrain", "--paths.train", "corpus"])["corpus/b.txt"] != by_dir["corpus/b.txt"]
