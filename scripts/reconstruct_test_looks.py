@@ -2,7 +2,8 @@
 
     python scripts/reconstruct_test_looks.py [--out results/test_looks.json] [--repo .]
 
-It walks every commit that changed `results/metrics.json` (the `all` workflow's one-seed NER scores) or
+It walks every commit up to the one that started the ledger (LEDGER_STARTED: later looks were recorded when
+they were scored) that changed `results/metrics.json` (the `all` workflow's one-seed NER scores) or
 `results/seeds.json` (the seeds run's per-seed scores), oldest first, reads both files as they were at that
 commit, and writes one entry per scoring it had not seen at an earlier commit. A scoring is identified by
 its `spacy evaluate` provenance record (run and start time) where the file has one; before provenance was
@@ -29,6 +30,9 @@ from pathlib import Path
 import looks_ledger  # scripts/, beside this one
 
 FILES = ("results/metrics.json", "results/seeds.json")
+# the commit that started the ledger: looks published after it were recorded by evaluate_runs.py when they
+# were scored, so the walk stops there (a later rerun must not add them a second time)
+LEDGER_STARTED = "71b437e"
 CANDIDATES = ("30a7566", "bench/RESULTS.md")
 # What happened around a look, from the commit messages and results/experiments.md (words, no figures: the
 # figures are the entries' scores). Keyed by (commit published at, task, fraction, system).
@@ -58,8 +62,8 @@ def show(repo: Path, commit: str, path: str) -> str | None:
 
 
 def commits(repo: Path) -> list[tuple[str, str]]:
-    """(full hash, ISO date) of every commit that changed one of FILES, oldest first."""
-    lines = git(repo, "log", "--reverse", "--format=%H %cI", "--", *FILES).split("\n")
+    """(full hash, ISO date) of every commit up to LEDGER_STARTED that changed one of FILES, oldest first."""
+    lines = git(repo, "log", "--reverse", "--format=%H %cI", LEDGER_STARTED, "--", *FILES).split("\n")
     return [tuple(line.split(" ", 1)) for line in lines if line.strip()]
 
 
