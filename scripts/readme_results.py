@@ -399,7 +399,7 @@ def test_looks_lines(results: Path, readme: Path) -> list[str]:
            "reconstructed from git history (the commit each was published at), the rest recorded by `scripts/evaluate_runs.py` "
            "when it scored them. A look is one model scored once (one seed of one cell); a recipe is the config, the "
            "settings, the training data and the biLM. From this ledger on, a cell gets one look per recipe and seed.", "",
-           "| cell | looks | recipes looked at | looks at a recipe looked at before | recipe not in the files | published at (commit: looks) |",
+           "| cell | looks | recipes looked at | looks at a recipe looked at before | recipe not in the files | published at, or scored at until published (commit: looks) |",
            "|---|---:|---:|---:|---:|---|"]
     cells: dict[tuple[str, str], list[dict]] = {}
     for entry in looks:

@@ -106,6 +106,16 @@ def test_project_smoke_workflow(tmp_path):
         assert f"{round(statistics.fmean(elmo), 2):.2f} ± {round(statistics.stdev(elmo), 2):.2f} (n=2)" in section
         assert f"s1: {base[1]:.2f} / {elmo[1]:.2f} / {gains[1]:+.2f}" in section
     assert "DIRTY TREE" in section or "(clean tree)" in section
+    # issue 33: every test scoring is in the ledger (the `all` run's 4, the seeds run's 8), each a first look; every
+    # finished training left its record, which holds its test score
+    looks = json.loads((published / "test_looks.json").read_text())["looks"]
+    assert sorted(look["run"] for look in looks) == sorted(
+        [f"training/{s}_{p}" for s in ("baseline", "elmo") for p in ("10", "100")] + [f"training_seeds/{t}_{s}_{p}_{seed}" for t, s, p, seed in expected])
+    assert all(look["reason"] == "first look at this recipe" and look["model_sha256"] for look in looks)
+    for task, system, pct, seed in expected:
+        record = json.loads((published / "runs" / "training_seeds" / f"{task}_{system}_{pct}_{seed}.json").read_text())
+        assert record["test"]["score"] == per_seed[task, system, pct, seed] and record["dev_curve"] and record["best_dev"]
+    assert "#### Test looks per cell" in section and "| ner 10% | 6 |" in section
     assert "probe accuracy by layer" in section
     assert "Goals for the ELMo gain (paired means): ner 10%: ≥ +6.00" in section and "Wall time: the seeds" in section
     # variants: five biLMs (the tiny config cut to 1, 2 and 3 steps, the seeds run's 60, and 60 on more
