@@ -32,7 +32,7 @@ from pathlib import Path
 
 from spacy_elmo.provenance import sha256 as _sha256
 
-from readme_results import END, START, TASK_SCORE, markdown_table, render_section, splice, splice_claim
+from readme_results import END, START, TASK_SCORE, make_main_time_lines, markdown_table, render_section, splice, splice_claim
 
 import matplotlib
 
@@ -321,6 +321,9 @@ def cmd_collect(args) -> int:
     print(table)
     print(json.dumps(weights, indent=1))
     print(f"wrote {args.out}/: {written}")
+    for line in make_main_time_lines(summary):  # make main's own time, and its pretraining speed
+        if line:
+            print(line)
     return 0
 
 

@@ -482,13 +482,14 @@ def test_make_main_states_its_own_time_and_the_readme_claim_is_generated(readme_
     assert typed != readme and readme_results.splice_claim(typed, ROOT / "results") == readme
 
 
-def test_collect_records_make_mains_start(report, tmp_path):
+def test_collect_records_make_mains_start(report, tmp_path, capsys):
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
     (metrics_dir / "baseline_10.json").write_text(json.dumps({"ents_f": 0.5, "ents_p": 0.5, "ents_r": 0.5}))
     assert report.main(["collect", "--metrics-dir", str(metrics_dir), "--training-dir", str(tmp_path / "none"),
                         "--out", str(tmp_path / "out"), "--make-started", "2026-11-27T07:20:00Z"]) == 0
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["make_main"] == {"started_utc": "2026-11-27T07:20:00Z"}
+    assert "`make main` itself, from its start (2026-11-27T07:20:00Z, before building `.venv`)" in capsys.readouterr().out
     assert report.main(["collect", "--metrics-dir", str(metrics_dir), "--training-dir", str(tmp_path / "none"),
                         "--out", str(tmp_path / "out2"), "--make-started", ""]) == 0
     assert "make_main" not in json.loads((tmp_path / "out2" / "metrics.json").read_text())
