@@ -51,10 +51,11 @@ MODEL_FILES = ("config.json", "model.safetensors")
 def input_hashes(command: Sequence[str], exclude: Iterable[str | os.PathLike] = ()) -> dict[str, str]:
     """{argument: sha256} of what a command reads: every argument after the program (or the value of
     a `--key=value` one) naming an existing file, and for one naming a model directory its config.json and model.safetensors
-    (as "DIR/config.json", ...), for any other directory the files in it, as pretraining reads a directory. A glob pattern or comma-separated list (`--paths.train 'corpus/*.txt'`) gives each
+    (as "DIR/config.json", ...), for any other directory the files in it, as pretraining reads a directory
+    (the module after `-m` is a name, not a path, even where a folder of that name is in the working directory). A glob pattern or comma-separated list (`--paths.train 'corpus/*.txt'`) gives each
     file it names (as "corpus/a.txt", ...), expanded as pretraining expands it. Paths under `exclude` (e.g. the
     command's output) are left out. Two runs with equal commands and equal hashes read the same settings and data."""
-    from .training.text import resolve_files
+    from .file_sets import resolve_files
 
     skip = [Path(p).resolve() for p in exclude]
 
@@ -62,7 +63,10 @@ def input_hashes(command: Sequence[str], exclude: Iterable[str | os.PathLike] = 
         return any(path.resolve() == s or s in path.resolve().parents for s in skip)
 
     found: dict[str, str] = {}
-    for arg in list(command)[1:]:
+    args = [str(a) for a in list(command)[1:]]
+    for index, arg in enumerate(args):
+        if index and args[index - 1] == "-m":  # `python -m spacy_elmo`: a module, not the package's folder
+            continue
         text = str(arg).split("=", 1)[1] if str(arg).startswith("--") and "=" in str(arg) else str(arg)
         path = Path(text)
         try:

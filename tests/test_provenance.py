@@ -99,3 +99,5 @@ def test_input_hashes_hash_each_file_a_glob_or_list_names_as_pretraining_expands
     assert list(by_dir) == ["corpus/a.txt", "corpus/b.txt", "corpus/notes.md"]
     Path("corpus/b.txt").write_text("changed")
     assert input_hashes(["pretrain", "--paths.train", "corpus"])["corpus/b.txt"] != by_dir["corpus/b.txt"]
+    # `python -m corpus ...` names a module: a folder of that name in the working directory is not an input
+    assert input_hashes(["python", "-m", "corpus", "pretrain"]) == {}

@@ -11,10 +11,11 @@ and sequences over `max_tokens` words are split.
 
 from __future__ import annotations
 
-import glob
 import sys
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
+
+from ..file_sets import resolve_files  # noqa: F401  (which files: a neutral home, provenance hashes them too)
 
 UTF8_BOM = b"\xef\xbb\xbf"
 # longest first: a UTF-32 little-endian mark begins with the UTF-16 one
@@ -108,28 +109,6 @@ def check_text_files(files: Iterable[Path], setting: str) -> None:
     if not has_text:
         shown = ", ".join(str(p) for p in files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
         raise TextError(f"{setting}: no text in {shown} (empty files, or only empty lines)")
-
-
-def resolve_files(spec: str | Path | Sequence[str | Path], setting: str | None = None) -> list[Path]:
-    """The files named by a path, a directory (its files), a glob pattern, or a comma-separated list
-    of these. `setting` (e.g. "paths.heldout") is named in the error when something matches nothing."""
-    if isinstance(spec, (str, Path)):
-        parts = [p.strip() for p in str(spec).split(",") if p.strip()]
-    else:
-        parts = [str(p) for p in spec]
-    files: list[Path] = []
-    for part in parts:
-        path = Path(part).expanduser()
-        if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-        elif path.is_file():
-            found = [path]
-        else:
-            found = sorted(Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file())
-        if not found:
-            raise FileNotFoundError(f"{setting + ': ' if setting else ''}no text files match {part!r}")
-        files.extend(found)
-    return list(dict.fromkeys(files))
 
 
 def read_block(path: Path, offset: int, max_lines: int, max_line_bytes: int) -> tuple[list[str], int]:
