@@ -37,6 +37,7 @@ def publish(source: Path, dest: Path, replace: bool = False) -> dict:
     if not (source / "provenance.json").is_file():
         raise SystemExit(f"{source}/provenance.json: missing (a published biLM says where it came from)")
     digest = sha256(weights)
+    publisher = git_state()  # before DEST changes the tree
     if (dest / "model.safetensors").is_file() and sha256(dest / "model.safetensors") != digest and not replace:
         raise SystemExit(f"{dest}/model.safetensors: holds other weights than {weights}; "
                          "pass --replace to publish these (the runs that read the old ones must be redone)")
@@ -53,7 +54,7 @@ def publish(source: Path, dest: Path, replace: bool = False) -> dict:
         files[str(relative)] = sha256(dest / relative)
     if files["model.safetensors"] != digest:
         raise SystemExit(f"{dest}/model.safetensors: the copy's sha256 differs from {weights}'s")
-    record = {"source": str(source), "files": files, "published_utc": utc_now(), "published_by": git_state()}
+    record = {"source": str(source), "files": files, "published_utc": utc_now(), "published_by": publisher}
     (dest / "published.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
 
