@@ -1,5 +1,6 @@
 """Writes docs/performance.md's results tables from the runs recorded in bench/RESULTS.md, so they are
-generated, never typed (between `<!-- perf-results:start -->` and `<!-- perf-results:end -->`).
+generated, never typed (between `<!-- perf-results:start -->` and `<!-- perf-results:end -->`, spliced by
+scripts/doc_regions.py, the lab's one marker-splicing helper).
 
     python -m bench.performance_doc            # rewrite docs/performance.md
     python -m bench.performance_doc --check    # exit 1 if it differs from what would be written
@@ -22,7 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "RESULTS.md"
 DOC = ROOT / "docs" / "performance.md"
-START, END = "<!-- perf-results:start -->", "<!-- perf-results:end -->"
+REGION = "perf-results"  # doc_regions.markers(REGION) are its markers
+if str(ROOT / "scripts") not in sys.path:
+    sys.path.append(str(ROOT / "scripts"))  # scripts/doc_regions.py: the lab's one marker-splicing helper
+import doc_regions  # noqa: E402
+
 THREADS = 2  # the targets are for 2 threads
 GIB_MIB = 1024
 
@@ -248,8 +253,9 @@ def training_lines(runs: list[Run]) -> list[str]:
 
 
 def render(runs: list[Run]) -> str:
+    """What goes between the perf-results markers."""
     return "\n".join([
-        START,
+        "",
         "<!-- Written by `python -m bench.performance_doc` from bench/RESULTS.md; tests/test_performance_doc.py fails "
         "if this differs from what it would write. -->",
         "",
@@ -258,15 +264,11 @@ def render(runs: list[Run]) -> str:
         "",
         *target_lines(runs),
         *training_lines(runs),
-    ]).rstrip("\n") + "\n" + END
+    ]).rstrip("\n") + "\n"
 
 
 def rewrite(text: str, block: str) -> str:
-    if START not in text or END not in text:
-        raise SystemExit(f"{DOC} lacks the {START} … {END} markers")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return head + block + tail
+    return doc_regions.splice(text, REGION, block, where=str(DOC))
 
 
 def main(argv=None) -> int:
@@ -274,14 +276,8 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 if docs/performance.md is stale")
     args = parser.parse_args(argv)
     current = DOC.read_text(encoding="utf-8")
-    new = rewrite(current, render(read_runs()))
-    if args.check:
-        if new != current:
-            print(f"{DOC}: the results tables differ from what `python -m bench.performance_doc` writes", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(new, encoding="utf-8")
-    return 0
+    return doc_regions.write_or_check({DOC: (current, rewrite(current, render(read_runs())))}, args.check,
+                                      "python -m bench.performance_doc")
 
 
 if __name__ == "__main__":

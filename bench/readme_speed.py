@@ -1,6 +1,7 @@
 """Writes the GPU speed figures of the prose docs from the newest `bench/results/*/gpu.json`, so they are
-generated, never typed: README.md's summary (between `<!-- gpu-speed:start -->` and `<!-- gpu-speed:end -->`)
-and docs/pretraining.md's bf16 speed-up (between `<!-- gpu-bf16:start -->` and `<!-- gpu-bf16:end -->`).
+generated, never typed: docs/performance.md's summary (between `<!-- gpu-speed:start -->` and
+`<!-- gpu-speed:end -->`) and docs/pretraining.md's bf16 speed-up (between `<!-- gpu-bf16:start -->` and
+`<!-- gpu-bf16:end -->`), spliced by scripts/doc_regions.py, the lab's one marker-splicing helper.
 
     python -m bench.readme_speed            # rewrite both
     python -m bench.readme_speed --check    # exit 1 if either differs from what would be written
@@ -20,10 +21,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-START, END = "<!-- gpu-speed:start -->", "<!-- gpu-speed:end -->"
-BF16_START, BF16_END = "<!-- gpu-bf16:start -->", "<!-- gpu-bf16:end -->"
+if str(ROOT / "scripts") not in sys.path:
+    sys.path.append(str(ROOT / "scripts"))  # scripts/doc_regions.py: the lab's one marker-splicing helper
+import doc_regions  # noqa: E402
+
+SPEED, BF16 = "gpu-speed", "gpu-bf16"  # the regions (doc_regions.markers gives their markers)
 TARGETS = {"inference": 100_000, "pretrain": 50_000, "pipe": 0.9}  # issue 13's GPU targets
-DOCS = {"README.md": (START, END), "docs/pretraining.md": (BF16_START, BF16_END)}
+DOCS = {"docs/performance.md": SPEED, "docs/pretraining.md": BF16}
 
 
 COMPLETE = ("inference", "training", "pretrain_cli", "pipe")  # the parts of a finished `python -m bench.gpu`
@@ -127,17 +131,17 @@ def _pipe_line(report: dict) -> str:
 
 
 def render(path: Path, report: dict) -> str:
-    """README.md's GPU summary."""
+    """docs/performance.md's GPU summary (what goes between the gpu-speed markers)."""
     return "\n".join([
-        START,
-        f"On one {report['device']} (`bash bench/gpu.sh`, {_source(path, report, 'README.md')}), the original "
+        "",
+        f"On one {report['device']} (`bash bench/gpu.sh`, {_source(path, report, 'docs/performance.md')}), the original "
         "architecture with seeded random weights; each target is judged on what a user runs:",
         "",
         _inference_line(report),
         _pretrain_line(report),
         _step_line(report),
         _pipe_line(report),
-        END,
+        "",
     ])
 
 
@@ -161,25 +165,17 @@ def render_bf16(path: Path, report: dict) -> str:
             f"windows after the first); from {_source(path, report, 'docs/pretraining.md')}, written by "
             "`python -m bench.readme_speed`."
         )
-    return "\n".join([BF16_START, body, BF16_END])
-
-
-def rewrite(text: str, block: str, start: str = START, end: str = END) -> str:
-    if start not in text or end not in text:
-        raise SystemExit(f"lacks the {start} … {end} markers")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return head + block + tail
+    return f"\n{body}\n"
 
 
 def updated(root: Path = ROOT) -> dict[Path, tuple[str, str]]:
     """{doc path: (current text, text with its generated block rewritten)}."""
     path, report = newest_result(root)
-    blocks = {"README.md": render(path, report), "docs/pretraining.md": render_bf16(path, report)}
+    blocks = {SPEED: render(path, report), BF16: render_bf16(path, report)}
     out = {}
-    for doc, (start, end) in DOCS.items():
+    for doc, name in DOCS.items():
         current = (root / doc).read_text(encoding="utf-8")
-        out[root / doc] = (current, rewrite(current, blocks[doc], start, end))
+        out[root / doc] = (current, doc_regions.splice(current, name, blocks[name], where=doc))
     return out
 
 
@@ -187,18 +183,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
-    stale = []
-    for doc, (current, new) in updated().items():
-        if new == current:
-            continue
-        if args.check:
-            stale.append(doc.relative_to(ROOT).as_posix())
-        else:
-            doc.write_text(new, encoding="utf-8")
-    if stale:
-        print(f"{', '.join(stale)}: the GPU figures differ from what `python -m bench.readme_speed` writes", file=sys.stderr)
-        return 1
-    return 0
+    return doc_regions.write_or_check(updated(), args.check, "python -m bench.readme_speed")
 
 
 if __name__ == "__main__":

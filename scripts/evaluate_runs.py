@@ -10,7 +10,7 @@ one thread each, so spaCy and torch are imported once per worker rather than onc
 is scored once per final model: a run whose score file is newer than its `model-best` is skipped
 (delete the file to score again); an older score file (the run was trained again) moves, with its
 provenance record, to `{out}.replaced/{run}-{when it was written}.json` before the new model is scored. Only the project's final
-configurations are trained into these folders; settings are chosen on dev (README, "Protocol").
+configurations are trained into these folders; settings are chosen on dev (results/README.md, "Protocol").
 
 With `--ledger results/test_looks.json` every scoring is appended to the ledger of test looks
 (scripts/looks_ledger.py): the run's task, fraction, system, seed and recipe (from its training record), the

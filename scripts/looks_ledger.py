@@ -5,7 +5,7 @@ rebuilds from git history); nobody edits it by hand. An entry says what was scor
 system, seed, the recipe: config sha256, `spacy train` settings beyond the run's data, seed and device,
 training-data sha256, biLM weights sha256), the score, where and when (commit, UTC), and why (`reason`).
 
-The rule it serves (README, "Protocol"): a cell gets one look per recipe. `same_recipe_looks` finds the
+The rule it serves (results/README.md, "Protocol"): a cell gets one look per recipe. `same_recipe_looks` finds the
 earlier looks of the same task, fraction, system, seed and recipe; evaluate_runs.py refuses to score such a
 run again unless told why (`--again REASON`, recorded), or unless its model is bit-identical to the one
 looked at before (the same model gives the same score: no new information).

@@ -19,6 +19,8 @@ import json
 import sys
 from pathlib import Path
 
+import doc_regions  # scripts/, beside this one: the lab's one marker-splicing helper
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = {  # name: (options, weights, sentences file)
     "AllenNLP": ("tests/fixtures/allennlp_elmo/options.json", "tests/fixtures/allennlp_elmo/lm_weights.hdf5",
@@ -32,7 +34,7 @@ OPTIONS = {  # name: (how, in the doc)
     "bf16": ("bf16 autocast", '`with torch.autocast("cuda", dtype=torch.bfloat16):` (also `"cpu"`)'),
     "fp16": ("fp16 autocast", '`with torch.autocast("cuda", dtype=torch.float16):`'),
 }
-START, END = "<!-- precision-error:start -->", "<!-- precision-error:end -->"
+REGION = "precision-error"  # doc_regions.markers(REGION): its markers in docs/performance.md
 
 
 def _sentences(path: Path) -> list[list[str]]:
@@ -107,25 +109,18 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
-def splice(text: str, block: str) -> str:
-    if START not in text or END not in text:
-        raise SystemExit(f"no {START} … {END} markers to write between")
-    head, rest = text.split(START, 1)
-    return f"{head}{START}\n{block}\n{END}{rest.split(END, 1)[1]}"
+def splice(text: str, block: str, where: str = "the text") -> str:
+    return doc_regions.splice(text, REGION, f"\n{block}\n", where=where)
 
 
 def cmd_doc(args) -> int:
     result = json.loads(args.results.read_text(encoding="utf8"))
     current = args.doc.read_text(encoding="utf8")
-    updated = splice(current, render(result))
-    if args.check:
-        if updated != current:
-            print(f"{args.doc}: the precision table differs from {args.results}: run `python scripts/precision_error.py doc`", file=sys.stderr)
-            return 1
-        return 0
-    args.doc.write_text(updated, encoding="utf8")
-    print(f"wrote the precision table of {args.doc} from {args.results}")
-    return 0
+    updated = splice(current, render(result), where=str(args.doc))
+    done = doc_regions.write_or_check({args.doc: (current, updated)}, args.check, "python scripts/precision_error.py doc")
+    if done == 0 and not args.check:
+        print(f"wrote the precision table of {args.doc} from {args.results}")
+    return done
 
 
 def main(argv: list[str] | None = None) -> int:

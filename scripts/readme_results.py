@@ -1,9 +1,13 @@
-"""The README's results section, rendered from the files in a results folder and nothing else.
+"""The experiment's report, rendered from the files in a results folder and nothing else.
 
-`python scripts/report.py readme` (and `publish`) write it between `<!-- results:start -->` and
-`<!-- results:end -->`; tests/test_report.py checks that the README holds exactly what `render_section`
-returns for results/. Every sentence here states what the files say (provenance, seeds, goals met or
-not, wall times against their budgets); nothing is typed by hand and nothing reads a clock or the machine.
+`pages` is the one function that writes it: the results page (the results folder's README.md, e.g.
+results/README.md) between `<!-- results:start -->` and `<!-- results:end -->`, and the few summary lines of the
+top-level README.md (between `<!-- results-summary:start -->` and `<!-- results-summary:end -->`, and the set-up's
+sentence on how long `make main` takes, between `<!-- make-main-time:start -->` and `<!-- make-main-time:end -->`).
+`python scripts/report.py readme` (and `publish`) call it; tests/test_report.py checks that both pages hold exactly
+what it returns for results/. The regions are spliced by doc_regions.py, the lab's one marker-splicing helper.
+Every sentence here states what the files say (provenance, seeds, goals met or not, wall times against their
+budgets); nothing is typed by hand and nothing reads a clock or the machine.
 """
 
 from __future__ import annotations
@@ -13,13 +17,19 @@ import os
 import re
 from pathlib import Path
 
+import doc_regions  # scripts/, beside this one
 import looks_ledger  # scripts/, beside this one
 
 # per task: its score in `spacy evaluate` output and the score's name in tables
 TASK_SCORE = {"ner": ("ents_f", "test F1"), "pos": ("tag_acc", "test accuracy")}
-START, END = "<!-- results:start -->", "<!-- results:end -->"
-# the set-up's sentence on how long `make main` takes (make_main_claim), inline between these
-CLAIM_START, CLAIM_END = "<!-- make-main-time:start -->", "<!-- make-main-time:end -->"
+# the generated regions: the results page's report, the README's summary of it, and the README set-up's sentence on
+# how long `make main` takes (make_main_claim, inline)
+RESULTS, SUMMARY, CLAIM = "results", "results-summary", "make-main-time"
+START, END = doc_regions.markers(RESULTS)
+SUMMARY_START, SUMMARY_END = doc_regions.markers(SUMMARY)
+CLAIM_START, CLAIM_END = doc_regions.markers(CLAIM)
+# what the results page holds before its first publish (the title, the region)
+PAGE_SKELETON = f"# Results\n\n{START}\n{END}\n"
 # the project's goals for the ELMo gain (issue 12: half the gap to the full-data baseline at 10%; issue 21 adds
 # POS at 10%), judged on paired means over GOAL_SEEDS seeds
 GOALS = {("ner", "10"): 6.0, ("ner", "100"): 2.0, ("pos", "10"): 1.0}
@@ -343,8 +353,8 @@ def shared_bilm_lines(seeds_block: dict | None, all_block: dict | None) -> list[
             "`spacy project run seeds` has not been rerun on the new one yet.", ""]
 
 
-def _link(results: Path, readme: Path, name: str) -> str:
-    return Path(os.path.relpath(results / name, readme.parent)).as_posix()
+def _link(results: Path, page: Path, name: str) -> str:
+    return Path(os.path.relpath(results / name, page.parent)).as_posix()
 
 
 def _read_json(path: Path) -> dict:
@@ -383,7 +393,7 @@ def seed_counts(summary: dict) -> str:
     return f"{seeds(usual)} per cell except {', '.join(others)}"
 
 
-def test_looks_lines(results: Path, readme: Path) -> list[str]:
+def test_looks_lines(results: Path, page: Path) -> list[str]:
     """How many times each cell has been scored on test, from the ledger `results/test_looks.json`
     (scripts/evaluate_runs.py appends to it; scripts/reconstruct_test_looks.py rebuilt the earlier looks from
     git history): looks, recipes, repeats of a recipe, the commits the looks were published at, and the looks
@@ -392,7 +402,7 @@ def test_looks_lines(results: Path, readme: Path) -> list[str]:
     looks = ledger.get("looks") or []
     if not looks:
         return []
-    link = _link(results, readme, looks_ledger.LEDGER)
+    link = _link(results, page, looks_ledger.LEDGER)
     rebuilt = sum(str(entry.get("source", "")).startswith("reconstructed") for entry in looks)
     out = ["#### Test looks per cell", "",
            f"Every scoring of a model on the test set, from the ledger [{link}]({link}): {len(looks)} looks, {rebuilt} of them "
@@ -525,7 +535,7 @@ def _step_time_lines(provenance: dict | None) -> list[str]:
              "| step | minutes |", "|---|---:|"] + [f"| {label} | {m:.1f} |" for label, m in timed] + [""])
 
 
-def last_run_section(metrics: dict, results: Path, readme: Path) -> list[str]:
+def last_run_section(metrics: dict, results: Path, page: Path) -> list[str]:
     """The last one-seed `all` run: NER table, the biLM, learned layer weights, figures and step times."""
     out = ["### The last `all` run (one seed, `make main`)", ""]
     if not metrics:
@@ -538,11 +548,11 @@ def last_run_section(metrics: dict, results: Path, readme: Path) -> list[str]:
                ("layer_weights.png", "learned layer weights"), ("dev_curves.png", "dev F1 during training"))
                if (results / name).is_file()]
     if figures:
-        out += [" ".join(f"![{alt}]({_link(results, readme, name)})" for name, alt in figures), ""]
+        out += [" ".join(f"![{alt}]({_link(results, page, name)})" for name, alt in figures), ""]
     return out + _step_time_lines(metrics.get("provenance")) + all_time_lines(metrics.get("provenance")) + make_main_time_lines(metrics)
 
 
-def probe_section(results: Path, readme: Path) -> list[str]:
+def probe_section(results: Path, page: Path) -> list[str]:
     """Dev accuracy of a linear probe on each frozen biLM layer and on a learned mix, per task."""
     out = ["#### Layer probes (paper §5.3)", ""]
     probe = _read_json(results / "probe.json")
@@ -561,11 +571,11 @@ def probe_section(results: Path, readme: Path) -> list[str]:
             row("majority class", lambda t: f"{t['majority_accuracy']:.2f}"),
             row("train / dev tokens", lambda t: f"{t['train_tokens']:,} / {t['dev_tokens']:,}"), ""]
     if (results / "probe.png").is_file():
-        out += [f"![probe accuracy by layer]({_link(results, readme, 'probe.png')})", ""]
+        out += [f"![probe accuracy by layer]({_link(results, page, 'probe.png')})", ""]
     return out
 
 
-def variants_section(results: Path, readme: Path, name: str = "variants", title: str = "Language-model perplexity vs ELMo gain (dev)",
+def variants_section(results: Path, page: Path, name: str = "variants", title: str = "Language-model perplexity vs ELMo gain (dev)",
                      empty: str = "`spacy project run variants` writes `results/variants.json`: each biLM variant's held-out "
                                   "perplexity and the ELMo gain it gives on dev") -> list[str]:
     """Each variant's held-out perplexity against its paired dev gain (dev only: no test scores),
@@ -597,14 +607,14 @@ def variants_section(results: Path, readme: Path, name: str = "variants", title:
                 f"were trained at): {_gain_pm(same)}, ahead on {same['ahead_on']} of {same['n']} seeds.", ""]
     figure = "ppl_vs_gain.png" if name == "variants" else f"{name}.png"
     if (results / figure).is_file():
-        out += [f"![perplexity vs gain]({_link(results, readme, figure)})", ""]
+        out += [f"![perplexity vs gain]({_link(results, page, figure)})", ""]
     return out
 
 
-def recipes_section(results: Path, readme: Path) -> list[str]:
+def recipes_section(results: Path, page: Path) -> list[str]:
     """The recipe search of issue 21 (`spacy project run recipes`), rendered like the variants."""
     return variants_section(
-        results, readme, "recipes", "Recipe search: what the pretraining hour and the NER model buy (dev)",
+        results, page, "recipes", "Recipe search: what the pretraining hour and the NER model buy (dev)",
         "`spacy project run recipes-report` writes `results/recipes.json`: each recipe's biLM perplexity and dev gain",
     )
 
@@ -621,9 +631,9 @@ TASK_SIDE_RECIPES = (
 )
 
 
-def task_side_recipe_sections(results: Path, readme: Path) -> list[str]:
+def task_side_recipe_sections(results: Path, page: Path) -> list[str]:
     """The task-side variants (`ner-variant-train`, `pos-variant-train`) on the adopted biLM, rendered like the variants."""
-    return [line for name, title, empty in TASK_SIDE_RECIPES for line in variants_section(results, readme, name, title, empty)]
+    return [line for name, title, empty in TASK_SIDE_RECIPES for line in variants_section(results, page, name, title, empty)]
 
 
 def bilm_comparison_section(results: Path, name: str) -> list[str]:
@@ -640,7 +650,7 @@ def bilm_comparison_section(results: Path, name: str) -> list[str]:
     return out + [""]
 
 
-def similar_sections(results: Path, readme: Path) -> list[str]:
+def similar_sections(results: Path, page: Path) -> list[str]:
     """The nearest-word tables exactly as similar_report.py wrote them, and the link to the dev experiments."""
     out = []
     for name, title in (("similar.md", "Nearest words (as written by `scripts/similar_report.py`)"),
@@ -651,40 +661,74 @@ def similar_sections(results: Path, readme: Path) -> list[str]:
             out += [(results / name).read_text(encoding="utf8").rstrip("\n"), ""]
     out += bilm_comparison_section(results, "zh_recipe") + bilm_comparison_section(results, "zh_lexicon")
     if (results / "experiments.md").is_file():
-        link = _link(results, readme, "experiments.md")
+        link = _link(results, page, "experiments.md")
         out += [f"Dev-set experiments behind the settings, with what provenance they have: [{link}]({link}).", ""]
     return out
 
 
-def render_section(results: Path, readme: Path) -> str:
-    """The README's results section, from the files in `results` only (deterministic: no clock, no machine)."""
-    out = [START, "<!-- Generated by `python scripts/report.py readme` from results/; edits here are overwritten, "
-           "and tests/test_report.py fails if this differs from what it would write. -->", ""]
+GENERATED = ("<!-- Generated by `python scripts/report.py readme` from results/; edits here are overwritten, "
+             "and tests/test_report.py fails if this differs from what it would write. -->")
+
+
+def render_section(results: Path, page: Path) -> str:
+    """The results page's report (what goes between its results markers), from the files in `results` only
+    (deterministic: no clock, no machine); links are relative to `page`."""
+    out = [GENERATED, ""]
     metrics = _read_json(results / "metrics.json")
     out += headline_section(_read_json(results / "seeds.json"), metrics)
-    out += test_looks_lines(results, readme)
-    out += last_run_section(metrics, results, readme)
-    out += probe_section(results, readme) + variants_section(results, readme) + recipes_section(results, readme)
-    out += task_side_recipe_sections(results, readme)
-    out += similar_sections(results, readme)
-    out.append(END)
-    return "\n".join(out) + "\n"
+    out += test_looks_lines(results, page)
+    out += last_run_section(metrics, results, page)
+    out += probe_section(results, page) + variants_section(results, page) + recipes_section(results, page)
+    out += task_side_recipe_sections(results, page)
+    out += similar_sections(results, page)
+    return "\n" + "\n".join(out) + "\n"
 
 
-def splice(readme_text: str, section: str) -> str:
-    """readme_text with the part from START to END (and its newline) replaced by `section`."""
-    if START not in readme_text or END not in readme_text:
-        raise SystemExit(f"the README has no {START} … {END} markers to write between")
-    head, rest = readme_text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return head + section + tail.removeprefix("\n")
+def render_summary(results: Path, readme: Path, page: Path) -> str:
+    """The README's few lines on the experiment (what goes between its results-summary markers): each cell's
+    mean over seeds and paired gain on test, the goals, and a link to the full report on `page`."""
+    link = Path(os.path.relpath(page, readme.parent)).as_posix()
+    out = [GENERATED.replace("from results/;", f"from results/ (the full report: {link});"), ""]
+    summary = _read_json(results / "seeds.json").get("summary")
+    if not summary:
+        out += ["No multi-seed run recorded yet (`spacy project run seeds`).", ""]
+    else:
+        out += [f"The project's experiment, {seed_counts(summary)} on the CoNLL-2003 test set (mean ± standard deviation "
+                "over seeds; the gain paired by seed):", "",
+                "| task | train | baseline | + ELMo | paired gain |", "|---|---|---:|---:|---:|"]
+        for task in sorted(summary):
+            label = TASK_SCORE.get(task, ("", task))[1]
+            for pct, cell in sorted(summary[task].items(), key=lambda kv: int(kv[0])):
+                base, elmo, gain = cell.get("baseline"), cell.get("elmo"), cell.get("gain")
+                out.append(f"| {task} ({label}) | {pct}% | {_pm(base) if base else '–'} | {_pm(elmo) if elmo else '–'} | "
+                           f"{_gain_pm(gain) if gain else '–'} |")
+        out += [""] + cell_settings_lines(_read_json(results / "seeds.json").get("provenance")) + goal_lines(summary)
+    out += [f"How these were measured (the protocol, and which choices saw a test score), the per-seed values, the last "
+            f"`all` run, the layer probes, the recipe searches, the ledger of test-set looks and the Chinese biLM: "
+            f"[{link}]({link}).", ""]
+    return "\n" + "\n".join(out) + "\n"
+
+
+def splice(text: str, section: str, where: str = "the results page") -> str:
+    """`text` with its results region replaced by `section` (render_section's output)."""
+    return doc_regions.splice(text, RESULTS, section, where=where)
 
 
 def splice_claim(readme_text: str, results: Path) -> str:
     """readme_text with the text between CLAIM_START and CLAIM_END replaced by make_main_claim(results);
     unchanged when the README has no such markers (a README of another checkout, the smoke test's)."""
-    if CLAIM_START not in readme_text or CLAIM_END not in readme_text:
-        return readme_text
-    head, rest = readme_text.split(CLAIM_START, 1)
-    _, tail = rest.split(CLAIM_END, 1)
-    return f"{head}{CLAIM_START}{make_main_claim(results)}{CLAIM_END}{tail}"
+    return doc_regions.splice(readme_text, CLAIM, make_main_claim(results), missing_ok=True)
+
+
+def pages(results: Path, page: Path | None = None, readme: Path | None = None) -> dict[Path, tuple[str, str]]:
+    """The one writer of the experiment's report: {path: (current text, text to write)} for the results page
+    (`page`, by default the results folder's README.md: its report) and, when given, the top-level `readme` (its
+    summary lines and its sentence on `make main`'s time), every figure read from the files in `results`."""
+    page = page or results / "README.md"
+    current = page.read_text(encoding="utf8") if page.is_file() else PAGE_SKELETON
+    out = {page: (current, splice(current, render_section(results, page), where=str(page)))}
+    if readme is not None:
+        current = readme.read_text(encoding="utf8") if readme.is_file() else f"{SUMMARY_START}\n{SUMMARY_END}\n"
+        new = doc_regions.splice(current, SUMMARY, render_summary(results, readme, page), where=str(readme))
+        out[readme] = (current, splice_claim(new, results))
+    return out

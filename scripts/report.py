@@ -1,10 +1,10 @@
-"""Writes the project's results: collects them into results/ (metrics JSON, tables, figures) and writes the README's results section from them.
+"""Writes the project's results: collects them into results/ (metrics JSON, tables, figures) and writes the report from them (results/README.md, and the README's summary).
 
     python scripts/report.py collect --metrics-dir metrics --training-dir training --out results \
         --provenance bilm training metrics results
     python scripts/report.py seeds --metrics-dir metrics_seeds --out results     # mean ± std, paired gains
     python scripts/report.py publish --from work/results --results results --readme README.md
-    python scripts/report.py readme --results results --readme README.md [--check]
+    python scripts/report.py readme --results results --readme README.md [--page results/README.md] [--check]
 
 `collect` reads `spacy evaluate` outputs named `{system}_{pct}.json` (system: baseline | elmo, pct: e.g. 10, 100)
 from --metrics-dir, the trained ELMo pipelines `training/elmo_{pct}/model-best` to read each
@@ -14,10 +14,13 @@ listener's learned layer weights softmax(s) (the paper's Figure 2), and the trai
 `seeds` reads `{task}_{system}_{pct}_s{seed}.json` (task: ner | pos) and writes seeds.json: per-seed
 scores, mean ± sample std per cell, and the paired per-seed ELMo gains.
 
-`readme` writes the section that scripts/readme_results.py renders from results/ (whatever is there,
-nothing typed) into README.md between `<!-- results:start -->` and `<!-- results:end -->`; `--check`
-only compares, and exits 1 if the README's section differs from what it would write
-(tests/test_report.py runs it). `publish` copies a run's results folder into results/ and then does `readme`.
+`readme` writes what scripts/readme_results.py's `pages` renders from results/ (whatever is there, nothing
+typed): the experiment's report into the results page (`--page`, by default the results folder's README.md,
+i.e. results/README.md) between `<!-- results:start -->` and `<!-- results:end -->`, and its summary lines into
+`--readme` (README.md) between `<!-- results-summary:start -->` and `<!-- results-summary:end -->` (with the
+set-up's sentence on `make main`'s time); `--check` only compares, and exits 1 if either differs from what it
+would write (tests/test_report.py runs it). `publish` copies a run's results folder into results/ and then does
+`readme`.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from pathlib import Path
 
 from spacy_elmo.provenance import sha256 as _sha256
 
-from readme_results import END, START, TASK_SCORE, make_main_time_lines, markdown_table, render_section, splice, splice_claim
+import doc_regions
+from readme_results import TASK_SCORE, make_main_time_lines, markdown_table, pages
 
 import matplotlib
 
@@ -349,19 +353,12 @@ def cmd_seeds(args) -> int:
 
 
 def cmd_readme(args) -> int:
-    section = render_section(args.results, args.readme)
-    current = args.readme.read_text(encoding="utf8") if args.readme.is_file() else f"{START}\n{END}\n"
-    updated = splice_claim(splice(current, section), args.results)
-    if args.check:
-        if updated != current:
-            print(f"{args.readme}: the results section differs from what `python scripts/report.py readme "
-                  f"--results {args.results}` writes now: rerun it (never edit the section by hand)", file=sys.stderr)
-            return 1
-        print(f"{args.readme}: results section up to date")
-        return 0
-    args.readme.write_text(updated, encoding="utf8")
-    print(f"wrote the results section of {args.readme} from {args.results}/")
-    return 0
+    written = pages(args.results, args.page, args.readme)
+    done = doc_regions.write_or_check(written, args.check, f"python scripts/report.py readme --results {args.results}")
+    if done == 0:
+        names = " and ".join(str(path) for path in written)
+        print(f"{names}: up to date with {args.results}/" if args.check else f"wrote the report of {args.results}/ into {names}")
+    return done
 
 
 def publish_folder(source: Path, results: Path) -> dict[str, str]:
@@ -425,13 +422,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--records", type=Path, help="committed run records (train_ner.py --records): scores of runs with no score file here")
     p.set_defaults(func=cmd_seeds)
     for name, func in (("readme", cmd_readme), ("publish", cmd_publish)):
-        p = sub.add_parser(name, help="write the README's results section from a results folder"
+        p = sub.add_parser(name, help="write the results page and the README's summary from a results folder"
                            if name == "readme" else "copy a run's results folder into results/, then `readme`")
         if name == "publish":
             p.add_argument("--from", dest="source", type=Path, required=True, help="the run's results folder")
         p.add_argument("--results", type=Path, default=Path("results"))
-        p.add_argument("--readme", type=Path, default=Path("README.md"))
-        p.add_argument("--check", action="store_true", help="only compare; exit 1 if the README section is stale")
+        p.add_argument("--readme", type=Path, default=Path("README.md"), help="the page that gets the summary lines")
+        p.add_argument("--page", type=Path, help="the results page (default: the results folder's README.md)")
+        p.add_argument("--check", action="store_true", help="only compare; exit 1 if either page is stale")
         p.set_defaults(func=func)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -13,15 +13,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_SH = ROOT / "bench" / "gpu.sh"
-LOCAL = ("spacy_elmo", "bench")  # packages of this repository; tests/ modules are found by file
+LOCAL = ("spacy_elmo", "bench")  # packages of this repository; tests/ and scripts/ modules are found by file
+FLAT = ("tests", "scripts")  # folders whose modules are imported by bare name (bench's doc writers: scripts/doc_regions.py)
 
 
 def _module_file(name: str) -> Path | None:
     """The file of a module of this repository (a package's __init__.py), None for any other."""
     parts = name.split(".")
     if parts[0] not in LOCAL:
-        path = ROOT / "tests" / f"{name}.py"
-        return path if len(parts) == 1 and path.is_file() else None
+        found = [ROOT / folder / f"{name}.py" for folder in FLAT if (ROOT / folder / f"{name}.py").is_file()]
+        return found[0] if len(parts) == 1 and found else None
     base = ROOT.joinpath(*parts)
     return next((path for path in (base.with_suffix(".py"), base / "__init__.py") if path.is_file()), None)
 

@@ -86,3 +86,31 @@ def test_documented_commands_exist():
             # an unquoted glob is expanded by the shell into several arguments
             unquoted = re.findall(r"(?<=\s)([^'\"\s]*[*?][^'\"\s]*)", code)
             assert not unquoted, f"{doc.name}: quote the glob(s) {unquoted}"
+
+
+LINKED = [*DOCS, ROOT / "results" / "README.md"]  # the user's pages and the experiment's report
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's heading anchors of a Markdown file: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+\s+(.+?)\s*$", FENCE.sub("", path.read_text(encoding="utf-8")), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("doc", LINKED, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_relative_links_resolve(doc):
+    """Every relative link (and image) of README.md, docs/*.md and results/README.md names a file of the
+    repository, and every #anchor a heading of the page it points to."""
+    broken = []
+    for target in LINK.findall(FENCE.sub("", doc.read_text(encoding="utf-8"))):
+        if re.match(r"[a-z]+:", target):  # http(s), mailto: not checked offline
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (doc.parent / path).resolve() if path else doc
+        if not linked.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(f"{target}: no such heading")
+    assert not broken, f"{doc.relative_to(ROOT)}: {broken}"

@@ -89,8 +89,12 @@ def test_project_smoke_workflow(tmp_path):
     expected = {(t, s, "10", seed) for t in ("ner", "pos") for s in ("baseline", "elmo") for seed in ("s0", "s1")}
     assert set(per_seed) == expected
     published = work / "published"
+    # the report goes to the results folder's page (published/README.md); the README (vars.readme) gets its summary
+    page = (published / "README.md").read_text()
+    section = page[page.index("<!-- results:start -->"): page.index("<!-- results:end -->")]
     readme = (work / "README.md").read_text()
-    section = readme[readme.index("<!-- results:start -->"): readme.index("<!-- results:end -->")]
+    summary = readme[readme.index("<!-- results-summary:start -->"): readme.index("<!-- results-summary:end -->")]
+    assert "[published/README.md](published/README.md)" in summary
     seeds = json.loads((published / "seeds.json").read_text())
     assert "### Headline: every cell with 2 seeds, mean ± standard deviation and paired gains" in section
     for task, pct in (("ner", "10"), ("pos", "10")):
@@ -103,6 +107,7 @@ def test_project_smoke_workflow(tmp_path):
         assert cell["gain"]["per_seed"] == {"0": gains[0], "1": gains[1]}
         gain = f"{round(statistics.fmean(gains), 2):+.2f} ± {round(statistics.stdev(gains), 2):.2f} (n=2)"
         assert f"| {task} " in section and gain in section, (gain, section)
+        assert gain in summary, (gain, summary)
         assert f"{round(statistics.fmean(elmo), 2):.2f} ± {round(statistics.stdev(elmo), 2):.2f} (n=2)" in section
         assert f"s1: {base[1]:.2f} / {elmo[1]:.2f} / {gains[1]:+.2f}" in section
     assert "DIRTY TREE" in section or "(clean tree)" in section
@@ -138,9 +143,9 @@ def test_project_smoke_workflow(tmp_path):
     row = next(line for line in section.splitlines() if line.startswith("| 1 step |"))
     assert row.startswith(f"| 1 step | {one_step['pretrain_minutes']:.1f} | {one_step['heldout_ppl']:.1f} |")
     assert row.endswith(f"| {gain:+.2f} (n=1, no spread) |")  # one seed, said so
-    assert "![perplexity vs gain](published/ppl_vs_gain.png)" in section
+    assert "![perplexity vs gain](ppl_vs_gain.png)" in section  # relative to the page, published/README.md
     assert (published / "ppl_vs_gain.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # the published README section is exactly what the report script writes from the published results
+    # the published page and the README's summary are exactly what the report script writes from the published results
     check = subprocess.run(
         [sys.executable, str(project / "scripts" / "report.py"), "readme", "--check", "--results", str(published),
          "--readme", str(work / "README.md")], capture_output=True, text=True, env=env,

@@ -1,4 +1,5 @@
-"""scripts/report.py: the README's results section is generated from results/, never typed."""
+"""scripts/report.py: the experiment's report (results/README.md) and the README's summary of it are generated from
+results/, never typed."""
 
 from __future__ import annotations
 
@@ -39,10 +40,13 @@ def _check(results: Path, readme: Path) -> subprocess.CompletedProcess:
 
 
 def test_readme_results_section_is_what_the_report_writes_now(readme_results):
-    """Byte for byte: README.md between the markers == render_section(results/)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf8")
-    section = readme_results.render_section(ROOT / "results", ROOT / "README.md")
-    assert readme_results.splice(readme, section) == readme, "README results section is stale: run `python scripts/report.py readme`"
+    """Byte for byte: results/README.md between the markers == render_section(results/), and README.md's summary
+    and set-up sentence == what the same writer (`pages`) gives."""
+    page = (ROOT / "results" / "README.md").read_text(encoding="utf8")
+    section = readme_results.render_section(ROOT / "results", ROOT / "results" / "README.md")
+    assert readme_results.splice(page, section) == page, "results/README.md is stale: run `python scripts/report.py readme`"
+    for path, (current, new) in readme_results.pages(ROOT / "results", readme=ROOT / "README.md").items():
+        assert new == current, f"{path} is stale: run `python scripts/report.py readme`"
     done = _check(ROOT / "results", ROOT / "README.md")
     assert done.returncode == 0, done.stderr
     # every published result now carries its provenance; one without it would be said to lack it
@@ -55,22 +59,54 @@ def test_readme_results_section_is_what_the_report_writes_now(readme_results):
 def test_check_fails_on_a_hand_edit_or_a_changed_result(report, tmp_path):
     results, readme = tmp_path / "results", tmp_path / "README.md"
     shutil.copytree(ROOT / "results", results)
-    readme.write_text("intro\n\n<!-- results:start -->\n<!-- results:end -->\n\nafter\n", encoding="utf8")
+    page = results / "README.md"
+    page.write_text("intro\n\n<!-- results:start -->\n<!-- results:end -->\n\nafter\n", encoding="utf8")
+    readme.write_text("top\n\n<!-- results-summary:start -->\n<!-- results-summary:end -->\n\nend\n", encoding="utf8")
     assert subprocess.run([sys.executable, str(REPORT), "readme", "--results", str(results), "--readme", str(readme)]).returncode == 0
-    text = readme.read_text(encoding="utf8")
+    text = page.read_text(encoding="utf8")
     assert text.startswith("intro\n\n<!-- results:start -->") and text.endswith("<!-- results:end -->\n\nafter\n")
-    assert "![F1 by training fraction](results/f1_by_fraction.png)" in text
+    assert "![F1 by training fraction](f1_by_fraction.png)" in text  # links relative to the page
+    summary = readme.read_text(encoding="utf8")
+    assert summary.startswith("top\n\n<!-- results-summary:start -->") and summary.endswith("<!-- results-summary:end -->\n\nend\n")
+    assert "[results/README.md](results/README.md)" in summary and "| ner (test F1) | 10% |" in summary
     assert _check(results, readme).returncode == 0
-    typed = re.sub(r"(\| elmo \| )(\d+\.\d+)", lambda m: m.group(1) + f"{float(m.group(2)) + 2:.2f}", text, count=1)
-    assert typed != text
-    readme.write_text(typed, encoding="utf8")  # a typed number
-    done = _check(results, readme)
-    assert done.returncode == 1 and "differs" in done.stderr
-    readme.write_text(text, encoding="utf8")
+    for path, before in ((page, text), (readme, summary)):
+        typed = re.sub(r"(\| (?:elmo|ner \(test F1\) \| 10%) \| )(\d+\.\d+)", lambda m: m.group(1) + f"{float(m.group(2)) + 2:.2f}",
+                       before, count=1)
+        assert typed != before
+        path.write_text(typed, encoding="utf8")  # a typed number
+        done = _check(results, readme)
+        assert done.returncode == 1 and "differs" in done.stderr and str(path) in done.stderr
+        path.write_text(before, encoding="utf8")
     metrics = json.loads((results / "metrics.json").read_text())
-    metrics["ner"]["elmo"]["10"]["ents_f"] = 71.0  # a result changed, the README not regenerated
+    metrics["ner"]["elmo"]["10"]["ents_f"] = 71.0  # a result changed, the report not regenerated
     (results / "metrics.json").write_text(json.dumps(metrics))
     assert _check(results, readme).returncode == 1
+    seeds = json.loads((results / "seeds.json").read_text())
+    seeds["summary"]["ner"]["10"]["gain"]["mean"] = 9.99  # a headline figure changed: both pages are stale
+    (results / "seeds.json").write_text(json.dumps(seeds))
+    written = report.main(["readme", "--results", str(results), "--readme", str(readme)])
+    assert written == 0 and "+9.99" in readme.read_text(encoding="utf8") and "+9.99" in page.read_text(encoding="utf8")
+
+
+def test_one_helper_splices_every_generated_region(script):
+    """scripts/doc_regions.py is the one marker-splicing helper: the report, the bench writers and the precision
+    table all go through it, and it keeps the text outside the markers as it was."""
+    regions = script("doc_regions")
+    text = "a <!-- x:start -->old<!-- x:end --> b"
+    assert regions.splice(text, "x", "new") == "a <!-- x:start -->new<!-- x:end --> b"
+    assert regions.region(regions.splice(text, "x", "\nnew\n"), "x") == "\nnew\n"
+    assert regions.splice("no markers", "x", "new", missing_ok=True) == "no markers"
+    with pytest.raises(SystemExit, match="page.md has no <!-- x:start -->"):
+        regions.splice("no markers", "x", "new", where="page.md")
+    writers = {"scripts/readme_results.py", "scripts/report.py", "scripts/precision_error.py", "bench/performance_doc.py",
+               "bench/readme_speed.py"}
+    for name in writers:
+        assert "import doc_regions" in (ROOT / name).read_text(encoding="utf8"), name
+    # no other module splits text at a start marker itself
+    others = [p.relative_to(ROOT).as_posix() for folder in ("scripts", "bench", "spacy_elmo") for p in (ROOT / folder).rglob("*.py")
+              if p.name != "doc_regions.py" and re.search(r"\.split\((?:START|[A-Z_]*_START|start)\b", p.read_text(encoding="utf8"))]
+    assert others == []
 
 
 def _record(commit="a" * 40, dirty=(), start="2026-11-27T10:00:00Z", end="2026-11-27T10:30:00Z", seed=0):
