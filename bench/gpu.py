@@ -342,7 +342,7 @@ def main(argv=None) -> int:
     if "inference" in parts:
         report["inference"] = inference(model, 128, 4, repeats, rates)
         save()
-    from spacy_elmo.modeling_elmo import LSTM_IMPLEMENTATIONS
+    from spacy_elmo.lstm_implementations import LSTM_IMPLEMENTATIONS
 
     trainers = [name for name in LSTM_IMPLEMENTATIONS if name in ("eager", "fused")]
     if "training" in parts:

@@ -17,7 +17,7 @@ from transformers import PreTrainedConfig
 
 # Which code evaluates the biLSTM, as `attn_implementation` chooses attention kernels in HF: a
 # run-time choice (a `from_pretrained` / `ElmoConfig` keyword, or set on `model.config`), never
-# written to config.json. The table of kernels is `modeling_elmo.LSTM_IMPLEMENTATIONS`.
+# written to config.json. The table of kernels is `lstm_implementations.LSTM_IMPLEMENTATIONS`.
 LstmImplementation = Literal["auto", "eager", "packed", "fused", "cuda_graphs"]
 RUNTIME_FIELDS = ("lstm_implementation",)
 

@@ -29,6 +29,7 @@ from . import kernels, model_directory
 from .quiet import quiet_hf
 from .characters import WORD_BOS, WORD_EOS, WORD_UNK, sentence_boundaries
 from .configuration_elmo import ElmoConfig, config_error_message, read_json_object
+from .lstm_implementations import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
 
 
 class ElmoState(NamedTuple):
@@ -309,123 +310,38 @@ class ElmoBiLstm(nn.Module):
 
         Returns one [batch, time, 2·projection_dim] output per layer (zero at padding) and,
         if asked, the state after each row's last token. Computed by the kernel
-        `LSTM_IMPLEMENTATIONS[self.implementation(...)]`; all of them compute `bilstm_eager`.
+        `LSTM_IMPLEMENTATIONS[self.implementation(...)]`; all of them compute `run_layers`.
         """
         implementation = self.implementation(tokens, initial_state)
         state = initial_state if initial_state is not None else self.zero_state(tokens.shape[0], tokens)
         return LSTM_IMPLEMENTATIONS[implementation](self, tokens, mask, state, return_state)
 
-
-def resolve_lstm_implementation(choice: str, *, needs_grad: bool, training: bool, autocast: bool, device_type: str) -> str:
-    """The kernel for a choice of `config.lstm_implementation` (a pure function of its arguments).
-
-    "auto" is an inference kernel when nothing can need a gradient (inputs, initial state, *any*
-    parameter) and the model is in eval mode, else the training kernel "fused" (dropout stays
-    outside the kernels), or "eager" under autocast (fused computes in fp32). The inference kernel
-    is "packed", except on CUDA under autocast, where "eager" (both directions in one batched
-    product per step) ran 2.1x faster on an H100 (bench/RESULTS.md). An explicit choice that
-    cannot run here raises `RuntimeError`.
-    """
-    if choice == "auto":
-        if not (needs_grad or training):
-            return "eager" if autocast and device_type == "cuda" else "packed"
-        return "eager" if autocast else "fused"
-    if choice not in LSTM_IMPLEMENTATIONS:
-        raise ValueError(f"lstm_implementation must be 'auto' or one of {sorted(LSTM_IMPLEMENTATIONS)}, got {choice!r}")
-    if choice in ("packed", "cuda_graphs") and needs_grad:
-        raise RuntimeError(
-            f"lstm_implementation={choice!r} is an inference kernel without autograd, but a gradient "
-            "is needed here; use 'eager' or 'auto', or run under torch.no_grad()"
-        )
-    if choice == "cuda_graphs" and (device_type != "cuda" or training):
-        raise RuntimeError(
-            "lstm_implementation='cuda_graphs' runs inference (eval mode) on a CUDA device; "
-            f"the inputs are on {device_type} and the model is in {'train' if training else 'eval'} mode"
-        )
-    return choice
-
-
-# --- the biLSTM kernels: one signature (bilstm, tokens, mask, state, return_state) → (layers, final state)
-
-
-def bilstm_eager(
-    bilstm: ElmoBiLstm, tokens: torch.Tensor, mask: torch.Tensor, state: ElmoState, return_state: bool, fused: bool = False
-) -> tuple[list[torch.Tensor], ElmoState | None]:
-    """The definition: both directions step by step (the backward one over each row reversed
-    within its length), layer after layer, with residual connections from layer 1 up.  With
-    `fused`, each layer runs as one autograd Function (`ElmoLstmLayer.forward_fused`)."""
-    batch, steps, _ = tokens.shape
-    lengths = mask.sum(dim=1)
-    rev = _reverse_index(lengths, steps)
-    gather = rev.unsqueeze(-1).expand(-1, -1, tokens.shape[-1])
-    x = torch.stack([tokens, tokens.gather(1, gather)])
-    finals_h, finals_c, outputs = [], [], []
-    for index, layer in enumerate(bilstm.layers):
-        run = layer.forward_fused if fused else layer  # the same function
-        out, (h, c) = run(
-            bilstm.dropout(x), (state.h[index], state.c[index]), lengths if return_state else None
-        )
-        if bilstm.use_skip_connections and index > 0:
-            out = out + x
-        outputs.append(out)
-        finals_h.append(h)
-        finals_c.append(c)
-        x = out
-    keep = mask.unsqueeze(-1).to(tokens.dtype)
-    gather = rev.unsqueeze(-1).expand(-1, -1, bilstm.config.projection_dim)
-    layers = [torch.cat([out[0], out[1].gather(1, gather)], dim=-1) * keep for out in outputs]
-    final = ElmoState(torch.stack(finals_h), torch.stack(finals_c)) if return_state else None
-    return layers, final
-
-
-def bilstm_fused(bilstm, tokens, mask, state, return_state):
-    """`bilstm_eager` with each layer as one autograd Function (`kernels.lstm_layer_fused`): training."""
-    return bilstm_eager(bilstm, tokens, mask, state, return_state, fused=True)
-
-
-def bilstm_packed(bilstm, tokens, mask, state, return_state):
-    """`bilstm_eager` over a packed, length-sorted batch, in place, without autograd (`kernels.packed_lstm`)."""
-    layers, final = kernels.bilstm_packed(
-        [layer.kernel_weights() for layer in bilstm.layers], tokens, mask, state.h, state.c,
-        skip_connections=bilstm.use_skip_connections, dropout=bilstm.dropout, return_state=return_state,
-    )
-    return layers, ElmoState(*final) if final is not None else None
-
-
-def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
-    """`bilstm_eager` replayed from a CUDA graph captured per bucketed (batch, steps): extra rows are
-    empty and extra steps padding, which leave the real rows' values unchanged."""
-    batch, steps, dim = tokens.shape
-    rows, time = kernels.cuda_graphs.bucket(batch), kernels.cuda_graphs.bucket(steps)
-    padded = tokens.new_zeros(rows, time, dim)
-    padded[:batch, :steps] = tokens
-    padded_mask = mask.new_zeros(rows, time)
-    padded_mask[:batch, :steps] = mask
-    h = state.h.new_zeros(*state.h.shape[:2], rows, state.h.shape[-1])
-    c = state.c.new_zeros(*state.c.shape[:2], rows, state.c.shape[-1])
-    h[:, :, :batch], c[:, :, :batch] = state.h, state.c
-    key = (
-        rows, time, tokens.dtype, mask.dtype, return_state, torch.is_autocast_enabled("cuda"),
-        kernels.autocast_dtype("cuda"), tuple(p.data_ptr() for p in bilstm.parameters()),
-    )
-
-    def run(x, m, h0, c0):
-        layers, final = bilstm_eager(bilstm, x, m, ElmoState(h0, c0), return_state)
-        return layers + (list(final) if final is not None else [])
-
-    outputs = kernels.cuda_graphs.graphed_call(bilstm, key, run, [padded, padded_mask, h, c])
-    layers = [out[:batch, :steps] for out in outputs[: len(bilstm.layers)]]
-    final = ElmoState(*(t[:, :, :batch] for t in outputs[len(bilstm.layers) :])) if return_state else None
-    return layers, final
-
-
-# name → kernel, as HF's ALL_ATTENTION_FUNCTIONS; `config.lstm_implementation` names one (or "auto")
-LSTM_IMPLEMENTATIONS = {
-    "eager": bilstm_eager,
-    "fused": bilstm_fused,
-    "packed": bilstm_packed,
-    "cuda_graphs": bilstm_cuda_graphs,
-}
+    def run_layers(
+        self, tokens: torch.Tensor, mask: torch.Tensor, state: ElmoState, return_state: bool, fused: bool = False
+    ) -> tuple[list[torch.Tensor], ElmoState | None]:
+        """The definition (the "eager" kernel): both directions step by step (the backward one over
+        each row reversed within its length), layer after layer, with residual connections from
+        layer 1 up.  With `fused`, each layer runs as one autograd Function (`ElmoLstmLayer.forward_fused`)."""
+        batch, steps, _ = tokens.shape
+        lengths = mask.sum(dim=1)
+        rev = _reverse_index(lengths, steps)
+        gather = rev.unsqueeze(-1).expand(-1, -1, tokens.shape[-1])
+        x = torch.stack([tokens, tokens.gather(1, gather)])
+        finals_h, finals_c, outputs = [], [], []
+        for index, layer in enumerate(self.layers):
+            run = layer.forward_fused if fused else layer  # the same function
+            out, (h, c) = run(self.dropout(x), (state.h[index], state.c[index]), lengths if return_state else None)
+            if self.use_skip_connections and index > 0:
+                out = out + x
+            outputs.append(out)
+            finals_h.append(h)
+            finals_c.append(c)
+            x = out
+        keep = mask.unsqueeze(-1).to(tokens.dtype)
+        gather = rev.unsqueeze(-1).expand(-1, -1, self.config.projection_dim)
+        layers = [torch.cat([out[0], out[1].gather(1, gather)], dim=-1) * keep for out in outputs]
+        final = ElmoState(torch.stack(finals_h), torch.stack(finals_c)) if return_state else None
+        return layers, final
 
 
 def scalar_mix(layers: Sequence[torch.Tensor] | torch.Tensor, scalar_parameters: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,116 @@
+"""Which code evaluates the biLSTM: the table of kernels, as Hugging Face's `ALL_ATTENTION_FUNCTIONS`
+sits apart from `modeling_bert.py`.
+
+`config.lstm_implementation` names an entry of `LSTM_IMPLEMENTATIONS` (or "auto", which
+`resolve_lstm_implementation` turns into one); `ElmoBiLstm.forward` calls it. Every entry has one
+signature, `(bilstm, tokens, mask, state, return_state) -> (layers, final state or None)`, and
+computes the same function: the definition, `ElmoBiLstm.run_layers` in `modeling_elmo.py` (the
+"eager" entry). The others run it faster through `kernels/`.
+
+This module imports nothing from the model (the model imports it): an adapter reaches the network
+through the `bilstm` it is given, and builds its final state with the type of the `state` it is
+given (`ElmoState`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import kernels
+
+
+def resolve_lstm_implementation(choice: str, *, needs_grad: bool, training: bool, autocast: bool, device_type: str) -> str:
+    """The kernel for a choice of `config.lstm_implementation` (a pure function of its arguments).
+
+    "auto" is an inference kernel when nothing can need a gradient (inputs, initial state, *any*
+    parameter) and the model is in eval mode, else the training kernel "fused" (dropout stays
+    outside the kernels), or "eager" under autocast (fused computes in fp32). The inference kernel
+    is "packed", except on CUDA under autocast, where "eager" (both directions in one batched
+    product per step) ran 2.1x faster on an H100 (bench/RESULTS.md). An explicit choice that
+    cannot run here raises `RuntimeError`.
+    """
+    if choice == "auto":
+        if not (needs_grad or training):
+            return "eager" if autocast and device_type == "cuda" else "packed"
+        return "eager" if autocast else "fused"
+    if choice not in LSTM_IMPLEMENTATIONS:
+        raise ValueError(f"lstm_implementation must be 'auto' or one of {sorted(LSTM_IMPLEMENTATIONS)}, got {choice!r}")
+    if choice in ("packed", "cuda_graphs") and needs_grad:
+        raise RuntimeError(
+            f"lstm_implementation={choice!r} is an inference kernel without autograd, but a gradient "
+            "is needed here; use 'eager' or 'auto', or run under torch.no_grad()"
+        )
+    if choice == "cuda_graphs" and (device_type != "cuda" or training):
+        raise RuntimeError(
+            "lstm_implementation='cuda_graphs' runs inference (eval mode) on a CUDA device; "
+            f"the inputs are on {device_type} and the model is in {'train' if training else 'eval'} mode"
+        )
+    return choice
+
+
+# --- the biLSTM kernels: one signature (bilstm, tokens, mask, state, return_state) → (layers, final state)
+
+
+def bilstm_eager(bilstm, tokens, mask, state, return_state):
+    """The definition, `ElmoBiLstm.run_layers`: both directions step by step, layer after layer."""
+    return bilstm.run_layers(tokens, mask, state, return_state)
+
+
+def bilstm_fused(bilstm, tokens, mask, state, return_state):
+    """`bilstm_eager` with each layer as one autograd Function (`kernels.lstm_layer_fused`): training."""
+    return bilstm.run_layers(tokens, mask, state, return_state, fused=True)
+
+
+def bilstm_packed(bilstm, tokens, mask, state, return_state):
+    """`bilstm_eager` over a packed, length-sorted batch, in place, without autograd (`kernels.packed_lstm`)."""
+    layers, final = kernels.bilstm_packed(
+        [layer.kernel_weights() for layer in bilstm.layers], tokens, mask, state.h, state.c,
+        skip_connections=bilstm.use_skip_connections, dropout=bilstm.dropout, return_state=return_state,
+    )
+    return layers, type(state)(*final) if final is not None else None
+
+
+def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
+    """`bilstm_eager` replayed from a CUDA graph captured per bucketed (batch, steps): extra rows are
+    empty and extra steps padding, which leave the real rows' values unchanged."""
+    batch, steps, dim = tokens.shape
+    rows, time = kernels.cuda_graphs.bucket(batch), kernels.cuda_graphs.bucket(steps)
+    padded = tokens.new_zeros(rows, time, dim)
+    padded[:batch, :steps] = tokens
+    padded_mask = mask.new_zeros(rows, time)
+    padded_mask[:batch, :steps] = mask
+    h = state.h.new_zeros(*state.h.shape[:2], rows, state.h.shape[-1])
+    c = state.c.new_zeros(*state.c.shape[:2], rows, state.c.shape[-1])
+    h[:, :, :batch], c[:, :, :batch] = state.h, state.c
+    key = (
+        rows, time, tokens.dtype, mask.dtype, return_state, torch.is_autocast_enabled("cuda"),
+        kernels.autocast_dtype("cuda"), tuple(p.data_ptr() for p in bilstm.parameters()),
+    )
+    State = type(state)
+
+    def run(x, m, h0, c0):
+        layers, final = bilstm_eager(bilstm, x, m, State(h0, c0), return_state)
+        return layers + (list(final) if final is not None else [])
+
+    outputs = kernels.cuda_graphs.graphed_call(bilstm, key, run, [padded, padded_mask, h, c])
+    layers = [out[:batch, :steps] for out in outputs[: len(bilstm.layers)]]
+    final = State(*(t[:, :, :batch] for t in outputs[len(bilstm.layers) :])) if return_state else None
+    return layers, final
+
+
+# name → kernel, as HF's ALL_ATTENTION_FUNCTIONS; `config.lstm_implementation` names one (or "auto")
+LSTM_IMPLEMENTATIONS = {
+    "eager": bilstm_eager,
+    "fused": bilstm_fused,
+    "packed": bilstm_packed,
+    "cuda_graphs": bilstm_cuda_graphs,
+}
+
+__all__ = [
+    "LSTM_IMPLEMENTATIONS",
+    "resolve_lstm_implementation",
+    "bilstm_eager",
+    "bilstm_fused",
+    "bilstm_packed",
+    "bilstm_cuda_graphs",
+]
