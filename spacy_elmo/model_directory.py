@@ -1,4 +1,5 @@
-"""The one writer of a model directory: weights, config, tokenizer and model card, together.
+"""A model directory: its one writer (weights, config, tokenizer and model card, together), and the
+checks a directory passes when it is read.
 
 `save_model_directory(directory, model, tokenizer, card=...)` writes
 
@@ -14,17 +15,26 @@ install or a `spacy package` archive must be readable by other users; safetensor
 README.md that this package did not write (no `model_card.CARD_MARK` line) is kept, with one logged line.
 `ElmoModel.save_pretrained` / `push_to_hub`, `spacy-elmo convert`, pretraining, its checkpoints and
 the spaCy component all write through it.
+
+`load_strict` makes `ElmoModel.from_pretrained` strict: a config.json with unknown fields or another
+model type, missing or mis-shaped tensors and NaN/inf weights raise `ElmoLoadError` naming the file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import stat
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+import torch
+from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
+
+from .configuration_elmo import ElmoConfig, config_error_message, read_json_object
 from .model_card import CARD_NAME, write_model_card
 from .quiet import quiet_hf
 
@@ -159,4 +169,74 @@ def push_to_hub(
         )
 
 
-__all__ = ["save_model_directory", "default_tokenizer", "save_pretrained", "push_to_hub"]
+# --- the checks of a model directory being read (ElmoPreTrainedModel.from_pretrained) ------------
+
+
+class ElmoLoadError(ValueError):
+    """A saved model (config.json + safetensors) is invalid or incomplete."""
+
+
+def check_config_file(source: str) -> None:
+    """Rejects a local config.json with unknown fields or the wrong model type, naming the file."""
+    path = Path(source) / "config.json"
+    if not path.is_file():
+        return
+    data = read_json_object(path, ElmoLoadError)
+    if data.get("model_type", "elmo") != "elmo":
+        raise ElmoLoadError(f"{path}: model_type is {data.get('model_type')!r}, expected 'elmo'")
+    known = {f.name for f in dataclasses.fields(ElmoConfig)} | {"model_type"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ElmoLoadError(f"{path}: unknown field(s) {unknown}; known ELMo fields are {sorted(known)}")
+
+
+def weights_name(source: str) -> str:
+    """The weights file of a local directory (what an error should name), else `source` itself."""
+    for name in ("model.safetensors", "model.safetensors.index.json"):
+        if (Path(source) / name).is_file():
+            return str(Path(source) / name)
+    return source
+
+
+def ignore_patterns(prefixes: Sequence[str]) -> list[str]:
+    """`_keys_to_ignore_on_load_missing` for the tensors under these name prefixes."""
+    return [rf"^{re.escape(prefix)}" for prefix in prefixes]
+
+
+def load_strict(load: Callable[..., tuple[Any, dict]], source: str, optional_weights: Sequence[str]) -> tuple[Any, dict]:
+    """(model, loading info) from `load(output_loading_info=True, ignore_mismatched_sizes=True)`
+    (HF's `from_pretrained`: safetensors, `weights_only=True`), made strict: a bad config.json,
+    tensors missing (other than those under the `optional_weights` prefixes) or mis-shaped, and
+    NaN/inf weights raise `ElmoLoadError` naming `source` or its weights file."""
+    check_config_file(source)
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its LOAD REPORT table: the errors below say it in one line
+    try:
+        # mis-shaped tensors are reported in the loading info (and refused below), not raised
+        with quiet_hf():
+            model, info = load(output_loading_info=True, ignore_mismatched_sizes=True)
+    except (StrictDataclassClassValidationError, StrictDataclassFieldValidationError, ValueError, TypeError) as err:
+        if isinstance(err, ElmoLoadError):
+            raise
+        raise ElmoLoadError(f"{source}: invalid config.json: {config_error_message(err)}") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    weights = weights_name(source)
+    if info.get("mismatched_keys"):
+        shapes = [f"{name}: file {tuple(found)}, config.json {tuple(want)}" for name, found, want in sorted(info["mismatched_keys"])[:4]]
+        raise ElmoLoadError(f"{weights}: weight shapes do not match config.json ({'; '.join(shapes)})")
+    missing = [k for k in info["missing_keys"] if not k.startswith(tuple(optional_weights))]
+    if missing:
+        raise ElmoLoadError(f"{weights}: the weights file lacks tensors {sorted(missing)[:8]} required by config.json")
+    bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
+    if bad:
+        raise ElmoLoadError(f"{weights}: weights contain NaN/inf values in {bad[:8]}")
+    return model, info
+
+
+__all__ = [
+    "save_model_directory", "default_tokenizer", "save_pretrained", "push_to_hub",
+    "ElmoLoadError", "check_config_file", "weights_name", "ignore_patterns", "load_strict",
+]

@@ -12,24 +12,21 @@ reproduced).
 
 from __future__ import annotations
 
-import dataclasses
-import re
+import functools
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
-from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
 from . import kernels, model_directory
-from .quiet import quiet_hf
 from .characters import WORD_BOS, WORD_EOS, WORD_UNK, sentence_boundaries
-from .configuration_elmo import ElmoConfig, config_error_message, read_json_object
+from .configuration_elmo import ElmoConfig
 from .lstm_implementations import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
+from .model_directory import ElmoLoadError
 
 
 class ElmoState(NamedTuple):
@@ -432,36 +429,6 @@ def add_sentence_boundaries(
     return out, new_mask, word_ids
 
 
-class ElmoLoadError(ValueError):
-    """A saved model (config.json + safetensors) is invalid or incomplete."""
-
-
-def _check_config_file(source: str) -> None:
-    """Rejects a local config.json with unknown fields or the wrong model type, naming the file."""
-    path = Path(source) / "config.json"
-    if not path.is_file():
-        return
-    data = read_json_object(path, ElmoLoadError)
-    if data.get("model_type", "elmo") != "elmo":
-        raise ElmoLoadError(f"{path}: model_type is {data.get('model_type')!r}, expected 'elmo'")
-    known = {f.name for f in dataclasses.fields(ElmoConfig)} | {"model_type"}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ElmoLoadError(f"{path}: unknown field(s) {unknown}; known ELMo fields are {sorted(known)}")
-
-
-def _weights_name(source: str) -> str:
-    """The weights file of a local directory (what an error should name), else `source` itself."""
-    for name in ("model.safetensors", "model.safetensors.index.json"):
-        if (Path(source) / name).is_file():
-            return str(Path(source) / name)
-    return source
-
-
-def _ignore_patterns(prefixes: Sequence[str]) -> list[str]:
-    return [rf"^{re.escape(prefix)}" for prefix in prefixes]
-
-
 class ElmoPreTrainedModel(PreTrainedModel):
     """Shared HF machinery: config class, weight init, safetensors save/load."""
 
@@ -473,7 +440,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
     # table for them), never silently for the biLM itself; e.g. new scalar mixes from
     # `from_pretrained(path, num_output_representations=2)`
     _optional_weights = ("scalar_mixes.", "elmo.scalar_mixes.")
-    _keys_to_ignore_on_load_missing = _ignore_patterns(_optional_weights)
+    _keys_to_ignore_on_load_missing = model_directory.ignore_patterns(_optional_weights)
     # save_pretrained / push_to_hub write a complete model directory (spacy_elmo.model_directory)
     save_pretrained = model_directory.save_pretrained
     push_to_hub = model_directory.push_to_hub
@@ -482,39 +449,14 @@ class ElmoPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        """HF loading (safetensors, `weights_only=True`) made strict: a bad config.json, missing or
-        mis-shaped tensors and NaN/inf weights raise `ElmoLoadError` naming the source.
-        `lstm_implementation=` chooses the biLSTM kernel (a run-time setting, never read from the file)."""
-        source = str(pretrained_model_name_or_path)
+        """HF loading (safetensors, `weights_only=True`) made strict (`model_directory.load_strict`):
+        a bad config.json, missing or mis-shaped tensors and NaN/inf weights raise `ElmoLoadError`
+        naming the source. `lstm_implementation=` chooses the biLSTM kernel (a run-time setting,
+        never read from the file)."""
         want_info = kwargs.pop("output_loading_info", False)
-        kwargs.pop("ignore_mismatched_sizes", None)  # mis-shaped tensors are always refused (below)
-        _check_config_file(source)
-        from transformers.utils import logging as hf_logging
-
-        verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()  # its LOAD REPORT table: the errors below say it in one line
-        try:
-            # mis-shaped tensors are reported in the loading info (and refused below), not raised
-            with quiet_hf():
-                model, info = super().from_pretrained(
-                    pretrained_model_name_or_path, *args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
-                )
-        except (StrictDataclassClassValidationError, StrictDataclassFieldValidationError, ValueError, TypeError) as err:
-            if isinstance(err, ElmoLoadError):
-                raise
-            raise ElmoLoadError(f"{source}: invalid config.json: {config_error_message(err)}") from None
-        finally:
-            hf_logging.set_verbosity(verbosity)
-        weights = _weights_name(source)
-        if info.get("mismatched_keys"):
-            shapes = [f"{name}: file {tuple(found)}, config.json {tuple(want)}" for name, found, want in sorted(info["mismatched_keys"])[:4]]
-            raise ElmoLoadError(f"{weights}: weight shapes do not match config.json ({'; '.join(shapes)})")
-        missing = [k for k in info["missing_keys"] if not k.startswith(cls._optional_weights)]
-        if missing:
-            raise ElmoLoadError(f"{weights}: the weights file lacks tensors {sorted(missing)[:8]} required by config.json")
-        bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
-        if bad:
-            raise ElmoLoadError(f"{weights}: weights contain NaN/inf values in {bad[:8]}")
+        kwargs.pop("ignore_mismatched_sizes", None)  # mis-shaped tensors are always refused (load_strict)
+        load = functools.partial(super().from_pretrained, pretrained_model_name_or_path, *args, **kwargs)
+        model, info = model_directory.load_strict(load, str(pretrained_model_name_or_path), cls._optional_weights)
         return (model, info) if want_info else model
 
     @torch.no_grad()
@@ -693,7 +635,7 @@ class ElmoForBidirectionalLM(ElmoPreTrainedModel):
     BOS_ID, EOS_ID, UNK_ID = WORD_BOS, WORD_EOS, WORD_UNK
     # an encoder-only checkpoint can seed LM training: the head then starts fresh
     _optional_weights = ElmoPreTrainedModel._optional_weights + ("lm_head.",)
-    _keys_to_ignore_on_load_missing = _ignore_patterns(_optional_weights)
+    _keys_to_ignore_on_load_missing = model_directory.ignore_patterns(_optional_weights)
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)

@@ -100,7 +100,7 @@ def bilm_from_bytes(data: bytes, device: Optional[torch.device] = None):
 
     Also reads release 0.1.0's bytes, {"config": config.json text, "weights": safetensors}.
     """
-    from ..modeling_elmo import ElmoLoadError
+    from ..model_directory import ElmoLoadError
 
     msg = srsly.msgpack_loads(data)
     if not isinstance(msg, dict) or not ("files" in msg or "config" in msg):
