@@ -8,8 +8,7 @@ computes the same function: the definition, `ElmoBiLstm.run_layers` in `modeling
 "eager" entry). The others run it faster through `kernels/`.
 
 This module imports nothing from the model (the model imports it): an adapter reaches the network
-through the `bilstm` it is given, and builds its final state with the type of the `state` it is
-given (`ElmoState`).
+through the `bilstm` it is given.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from . import kernels
+from .modeling_outputs import ElmoState
 
 
 def resolve_lstm_implementation(choice: str, *, needs_grad: bool, training: bool, autocast: bool, device_type: str) -> str:
@@ -67,7 +67,7 @@ def bilstm_packed(bilstm, tokens, mask, state, return_state):
         [layer.kernel_weights() for layer in bilstm.layers], tokens, mask, state.h, state.c,
         skip_connections=bilstm.use_skip_connections, dropout=bilstm.dropout, return_state=return_state,
     )
-    return layers, type(state)(*final) if final is not None else None
+    return layers, ElmoState(*final) if final is not None else None
 
 
 def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
@@ -86,15 +86,14 @@ def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
         rows, time, tokens.dtype, mask.dtype, return_state, torch.is_autocast_enabled("cuda"),
         kernels.autocast_dtype("cuda"), tuple(p.data_ptr() for p in bilstm.parameters()),
     )
-    State = type(state)
 
     def run(x, m, h0, c0):
-        layers, final = bilstm_eager(bilstm, x, m, State(h0, c0), return_state)
+        layers, final = bilstm_eager(bilstm, x, m, ElmoState(h0, c0), return_state)
         return layers + (list(final) if final is not None else [])
 
     outputs = kernels.cuda_graphs.graphed_call(bilstm, key, run, [padded, padded_mask, h, c])
     layers = [out[:batch, :steps] for out in outputs[: len(bilstm.layers)]]
-    final = State(*(t[:, :, :batch] for t in outputs[len(bilstm.layers) :])) if return_state else None
+    final = ElmoState(*(t[:, :, :batch] for t in outputs[len(bilstm.layers) :])) if return_state else None
     return layers, final
 
 

@@ -13,65 +13,19 @@ reproduced).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
-from transformers.utils import ModelOutput
 
 from . import kernels, model_directory
 from .characters import WORD_BOS, WORD_EOS, WORD_UNK, sentence_boundaries
 from .configuration_elmo import ElmoConfig
 from .lstm_implementations import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
 from .model_directory import ElmoLoadError
-
-
-class ElmoState(NamedTuple):
-    """LSTM state per layer and direction: `h` is [L, 2, batch, projection_dim], `c` [L, 2, batch, lstm_dim].
-
-    Direction 0 is the forward LM, 1 the backward LM. Index rows with `state.rows(index)`.
-    """
-
-    h: torch.Tensor
-    c: torch.Tensor
-
-    def rows(self, index) -> "ElmoState":
-        return ElmoState(self.h[:, :, index], self.c[:, :, index])
-
-    def detach(self) -> "ElmoState":
-        return ElmoState(self.h.detach(), self.c.detach())
-
-
-@dataclass
-class ElmoModelOutput(ModelOutput):
-    """Output of `ElmoModel`.
-
-    last_hidden_state: top biLM layer, [batch, tokens, 2·projection_dim].
-    hidden_states: all L+1 layers (layer 0 = token vectors duplicated for both directions).
-    attention_mask: [batch, tokens] bool, True at real tokens.
-    mixed_representations: one scalar mix per `config.num_output_representations`.
-    state: final LSTM state (only with `return_state=True`).
-    """
-
-    last_hidden_state: torch.Tensor | None = None
-    hidden_states: tuple[torch.Tensor, ...] | None = None
-    attention_mask: torch.Tensor | None = None
-    mixed_representations: tuple[torch.Tensor, ...] | None = None
-    state: ElmoState | None = None
-
-
-@dataclass
-class ElmoLMOutput(ModelOutput):
-    """Output of `ElmoForBidirectionalLM`: mean of forward and backward token losses (nats)."""
-
-    loss: torch.Tensor | None = None
-    forward_loss: torch.Tensor | None = None
-    backward_loss: torch.Tensor | None = None
-    num_targets: torch.Tensor | None = None
-    hidden_states: tuple[torch.Tensor, ...] | None = None
+from .modeling_outputs import ElmoLMOutput, ElmoModelOutput, ElmoState
 
 
 class Highway(nn.Module):
