@@ -8,6 +8,10 @@ The model is stateless: every call starts the LSTMs from zeros unless the caller
 `initial_state`, and `return_state=True` hands back each row's final state so a caller can chain
 batches explicitly (this is how the reference outputs of the original stateful implementations are
 reproduced).
+
+Beside it: `lstm_implementations.py` chooses the kernel that evaluates the biLSTM (all compute
+`ElmoBiLstm.run_layers`), `modeling_outputs.py` holds what the model hands back, and
+`model_directory.py` writes a model directory and checks one being read (`from_pretrained`).
 """
 
 from __future__ import annotations
