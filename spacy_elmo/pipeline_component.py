@@ -36,6 +36,7 @@ from spacy.training.initialize import init_nlp
 from thinc.api import Config, Model, Optimizer
 
 from .architectures import ElmoBiLMLayer_v1
+from .deferred_step import DeferredStep
 from .doc_data import ElmoDocData, register_extensions, set_similarity_hooks
 from .layers.layer_cache import LayerCache
 from .layers.bilm import (
@@ -189,10 +190,9 @@ class Elmo(TrainablePipe):
             raise ValueError(f"elmo: fine_tune_layers must be >= 0 or null, got {fine_tune_layers}")
         self.fine_tune_layers = fine_tune_layers
         self.cache = LayerCache(int(cache_mb * 2**20))
-        self._weights_may_change = False  # set by a gradient update, until finish_update
-        # between begin_update and the listeners' gradient: spaCy calls finish_update in that gap
-        self._awaiting_gradient = False
-        self._deferred_sgd: Optional[Optimizer] = None
+        self._weights_may_change = False  # set by a gradient update, until the step is applied
+        # spaCy calls finish_update before the listeners' gradient arrives: the step waits for it
+        self._step: DeferredStep[Optimizer] = DeferredStep(self._apply_step)
         self.listener_map: Dict[str, List[ElmoListener]] = {}
         self.cfg: Dict[str, Any] = {}
 
@@ -297,11 +297,11 @@ class Elmo(TrainablePipe):
         `nlp.update` calls `finish_update` right after this, before the listeners' components have
         run and sent their gradients; the step is then applied when the last gradient arrives, in
         the same `nlp.update` (applied at once, it would find no gradient, and would change weights
-        that this batch's backward pass still reads).
+        that this batch's backward pass still reads): see `DeferredStep`.
         """
         if losses is None:
             losses = {}
-        self._awaiting_gradient, self._deferred_sgd = False, None  # a batch whose gradient never came
+        self._step.start_batch()
         validate_examples(examples, "Elmo.update")
         losses.setdefault(self.name, 0.0)
         listeners = self.listeners
@@ -318,7 +318,7 @@ class Elmo(TrainablePipe):
         self._weights_may_change = True
         self._choose_trainable_weights()
         outputs, backprop_bilm = self.model.begin_update(docs)
-        self._awaiting_gradient = True
+        self._step.expect_gradient()
         d_outputs = [self.model.ops.alloc(x.shape, dtype="f") for x in outputs]
 
         def accumulate_gradient(one_d_outputs):
@@ -332,11 +332,7 @@ class Elmo(TrainablePipe):
             """Adds the last listener's gradient and backpropagates into the biLM."""
             accumulate_gradient(one_d_outputs)
             backprop_bilm(d_outputs)
-            self._awaiting_gradient = False
-            step = sgd if sgd is not None else self._deferred_sgd
-            self._deferred_sgd = None
-            if step is not None:
-                self.finish_update(step)
+            self._step.gradient_arrived(sgd)
             return []
 
         for listener in listeners[:-1]:
@@ -360,9 +356,10 @@ class Elmo(TrainablePipe):
     def finish_update(self, sgd: Optimizer) -> None:
         """Applies the biLM's gradients; drops cached layers computed with the old weights. Called
         while a batch's gradient is still on its way (see `update`), it applies it on arrival."""
-        if self._awaiting_gradient:
-            self._deferred_sgd = sgd
-            return
+        self._step.request(sgd)
+
+    def _apply_step(self, sgd: Optimizer) -> None:
+        """The optimizer step on the biLM, then the cache cleared if its weights may have changed."""
         self.model.finish_update(sgd)
         if self._weights_may_change:
             self.cache.clear()
