@@ -64,6 +64,11 @@ def _running_own_command_line() -> bool:
 
     While `python -m X` locates X, `sys.argv[0]` is "-m" and only X's parent packages are
     imported, so "-m" here means X is this package or one of its modules.
+
+    The command line is the only signal there is: both ways in run this `__init__` before any code
+    of the command, and `import spacy_elmo` alone must register (`AutoModel.from_pretrained` is
+    transformers' code). Registering later, when transformers is imported, would run inside the
+    model modules' own imports (they import `transformers.models.auto`), a circular import.
     """
     first = sys.argv[0] if sys.argv else ""
     return first == "-m" or Path(first).name.split(".")[0] in ("spacy-elmo", "spacy-elmo-script")
