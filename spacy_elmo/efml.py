@@ -15,8 +15,12 @@ The directory, as the package's runtime reads it:
   not only "\\n"); each line is `line.strip().split('\\t')`, a single field is the id of U+3000 (a
   whitespace token that `strip` removed), and a later line for the same token overwrites an earlier
   one. The runtime sizes each embedding by the entry count, so ids must be exactly 0..len-1.
-* `token_embedder.pkl`, `encoder.pkl`: legacy-format torch state dicts (names and shapes:
-  `expected_token_embedder`, `expected_encoder`), read only with `torch.load(..., weights_only=True)`.
+* `token_embedder.pkl`, `encoder.pkl`: legacy-format torch state dicts, read only with
+  `torch.load(..., weights_only=True)`; `weight_table` lists every tensor with its shape.
+
+The architecture's fields are checked by `EfmlTokenEmbedder` / `EfmlEncoder`, huggingface_hub
+`@strict` dataclasses as `ElmoConfig` is (types from the annotations, ranges from the validators);
+every problem is one line naming the json, the field, what it is and what was expected.
 
 The runtime's token encoding (implemented by the tokenizer, stated here for the mapping): each
 sentence is wrapped in `<bos>` / `<eos>` tokens; a token longer than max_characters_per_token − 2
@@ -24,7 +28,7 @@ characters is cut before both lookups; words are looked up as written (unknown: 
 character row is `<pad>`-filled with the id of `<eow>` at position 0 and that of `<bow>` after the
 last character (the runtime swaps the two names; the released weights were trained that way).
 
-The mapping (`efml_to_elmo`), to our layout:
+The mapping (`weight_table`, applied by `efml_to_elmo`), to our layout:
 
 * character ids: 0 = padding of whole tokens (a zero row we add), 1 = `<pad>`, 2 = begin-of-word
   (EFML's `<eow>` row), 3 = end-of-word (EFML's `<bow>` row), 4 = `<bos>`, 5 = `<eos>`, 6 = `<oov>`,
@@ -39,14 +43,16 @@ The mapping (`efml_to_elmo`), to our layout:
   order i, j, f, o, forget_bias 0 (the trained bias already holds it), skip connections from layer 1.
 """
 
-from __future__ import annotations
-
+# (no `from __future__ import annotations`: @strict validates from the evaluated annotations)
 import pickle
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any, Callable, ClassVar, Literal, NamedTuple
 
 import torch
+from huggingface_hub.dataclasses import strict, validated_field
+from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 
 from .configuration_elmo import read_json_object
 from .legacy import LegacyFormatError
@@ -77,16 +83,150 @@ class EfmlFormatError(LegacyFormatError):
     """An ELMoForManyLangs directory is incomplete or does not match the layout its runtime reads."""
 
 
+# --------------------------------------------------------------------------------------------------
+# The architecture json, checked as ElmoConfig checks its fields
+
+
+class Unsupported(ValueError):
+    """A value the runtime takes but this reader does not; the message follows "<field> is <value>"."""
+
+
+def _field(expected: str, *checks: Callable[[Any], None]) -> Any:
+    """A required field: the annotation is its type, `checks` its range; `expected` says both."""
+    return validated_field(list(checks), metadata={"expected": expected})
+
+
+def _count(minimum: int, *checks: Callable[[Any], None]) -> Any:
+    def at_least(value) -> None:
+        if value < minimum:
+            raise ValueError(f"below {minimum}")
+
+    return _field(f"an integer >= {minimum}", at_least, *checks)
+
+
+def _clip(value) -> None:
+    if value is not None and not value >= 0:  # NaN too
+        raise ValueError("negative")
+
+
+def _filters(value) -> None:
+    if not value or any(len(pair) != 2 or min(pair) < 1 for pair in value):
+        raise ValueError("not [width, number] pairs")
+
+
+def _unsupported(when: Callable[[Any], bool], why: str) -> Callable[[Any], None]:
+    def check(value) -> None:
+        if when(value):
+            raise Unsupported(why)
+
+    return check
+
+
+class _Section:
+    """One section of the architecture json; `read` makes the line every problem is reported in."""
+
+    section: ClassVar[str]
+
+    @classmethod
+    def read(cls, architecture: dict, source: str):
+        values = architecture.get(cls.section)
+        if not isinstance(values, dict):
+            raise EfmlFormatError(f"{source}: missing section '{cls.section}'")
+        names = [f.name for f in fields(cls)]
+        try:  # fields are set, and checked, in declaration order; a missing one stops the order there
+            return cls(**{name: values[name] for name in names if name in values})
+        except StrictDataclassFieldValidationError as err:
+            name, cause = str(err).split("'", 2)[1], err.__cause__
+            where, value = f"{cls.section}.{name}", values[name]
+            if isinstance(cause, Unsupported):
+                raise EfmlFormatError(f"{source}: {where} is {value!r}{cause}") from None
+            expected = cls.__dataclass_fields__[name].metadata["expected"]
+            raise EfmlFormatError(f"{source}: field '{where}' is {value!r}; expected {expected}") from None
+        except StrictDataclassClassValidationError as err:  # what involves several fields: said in full
+            raise EfmlFormatError(f"{source}: {err.__cause__}") from None
+        except TypeError:  # @strict(accept_kwargs=True): "Missing required field"
+            missing = [name for name in names if name not in values]
+            if not missing:
+                raise
+            raise EfmlFormatError(f"{source}: missing field '{cls.section}.{missing[0]}'") from None
+
+
+@strict(accept_kwargs=True)
+@dataclass
+class EfmlTokenEmbedder(_Section):
+    """The architecture's `token_embedder`: the character CNN and the word embedding."""
+
+    section: ClassVar[str] = "token_embedder"
+    name: str = _field("a string", _unsupported(
+        lambda name: name.lower() != "cnn", ": the released models use the cnn token embedder; this one is not supported"
+    ))
+    activation: Literal["relu", "tanh"] = _field("'relu' or 'tanh'")
+    filters: list[list[int]] = _field("[width, number] pairs of positive integers", _filters)
+    n_highway: int = _count(0)
+    word_dim: int = _count(0)
+    char_dim: int = _count(0, _unsupported(lambda dim: dim == 0, " (a word-only model without the character CNN): not supported"))
+    max_characters_per_token: int = _count(3)
+
+    def validate_widths(self):
+        if max(width for width, _ in self.filters) > self.max_characters_per_token:
+            raise ValueError(
+                f"field 'token_embedder.filters' is {self.filters!r}; expected widths <= "
+                f"max_characters_per_token ({self.max_characters_per_token})"
+            )
+
+    @property
+    def n_filters(self) -> int:
+        return sum(num for _, num in self.filters)
+
+
+@strict(accept_kwargs=True)
+@dataclass
+class EfmlEncoder(_Section):
+    """The architecture's `encoder`: the biLSTM with projection (AllenNLP's ElmoLstm)."""
+
+    section: ClassVar[str] = "encoder"
+    name: str = _field("a string", _unsupported(
+        lambda name: name.lower() != "elmo", ": only the 'elmo' biLM encoder (the released models') is supported"
+    ))
+    dim: int = _count(1)
+    projection_dim: int = _count(1)
+    n_layers: int = _count(1)
+    cell_clip: float | int | None = _field("a number >= 0 or null", _clip)
+    proj_clip: float | int | None = _field("a number >= 0 or null", _clip)
+
+    def validate_projection(self):
+        if self.projection_dim >= self.dim:
+            raise Unsupported(
+                f"encoder.projection_dim ({self.projection_dim}) is not below encoder.dim ({self.dim}): the LSTM "
+                "then keeps a square projection that this biLM does not have; not supported"
+            )
+
+
+@dataclass(frozen=True)
+class EfmlArchitecture:
+    """The fields of an architecture json this reader uses, checked (the rest is the runtime's)."""
+
+    token_embedder: EfmlTokenEmbedder
+    encoder: EfmlEncoder
+
+    @classmethod
+    def read(cls, architecture: dict, source: str) -> "EfmlArchitecture":
+        """Checks `architecture` (found in `source`); every problem is one EfmlFormatError line."""
+        return cls(EfmlTokenEmbedder.read(architecture, source), EfmlEncoder.read(architecture, source))
+
+
 @dataclass
 class EfmlDirectory:
     """A validated ELMoForManyLangs model directory, as its runtime would load it (EFML ids)."""
 
     path: Path
-    architecture: dict
+    architecture: dict  # the json as read
     architecture_source: str  # the file it came from, or the built-in table entry
     char_lexicon: dict[str, int]
     word_lexicon: dict[str, int] | None  # None when word_dim is 0
     token_embedder: dict[str, torch.Tensor]
+    encoder: dict[str, torch.Tensor]
+    spec: EfmlArchitecture  # the architecture's fields this reader uses, checked
     encoder: dict[str, torch.Tensor]
 
 
@@ -104,10 +244,6 @@ def is_efml_directory(path: str | Path) -> bool:
     except (EfmlFormatError, OSError):
         return False
     return "config_path" in config
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def read_architecture(path: str | Path) -> tuple[dict, str]:
@@ -134,69 +270,6 @@ def read_architecture(path: str | Path) -> tuple[dict, str]:
         f"{config_file}: config_path {config_path!r} names no architecture: tried {', '.join(tried)} and the "
         f"package's built-in ones ({', '.join(sorted(KNOWN_ARCHITECTURES))}); put that json in the directory"
     )
-
-
-def _check_architecture(arch: dict, source: str) -> None:
-    def fail(problem: str):
-        raise EfmlFormatError(f"{source}: {problem}")
-
-    sections = {}
-    for section in ("token_embedder", "encoder"):
-        if not isinstance(arch.get(section), dict):
-            fail(f"missing section '{section}'")
-        sections[section] = arch[section]
-    emb, enc = sections["token_embedder"], sections["encoder"]
-
-    def field(section: str, name: str):
-        values = sections[section]
-        if name not in values:
-            fail(f"missing field '{section}.{name}'")
-        return values[name]
-
-    def integer(section: str, name: str, minimum: int) -> int:
-        value = field(section, name)
-        if not _is_int(value) or value < minimum:
-            fail(f"field '{section}.{name}' is {value!r}; expected an integer >= {minimum}")
-        return value
-
-    for section in ("token_embedder", "encoder"):
-        if not isinstance(field(section, "name"), str):
-            fail(f"field '{section}.name' is {sections[section]['name']!r}; expected a string")
-    if emb["name"].lower() != "cnn":
-        fail(
-            f"token_embedder.name is {emb['name']!r}: the released models use the cnn token embedder; "
-            "this one is not supported"
-        )
-    if enc["name"].lower() != "elmo":
-        fail(f"encoder.name is {enc['name']!r}: only the 'elmo' biLM encoder (the released models') is supported")
-    if integer("token_embedder", "char_dim", 0) == 0:
-        fail("token_embedder.char_dim is 0 (a word-only model without the character CNN): not supported")
-    integer("token_embedder", "word_dim", 0)
-    integer("token_embedder", "n_highway", 0)
-    max_chars = integer("token_embedder", "max_characters_per_token", 3)
-    activation = field("token_embedder", "activation")
-    if activation not in ("relu", "tanh"):
-        fail(f"field 'token_embedder.activation' is {activation!r}; expected 'relu' or 'tanh'")
-    filters = field("token_embedder", "filters")
-    if not isinstance(filters, list) or not filters or not all(
-        isinstance(f, list) and len(f) == 2 and all(_is_int(x) and x >= 1 for x in f) and f[0] <= max_chars
-        for f in filters
-    ):
-        fail(
-            f"field 'token_embedder.filters' is {filters!r}; expected [width, number] pairs of positive "
-            f"integers, widths <= max_characters_per_token ({max_chars})"
-        )
-    dim, proj = integer("encoder", "dim", 1), integer("encoder", "projection_dim", 1)
-    integer("encoder", "n_layers", 1)
-    if proj >= dim:
-        fail(
-            f"encoder.projection_dim ({proj}) is not below encoder.dim ({dim}): the LSTM then keeps a square "
-            "projection that this biLM does not have; not supported"
-        )
-    for name in ("cell_clip", "proj_clip"):
-        value = field("encoder", name)
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0):
-            fail(f"field 'encoder.{name}' is {value!r}; expected a number >= 0 or null")
 
 
 def _line_break_note(piece: str) -> str:
@@ -270,39 +343,103 @@ def read_lexicon(path: str | Path, specials: tuple[str, ...]) -> dict[str, int]:
     return lexicon
 
 
-def expected_token_embedder(arch: dict, n_chars: int, n_words: int | None) -> dict[str, tuple[int, ...]]:
-    """token_embedder.pkl's tensor names and shapes for an architecture and lexicon sizes."""
-    emb, proj = arch["token_embedder"], arch["encoder"]["projection_dim"]
-    char_dim, word_dim = emb["char_dim"], emb["word_dim"]
-    n_filters = sum(num for _, num in emb["filters"])
-    shapes: dict[str, tuple[int, ...]] = {}
+# --------------------------------------------------------------------------------------------------
+# The EFML tensor ↔ ElmoModel tensor table
+
+Transform = Callable[[torch.Tensor], torch.Tensor]  # the EFML tensor (float32) → ours
+
+
+def _lstm_to_tf(weight: torch.Tensor) -> torch.Tensor:
+    """AllenNLP [4H] or [4H, in] in gate order (i, f, j, o) → (i, j, f, o), a matrix transposed to x·W."""
+    chunks = weight.chunk(4, dim=0)
+    reordered = torch.cat([chunks[g] for g in _GATES_ALLENNLP_TO_TF], dim=0)
+    return reordered.t().contiguous() if reordered.dim() == 2 else reordered
+
+
+def _ordered(lexicon: dict[str, int], first: tuple[str, ...], skip: tuple[str, ...] = ()) -> list[str]:
+    """`first`, then the other tokens (minus `skip`) in EFML id order."""
+    rest = sorted((t for t in lexicon if t not in first and t not in skip), key=lexicon.__getitem__)
+    return list(first) + rest
+
+
+# our id order: chars from id 1 (id 0, padding of whole tokens, is a zero row we add); our 2 begins
+# a word and 3 ends it, and the runtime begins a word with the id of `<eow>` and ends it with that of
+# `<bow>` (`bow_id, eow_id = char2id['<eow>'], char2id['<bow>']`; the released weights were trained
+# so): EFML's `<eow>` row comes first, and the returned lexicon names our 2 `<bow>` and our 3 `<eow>`
+CHAR_ORDER = ("<pad>", "<eow>", "<bow>", "<bos>", "<eos>", "<oov>")
+OUR_CHAR_NAME = {"<eow>": "<bow>", "<bow>": "<eow>"}
+WORD_ORDER, WORD_DROPPED = ("<bos>", "<eos>", "<oov>"), ("<pad>",)  # padding never reaches the embedding
+
+
+def _lexicon_rows(lexicon: dict[str, int], first: tuple[str, ...], skip: tuple[str, ...] = (), padding_row=False) -> Transform:
+    """An embedding's rows in our id order (`_ordered`), after a zero row when `padding_row`."""
+
+    def transform(weight: torch.Tensor) -> torch.Tensor:
+        rows = weight[torch.tensor([lexicon[t] for t in _ordered(lexicon, first, skip)])]
+        return torch.cat([weight.new_zeros(1, weight.shape[1]), rows]) if padding_row else rows
+
+    return transform
+
+
+class Entry(NamedTuple):
+    """One tensor of an EFML state dict, or one block of it, ↔ one tensor of `ElmoModel.state_dict()`."""
+
+    file: str  # "token_embedder.pkl" or "encoder.pkl"
+    name: str  # the tensor's name in that file
+    shape: tuple[int, ...]  # the whole tensor's shape there
+    tensor: str  # ours
+    transform: Transform = torch.clone
+    direction: int | None = None  # our LSTM tensors stack both directions: [2, ...]
+    hint: str = ""  # what the shape comes from, said when it does not match
+
+
+def weight_table(arch: EfmlArchitecture, char_lexicon: dict[str, int], word_lexicon: dict[str, int] | None) -> list[Entry]:
+    """Every tensor of token_embedder.pkl and encoder.pkl for `arch` and the lexicons, with the tensor it
+    becomes (in each file's order: a missing tensor is reported as the first one listed here)."""
+    emb, enc = arch.token_embedder, arch.encoder
+    n_filters, word_dim, proj, hidden = emb.n_filters, emb.word_dim, enc.projection_dim, enc.dim
+    te, ours = "token_embedder.pkl", "token_encoder."
+    table = []
     if word_dim > 0:
-        shapes["word_emb_layer.embedding.weight"] = (n_words, word_dim)
-    shapes["char_emb_layer.embedding.weight"] = (n_chars, char_dim)
-    for i, (width, num) in enumerate(emb["filters"]):
-        shapes[f"convolutions.{i}.weight"] = (num, char_dim, width)
-        shapes[f"convolutions.{i}.bias"] = (num,)
-    for k in range(emb["n_highway"]):
-        shapes[f"highways._layers.{k}.weight"] = (2 * n_filters, n_filters)
-        shapes[f"highways._layers.{k}.bias"] = (2 * n_filters,)
-    shapes["projection.weight"] = (proj, word_dim + n_filters)
-    shapes["projection.bias"] = (proj,)
-    return shapes
-
-
-def expected_encoder(arch: dict) -> dict[str, tuple[int, ...]]:
-    """encoder.pkl's tensor names and shapes (every layer reads projection_dim-wide inputs)."""
-    enc = arch["encoder"]
-    hidden, proj = enc["dim"], enc["projection_dim"]
-    shapes: dict[str, tuple[int, ...]] = {}
-    for layer in range(enc["n_layers"]):
-        for direction in ("forward", "backward"):
-            prefix = f"{direction}_layer_{layer}"
-            shapes[f"{prefix}.input_linearity.weight"] = (4 * hidden, proj)
-            shapes[f"{prefix}.state_linearity.weight"] = (4 * hidden, proj)
-            shapes[f"{prefix}.state_linearity.bias"] = (4 * hidden,)
-            shapes[f"{prefix}.state_projection.weight"] = (proj, hidden)
-    return shapes
+        table.append(Entry(
+            te, "word_emb_layer.embedding.weight", (len(word_lexicon), word_dim), ours + "word_embedding.weight",
+            _lexicon_rows(word_lexicon, WORD_ORDER, WORD_DROPPED), hint=f"word.dic has {len(word_lexicon)} entries, word_dim is {word_dim}",
+        ))
+    table.append(Entry(
+        te, "char_emb_layer.embedding.weight", (len(char_lexicon), emb.char_dim), ours + "char_embedding.weight",
+        _lexicon_rows(char_lexicon, CHAR_ORDER, padding_row=True), hint=f"char.dic has {len(char_lexicon)} entries, char_dim is {emb.char_dim}",
+    ))
+    for i, (width, num) in enumerate(emb.filters):
+        table += [
+            Entry(te, f"convolutions.{i}.weight", (num, emb.char_dim, width), f"{ours}convolutions.{i}.weight"),
+            Entry(te, f"convolutions.{i}.bias", (num,), f"{ours}convolutions.{i}.bias"),
+        ]
+    for k in range(emb.n_highway):
+        # AllenNLP: [nonlinear; gate] = W x + b, y = σ(gate)·x + (1 − σ(gate))·relu(nonlinear); ours:
+        # y = g·relu(T x) + (1 − g)·x, so g = 1 − σ(gate) = σ(−gate): the gate half negated
+        layer, highway = f"highways._layers.{k}.", f"{ours}highways.{k}."
+        for part, shape in (("weight", (2 * n_filters, n_filters)), ("bias", (2 * n_filters,))):
+            table += [
+                Entry(te, layer + part, shape, f"{highway}transform.{part}", lambda w: w[:n_filters]),
+                Entry(te, layer + part, shape, f"{highway}gate.{part}", lambda w: -w[n_filters:]),
+            ]
+    # projection(cat([word, chars])) = word_projection(word) + projection(chars)
+    shape = (proj, word_dim + n_filters)
+    table.append(Entry(te, "projection.weight", shape, ours + "projection.weight", lambda w: w[:, word_dim:]))
+    if word_dim > 0:
+        table.append(Entry(te, "projection.weight", shape, ours + "word_projection.weight", lambda w: w[:, :word_dim]))
+    table.append(Entry(te, "projection.bias", (proj,), ours + "projection.bias"))
+    # every layer reads projection_dim-wide inputs; AllenNLP's cell → TF's (see `_lstm_to_tf`)
+    for layer in range(enc.n_layers):
+        for direction, name in enumerate(("forward", "backward")):
+            cell, ours_lstm = f"{name}_layer_{layer}.", f"encoder.layers.{layer}."
+            table += [
+                Entry("encoder.pkl", cell + "input_linearity.weight", (4 * hidden, proj), ours_lstm + "input_weight", _lstm_to_tf, direction),
+                Entry("encoder.pkl", cell + "state_linearity.weight", (4 * hidden, proj), ours_lstm + "hidden_weight", _lstm_to_tf, direction),
+                Entry("encoder.pkl", cell + "state_linearity.bias", (4 * hidden,), ours_lstm + "bias", _lstm_to_tf, direction),
+                Entry("encoder.pkl", cell + "state_projection.weight", (proj, hidden), ours_lstm + "proj_weight", torch.t, direction),
+            ]
+    return table
 
 
 def _names(names: list[str]) -> str:
@@ -310,10 +447,11 @@ def _names(names: list[str]) -> str:
     return shown + (f" (+{len(names) - 4} more)" if len(names) > 4 else "")
 
 
-def read_state_dict(
-    path: str | Path, expected: dict[str, tuple[int, ...]], hints: dict[str, str] | None = None
-) -> dict[str, torch.Tensor]:
-    """A .pkl state dict loaded with weights_only=True and checked name by name against `expected`."""
+def read_state_dict(path: str | Path, entries: list[Entry]) -> dict[str, torch.Tensor]:
+    """A .pkl state dict loaded with weights_only=True and checked name by name against `entries`
+    (`weight_table`'s rows for that file)."""
+    expected = {entry.name: entry.shape for entry in entries}
+    hints = {entry.name: entry.hint for entry in entries if entry.hint}
     path = Path(path)
     if not path.is_file():
         raise EfmlFormatError(f"{path}: weights file not found")
@@ -357,16 +495,12 @@ def read_state_dict(
     return dict(state)
 
 
-def check_efml_directory(path: str | Path) -> tuple[dict, str]:
-    """Checks an ELMoForManyLangs model directory without reading its lexicons or weights: its
-    architecture is found and supported, and every file the runtime reads is there. Returns
-    `read_architecture`'s (architecture, source); every problem is one EfmlFormatError line."""
-    directory = Path(path)
+def _check_directory(directory: Path) -> tuple[dict, str, EfmlArchitecture]:
     if not directory.is_dir():
         raise EfmlFormatError(f"{directory}: not a directory (an ELMoForManyLangs model is a folder)")
     architecture, source = read_architecture(directory)
-    _check_architecture(architecture, source)
-    word_dim = architecture["token_embedder"]["word_dim"]
+    spec = EfmlArchitecture.read(architecture, source)
+    word_dim = spec.token_embedder.word_dim
     needed = {
         "char.dic": "character lexicon",
         "word.dic": f"word lexicon (word_dim is {word_dim})",
@@ -378,119 +512,68 @@ def check_efml_directory(path: str | Path) -> tuple[dict, str]:
     for name, what in needed.items():
         if not (directory / name).is_file():
             raise EfmlFormatError(f"{directory / name}: no such file; expected the ELMoForManyLangs {what}")
-    return architecture, source
+    return architecture, source, spec
+
+
+def check_efml_directory(path: str | Path) -> tuple[dict, str]:
+    """Checks an ELMoForManyLangs model directory without reading its lexicons or weights: its
+    architecture is found and supported, and every file the runtime reads is there. Returns
+    `read_architecture`'s (architecture, source); every problem is one EfmlFormatError line."""
+    return _check_directory(Path(path))[:2]
 
 
 def read_efml(path: str | Path) -> EfmlDirectory:
     """Reads and validates an ELMoForManyLangs model directory; every problem is one EfmlFormatError line."""
     directory = Path(path)
-    architecture, source = check_efml_directory(directory)
-    emb = architecture["token_embedder"]
+    architecture, source, spec = _check_directory(directory)
     char_lexicon = read_lexicon(directory / "char.dic", CHAR_SPECIALS)
-    word_lexicon = read_lexicon(directory / "word.dic", WORD_SPECIALS) if emb["word_dim"] > 0 else None
-    n_words = len(word_lexicon) if word_lexicon is not None else None
-    hints = {
-        "char_emb_layer.embedding.weight": f"char.dic has {len(char_lexicon)} entries, char_dim is {emb['char_dim']}",
-        "word_emb_layer.embedding.weight": f"word.dic has {n_words} entries, word_dim is {emb['word_dim']}",
-    }
-    token_embedder = read_state_dict(
-        directory / "token_embedder.pkl", expected_token_embedder(architecture, len(char_lexicon), n_words), hints
+    word_lexicon = read_lexicon(directory / "word.dic", WORD_SPECIALS) if spec.token_embedder.word_dim > 0 else None
+    table = weight_table(spec, char_lexicon, word_lexicon)
+    token_embedder, encoder = (
+        read_state_dict(directory / name, [entry for entry in table if entry.file == name])
+        for name in ("token_embedder.pkl", "encoder.pkl")
     )
-    encoder = read_state_dict(directory / "encoder.pkl", expected_encoder(architecture))
-    return EfmlDirectory(directory, architecture, source, char_lexicon, word_lexicon, token_embedder, encoder)
-
-
-def _ordered(lexicon: dict[str, int], first: list[str], skip: tuple[str, ...] = ()) -> list[str]:
-    """`first`, then the other tokens (minus `skip`) in EFML id order."""
-    rest = sorted((t for t in lexicon if t not in first and t not in skip), key=lexicon.__getitem__)
-    return first + rest
-
-
-def _lstm_to_tf(weight: torch.Tensor) -> torch.Tensor:
-    """AllenNLP [4H] or [4H, in] in gate order (i, f, j, o) → (i, j, f, o), a matrix transposed to x·W."""
-    chunks = weight.float().chunk(4, dim=0)
-    reordered = torch.cat([chunks[g] for g in _GATES_ALLENNLP_TO_TF], dim=0)
-    return reordered.t().contiguous() if reordered.dim() == 2 else reordered
+    return EfmlDirectory(directory, architecture, source, char_lexicon, word_lexicon, token_embedder, encoder, spec)
 
 
 def efml_to_elmo(
     d: EfmlDirectory,
 ) -> tuple[dict, dict[str, torch.Tensor], dict[str, int], dict[str, int] | None]:
-    """(ElmoConfig kwargs, ElmoModel state dict (float32), char lexicon → our ids, word lexicon → our ids or None)."""
-    emb, enc = d.architecture["token_embedder"], d.architecture["encoder"]
-    te = {k: v.float() for k, v in d.token_embedder.items()}
-    word_dim = emb["word_dim"]
+    """(ElmoConfig kwargs, ElmoModel state dict (float32), char lexicon → our ids, word lexicon → our ids or None):
+    `weight_table`'s rows applied to the directory's tensors."""
+    emb, enc = d.spec.token_embedder, d.spec.encoder
+    files = {"token_embedder.pkl": d.token_embedder, "encoder.pkl": d.encoder}
     state: dict[str, torch.Tensor] = {}
-
-    # Characters. Our id 2 begins a word and 3 ends it. The runtime writes the id of `<eow>` at a
-    # word's start and that of `<bow>` after its end (`bow_id, eow_id = char2id['<eow>'],
-    # char2id['<bow>']`), and the released weights were trained so; we follow the runtime: our 2
-    # (named `<bow>` in the returned lexicon) gets EFML's `<eow>` row, our 3 (`<eow>`) its `<bow>` row.
-    efml_chars = _ordered(d.char_lexicon, ["<pad>", "<eow>", "<bow>", "<bos>", "<eos>", "<oov>"])
-    our_name = {"<eow>": "<bow>", "<bow>": "<eow>"}
-    char_rows = te["char_emb_layer.embedding.weight"]
-    table = torch.zeros(1 + len(efml_chars), emb["char_dim"])  # row 0: padding of whole tokens
-    table[1:] = char_rows[torch.tensor([d.char_lexicon[t] for t in efml_chars])]
-    state["token_encoder.char_embedding.weight"] = table
-    char_lexicon = {our_name.get(t, t): i for i, t in enumerate(efml_chars, start=1)}
-
+    directions: dict[str, dict[int, torch.Tensor]] = {}
+    for entry in weight_table(d.spec, d.char_lexicon, d.word_lexicon):
+        value = entry.transform(files[entry.file][entry.name].float())
+        if entry.direction is None:
+            state[entry.tensor] = value.contiguous()
+        else:
+            directions.setdefault(entry.tensor, {})[entry.direction] = value
+    state.update({name: torch.stack([per[0], per[1]]).contiguous() for name, per in directions.items()})
+    char_lexicon = {OUR_CHAR_NAME.get(t, t): i for i, t in enumerate(_ordered(d.char_lexicon, CHAR_ORDER), start=1)}
     word_lexicon = None
-    if word_dim > 0:
-        words = _ordered(d.word_lexicon, ["<bos>", "<eos>", "<oov>"], skip=("<pad>",))
-        rows = te["word_emb_layer.embedding.weight"]
-        state["token_encoder.word_embedding.weight"] = rows[torch.tensor([d.word_lexicon[t] for t in words])].contiguous()
-        word_lexicon = {t: i for i, t in enumerate(words)}
-
-    for i in range(len(emb["filters"])):
-        for part in ("weight", "bias"):
-            state[f"token_encoder.convolutions.{i}.{part}"] = te[f"convolutions.{i}.{part}"].clone()
-    for k in range(emb["n_highway"]):
-        weight, bias = te[f"highways._layers.{k}.weight"], te[f"highways._layers.{k}.bias"]
-        n = weight.shape[1]
-        # AllenNLP: y = σ(z)·x + (1 − σ(z))·relu(T x), z = gate half; ours: y = g·relu(T x) + (1 − g)·x,
-        # so g = 1 − σ(z) = σ(−z): the gate half negated
-        state[f"token_encoder.highways.{k}.transform.weight"] = weight[:n].contiguous()
-        state[f"token_encoder.highways.{k}.transform.bias"] = bias[:n].contiguous()
-        state[f"token_encoder.highways.{k}.gate.weight"] = (-weight[n:]).contiguous()
-        state[f"token_encoder.highways.{k}.gate.bias"] = (-bias[n:]).contiguous()
-    # projection(cat([word, chars])) = word_projection(word) + projection(chars)
-    projection = te["projection.weight"]
-    state["token_encoder.projection.weight"] = projection[:, word_dim:].contiguous()
-    state["token_encoder.projection.bias"] = te["projection.bias"].clone()
-    if word_dim > 0:
-        state["token_encoder.word_projection.weight"] = projection[:, :word_dim].contiguous()
-
-    for layer in range(enc["n_layers"]):
-        tensors = {"input_weight": [], "hidden_weight": [], "bias": [], "proj_weight": []}
-        for direction in ("forward", "backward"):  # index 0, 1
-            prefix = f"{direction}_layer_{layer}"
-            tensors["input_weight"].append(_lstm_to_tf(d.encoder[f"{prefix}.input_linearity.weight"]))
-            tensors["hidden_weight"].append(_lstm_to_tf(d.encoder[f"{prefix}.state_linearity.weight"]))
-            tensors["bias"].append(_lstm_to_tf(d.encoder[f"{prefix}.state_linearity.bias"]))
-            tensors["proj_weight"].append(d.encoder[f"{prefix}.state_projection.weight"].float().t())
-        for name, values in tensors.items():
-            state[f"encoder.layers.{layer}.{name}"] = torch.stack(values).contiguous()
-
+    if d.word_lexicon is not None:
+        word_lexicon = {t: i for i, t in enumerate(_ordered(d.word_lexicon, WORD_ORDER, WORD_DROPPED))}
     config = {
-        "char_vocab_size": table.shape[0],
+        "char_vocab_size": 1 + len(char_lexicon),  # row 0: padding of whole tokens
         "word_vocab_size": len(word_lexicon) if word_lexicon is not None else 0,
-        "word_embedding_dim": word_dim,
-        "char_embedding_dim": emb["char_dim"],
-        "filters": [list(f) for f in emb["filters"]],
-        "n_highway": emb["n_highway"],
-        "activation": emb["activation"],
-        "max_characters_per_token": emb["max_characters_per_token"],
-        "num_layers": enc["n_layers"],
-        "lstm_dim": enc["dim"],
-        "projection_dim": enc["projection_dim"],
-        "cell_clip": None if enc["cell_clip"] is None else float(enc["cell_clip"]),
-        "proj_clip": None if enc["proj_clip"] is None else float(enc["proj_clip"]),
+        "word_embedding_dim": emb.word_dim,
+        "char_embedding_dim": emb.char_dim,
+        "filters": [list(f) for f in emb.filters],
+        "n_highway": emb.n_highway,
+        "activation": emb.activation,
+        "max_characters_per_token": emb.max_characters_per_token,
+        "num_layers": enc.n_layers,
+        "lstm_dim": enc.dim,
+        "projection_dim": enc.projection_dim,
+        "cell_clip": None if enc.cell_clip is None else float(enc.cell_clip),
+        "proj_clip": None if enc.proj_clip is None else float(enc.proj_clip),
         "use_skip_connections": True,
         "forget_bias": 0.0,
     }
     return config, state, char_lexicon, word_lexicon
-
-
 
 
 def load_efml(path: str | Path, lang: str = "xx"):
@@ -520,16 +603,19 @@ __all__ = [
     "CHAR_SPECIALS",
     "KNOWN_ARCHITECTURES",
     "WORD_SPECIALS",
+    "EfmlArchitecture",
     "EfmlDirectory",
+    "EfmlEncoder",
     "EfmlFormatError",
+    "EfmlTokenEmbedder",
+    "Entry",
     "check_efml_directory",
     "efml_to_elmo",
     "load_efml",
-    "expected_encoder",
-    "expected_token_embedder",
     "is_efml_directory",
     "read_architecture",
     "read_efml",
     "read_lexicon",
     "read_state_dict",
+    "weight_table",
 ]

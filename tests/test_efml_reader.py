@@ -23,6 +23,7 @@ from spacy_elmo.efml import (
     read_architecture,
     read_efml,
     read_lexicon,
+    weight_table,
 )
 from spacy_elmo.modeling_elmo import ElmoLstmLayer, ElmoModel, Highway
 
@@ -337,6 +338,19 @@ BROKEN = {
         lambda d: _edit_json(d / "tiny.json", lambda a: a["token_embedder"].update(activation="gelu")),
         "tiny.json", "field 'token_embedder.activation' is 'gelu'",
     ),
+    # the architecture's types are checked (issue 34: by @strict, from the annotations)
+    "a count written as a string": (
+        lambda d: _edit_json(d / "tiny.json", lambda a: a["encoder"].update(n_layers="2")),
+        "tiny.json", "field 'encoder.n_layers' is '2'; expected an integer >= 1",
+    ),
+    "a filter wider than a token": (
+        lambda d: _edit_json(d / "tiny.json", lambda a: a["token_embedder"].update(max_characters_per_token=2)),
+        "tiny.json", "field 'token_embedder.max_characters_per_token' is 2; expected an integer >= 3",
+    ),
+    "a negative clip": (
+        lambda d: _edit_json(d / "tiny.json", lambda a: a["encoder"].update(cell_clip=-1)),
+        "tiny.json", "field 'encoder.cell_clip' is -1; expected a number >= 0 or null",
+    ),
 }
 
 
@@ -502,6 +516,16 @@ def test_lstm_layer_matches_allennlp(efml, mapped, layer, clips):
         torch.testing.assert_close(c[index], exp_c, rtol=0, atol=1e-12)
         if clips:
             assert clipped == (True, True)  # both clips act here, so their order is checked too
+
+
+def test_one_table_checks_and_maps(efml, mapped):
+    """weight_table names every tensor of both files (the shapes read_efml checked) and every tensor
+    efml_to_elmo returns (issue 34: one table, as legacy.weight_table)."""
+    table = weight_table(efml.spec, efml.char_lexicon, efml.word_lexicon)
+    files = {"token_embedder.pkl": efml.token_embedder, "encoder.pkl": efml.encoder}
+    assert {(e.file, e.name) for e in table} == {(f, n) for f, state in files.items() for n in state}
+    assert all(tuple(files[e.file][e.name].shape) == e.shape for e in table)
+    assert {e.tensor for e in table} == set(mapped[1])
 
 
 def test_mapped_names_fit_the_model(efml, mapped):
