@@ -331,6 +331,21 @@ def cmd_collect(args) -> int:
     return 0
 
 
+def bilms_of_elmo_runs(records: Path | None, cells: dict) -> dict[str, list[str]]:
+    """{biLM sha256: [run, ...]} over the ELMo runs of `cells` that have a committed record `records/{run}.json`
+    (train_ner.py --records writes bilm_sha256 into each)."""
+    found: dict[str, list[str]] = {}
+    for task, by_pct in cells.items():
+        for pct, by_system in by_pct.items():
+            for seed in by_system.get("elmo", {}):
+                run = f"{task}_elmo_{pct}_s{seed}"
+                path = records / f"{run}.json" if records else None
+                if path is not None and path.is_file():
+                    sha = json.loads(path.read_text(encoding="utf8")).get("bilm_sha256") or "none recorded"
+                    found.setdefault(sha, []).append(run)
+    return found
+
+
 def cmd_seeds(args) -> int:
     prov = own_provenance()
     cells = read_seed_metrics(args.metrics_dir)
@@ -340,6 +355,12 @@ def cmd_seeds(args) -> int:
         print(f"from committed run records in {args.records} (no score file here): {', '.join(added)}")
     if not cells:
         raise SystemExit(f"no metrics files named TASK_SYSTEM_PCT_sSEED.json in {args.metrics_dir}")
+    bilms = bilms_of_elmo_runs(args.records, cells)
+    if len(bilms) > 1:  # the headline compares cells: every ELMo cell must read the same biLM (issue 33)
+        listed = "; ".join(f"{sha[:12]}: {', '.join(sorted(runs))}" for sha, runs in sorted(bilms.items()))
+        raise SystemExit(f"{args.records}: the ELMo runs read {len(bilms)} different biLMs (model.safetensors "
+                         f"sha256 {listed}); retrain the runs of the other biLM (scripts/train_ner.py) before a "
+                         f"seeds report")
     args.out.mkdir(parents=True, exist_ok=True)
     result = {
         "scores": {task: TASK_SCORE[task][0] for task in cells},

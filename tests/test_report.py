@@ -157,6 +157,26 @@ def test_seeds_mean_std_and_paired_gains(readme_results, report, tmp_path):
     assert "s1: 68.10 / 71.90 / +3.80" in section
 
 
+def test_seeds_refuses_elmo_runs_of_two_biLMs(report, tmp_path):
+    """The headline compares cells, so every ELMo run it reads must come from one biLM: committed records that
+    name two model.safetensors sha256 stop the report, naming the runs of each (issue 33)."""
+    metrics, records, out = tmp_path / "metrics_seeds", tmp_path / "records", tmp_path / "results"
+    metrics.mkdir(), records.mkdir()
+    for system in ("baseline", "elmo"):
+        for seed in range(2):
+            (metrics / f"ner_{system}_10_s{seed}.json").write_text(json.dumps({"ents_f": 0.7}))
+    record = {"test": {"score_name": "ents_f", "score": 70.0}}
+    for seed, sha in ((0, "a" * 64), (1, "a" * 64)):
+        (records / f"ner_elmo_10_s{seed}.json").write_text(json.dumps({**record, "bilm_sha256": sha}))
+    args = ["seeds", "--metrics-dir", str(metrics), "--out", str(out), "--records", str(records)]
+    assert report.main(args) == 0  # one biLM: reported
+    (records / "ner_elmo_10_s1.json").write_text(json.dumps({**record, "bilm_sha256": "b" * 64}))
+    with pytest.raises(SystemExit) as stop:
+        report.main(args)
+    assert "2 different biLMs" in str(stop.value) and "aaaaaaaaaaaa: ner_elmo_10_s0" in str(stop.value)
+    assert "bbbbbbbbbbbb: ner_elmo_10_s1" in str(stop.value)
+
+
 def _run(path: Path, f1: float, seed: int, provenance: bool = True) -> None:
     (path / "model-best").mkdir(parents=True)
     (path / "model-best" / "meta.json").write_text(json.dumps({"performance": {"ents_f": f1, "ents_p": f1}}))
