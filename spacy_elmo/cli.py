@@ -76,8 +76,8 @@ def cmd_embed(args) -> int:
     import torch
 
     from .loading import load_pretrained
-    from .training.distributed import pick_device
-    from .training.text import make_tokenizer, read_lines, stdin_bytes
+    from .devices import pick_device
+    from .text_input import make_tokenizer, read_lines, stdin_bytes
 
     model, tokenizer = load_pretrained(args.model)
     model = model.to(pick_device(args.device))
@@ -149,7 +149,7 @@ def cmd_similar(args) -> int:
     contextual vectors averaged over a text."""
     from .loading import load_pretrained
     from .tools import similar
-    from .training.distributed import pick_device
+    from .devices import pick_device
 
     if args.corpus is None:
         model, tokenizer = load_pretrained(args.model)  # first: a wrong model reference is the likelier mistake
@@ -157,7 +157,7 @@ def cmd_similar(args) -> int:
         vocab = similar.find_vocab(args.model, args.vocab)
         found = similar.most_similar(model, args.word, vocab, args.n, tokenizer=tokenizer)
     else:
-        from .training.text import check_text_files
+        from .text_input import check_text_files
 
         if not args.corpus.is_file():
             raise FileNotFoundError(f"--corpus {args.corpus}: no such file")

@@ -271,7 +271,7 @@ def test_pretrain_refuses_text_that_is_not_utf8_before_any_work(kind, tmp_path, 
 
 
 def test_a_bad_line_past_the_checked_start_names_its_line_when_read(tmp_path):
-    from spacy_elmo.training.text import TextError, check_text_files, read_block
+    from spacy_elmo.text_input import TextError, check_text_files, read_block
 
     path = tmp_path / "big.txt"
     path.write_bytes(b"a fine line of text\n" * 5000 + "caf\xe9\n".encode("latin-1") + b"more\n")
@@ -283,7 +283,7 @@ def test_a_bad_line_past_the_checked_start_names_its_line_when_read(tmp_path):
 
 
 def test_a_long_line_cut_inside_a_character_is_still_text(tmp_path):
-    from spacy_elmo.training.text import read_block
+    from spacy_elmo.text_input import read_block
 
     path = tmp_path / "long.txt"
     path.write_text("é" * 100 + "\nnext\n", encoding="utf-8")

@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 import torch
 
-from ..training.distributed import Distributed
-from ..training.text import TextError, make_tokenizer, read_lines, stdin_bytes
+from ..devices import Distributed
+from ..text_input import TextError, make_tokenizer, read_lines, stdin_bytes
 
 
 def _count_lines(path: Path) -> int:

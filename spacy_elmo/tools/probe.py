@@ -173,7 +173,7 @@ def probe_tasks(model_ref, train, dev, tasks: Iterable[str], max_sentences: int 
     """{"tasks": {task: run_probe(...)}} for a model reference (HF dir, hub id, legacy or EFML files,
     URL); the biLM runs on `device` ("auto": CUDA when available), the probes on the CPU."""
     from ..loading import check_reference, load_pretrained
-    from ..training.distributed import pick_device
+    from ..devices import pick_device
 
     torch.manual_seed(seed)
     tasks = list(tasks)

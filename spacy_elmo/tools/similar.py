@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 
 import torch
 
-from ..training.vocabulary import SPECIAL_TOKENS, Vocabulary
+from ..vocabulary import SPECIAL_TOKENS, Vocabulary
 
 
 def find_vocab(model_ref: str | Path, vocab_file: str | Path | None = None) -> Vocabulary:
@@ -131,8 +131,8 @@ def most_similar_in_context(words: list[str], vectors: torch.Tensor, word: str, 
 
 def read_sentences(path: str | Path, max_sentences: int = 0) -> Iterator[list[str]]:
     """Whitespace-tokenized lines of a UTF-8 text file, at most `max_sentences` (text that is not
-    UTF-8 raises `training.text.TextError`, naming the file and line)."""
-    from ..training.text import read_lines
+    UTF-8 raises `text_input.TextError`, naming the file and line)."""
+    from ..text_input import read_lines
 
     with open(path, "rb") as handle:
         for i, line in enumerate(read_lines(handle, str(path))):

@@ -23,7 +23,8 @@ import numpy
 import torch
 
 from ..characters import TokenEncoder, Utf8Characters
-from .text import iter_sequences, read_block, split_long
+from ..text_input import read_block
+from .text import iter_sequences, split_long
 
 
 @dataclass
@@ -90,7 +91,7 @@ class Corpus:
     def __init__(
         self,
         files: Sequence[Path],
-        vocab: "Vocabulary",  # training.vocabulary (not imported: it imports checkpoints, which imports this)
+        vocab: "Vocabulary",  # spacy_elmo.vocabulary (not imported here: it imports the model)
         tokenize: Callable[[str], list[str]] = str.split,
         *,
         encoder: TokenEncoder | None = None,

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..atomic_files import write_text_atomic  # also imported from here by training/pretrain.py
 from ..model_directory import save_model_directory
 from .batches import DataPosition
 from .settings import PretrainError
@@ -58,18 +59,6 @@ def fault_point(point: str, step: int, path: Path | None = None) -> None:
 
 # --------------------------------------------------------------------------------------------------
 # Files
-
-
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Writes `text` to a temporary file next to `path`, flushes it to disk, then renames it over `path`."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    return path
 
 
 def fsync_file(path: Path) -> None:
