@@ -14,7 +14,7 @@
   one (OUTPUT/provenance.json with exit status 0) is not run again. Any other OUTPUT (the settings
   or the data changed, or no record) is deleted and the run starts over.
 - When it ends, OUTPUT/provenance.json records where the result came from (as
-  `python -m spacy_elmo.provenance` does), with the checkpoint a resumed run started from.
+  scripts/provenance_step.py does), with the checkpoint a resumed run started from.
 - Ctrl-C prints one line (the checkpoint kept, and that running the same command again resumes)
   instead of the tracebacks of torchrun and its workers: their output is passed through until the
   interrupt and dropped after it.
@@ -34,6 +34,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from provenance_step import wrapper_arguments  # scripts/, beside this one (the standard library only)
 
 RECORD = "run_inputs.json"
 
@@ -135,8 +137,6 @@ def run(command: list[str], output: Path, env: dict[str, str] | None = None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from spacy_elmo.provenance import wrapper_arguments
-
     args, command = wrapper_arguments(sys.argv[1:] if argv is None else argv, "pretrain_resumable.py",
                                       ("--output", "the pretraining's output directory"))
     from spacy_elmo.provenance import Provenance

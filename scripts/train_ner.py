@@ -49,14 +49,13 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 import looks_ledger  # scripts/, beside this one
+from provenance_step import SETTINGS_HELP, settings_as_options  # scripts/, beside this one
 
 INTERRUPTED = threading.Event()  # set by Ctrl-C: the runs it cut off report nothing
 
 
 def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tuple[list[str], int]]:
     """{run name: (spacy train command, seed)}, seed by seed (a cut-off run leaves whole seeds, not whole fractions)."""
-    from spacy_elmo.provenance import settings_as_options
-
     commands = {}
     fraction_options: dict[str, list[str]] = {}
     for pct, settings in args.fraction_settings:
@@ -281,8 +280,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (1 on a GPU; up to the CPU cores)")
     parser.add_argument("--records", type=Path, help="folder for each finished run's committed record {name}.json (results/runs/...)")
-    from spacy_elmo.provenance import SETTINGS_HELP, settings_as_options
-
     parser.add_argument("--settings", default="", help=SETTINGS_HELP + "; after the arguments given after --")
     parser.add_argument("--fraction-settings", nargs=2, action="append", default=[], metavar=("PCT", "SETTINGS"),
                         help="more settings (as --settings) for the runs on train_PCT only, after every other argument")

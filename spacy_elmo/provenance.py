@@ -8,23 +8,18 @@ output, a `provenance` block inside a JSON result). As a library::
     ...                                                                            # do the work
     prov.write(out_dir / "provenance.json")   # end time, copies of the configs in out_dir/configs/
 
-As a wrapper around any command (a project step that runs a tool it does not own)::
-
-    python -m spacy_elmo.provenance --out DIR/provenance.json --seed 0 --config C.cfg -- CMD ARGS...
-
-runs CMD, then writes the record (with CMD's exit status) and exits with CMD's status.
+The project's wrapper around a command it does not own (`python scripts/provenance_step.py --out X --
+CMD ...`) is the lab's, in scripts/: it does not ship with the package.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import glob
 import hashlib
 import json
 import os
 import platform
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -241,55 +236,3 @@ class Provenance:
         record = self.record(config_dir=path.parent / "configs", **more)
         path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
         return record
-
-
-SETTINGS_HELP = ("space-separated section.key=value settings, added to the command as `--section.key value` "
-                 "(a project variable cannot carry them with their dashes: spaCy's `project run` strips them)")
-
-
-def settings_as_options(text: str | None) -> list[str]:
-    """'training.precision=bf16 model.dropout=0.1' -> ['--training.precision', 'bf16', '--model.dropout', '0.1']."""
-    options: list[str] = []
-    for item in shlex.split(text or ""):
-        key, sep, value = item.partition("=")
-        if not sep or "." not in key.strip("-") or not value:
-            raise SystemExit(f"--settings: {item!r} is not section.key=value (e.g. training.precision=bf16)")
-        options += [f"--{key.strip('-')}", value]
-    return options
-
-
-def wrapper_arguments(argv: Sequence[str], prog: str, output: tuple[str, str]) -> tuple[argparse.Namespace, list[str]]:
-    """(options, COMMAND) of a wrapper command line `prog OUTPUT_OPTION X [--seed S] [--config C ...]
-    -- COMMAND ...` (this module's and scripts/pretrain_resumable.py's); `output` is the output
-    option's (flag, help). A COMMAND run by `python` runs in the environment running the wrapper."""
-    argv = list(argv)
-    if "--" not in argv:
-        print(f"usage: {prog} {output[0]} X [--seed S] [--config C ...] -- COMMAND ...", file=sys.stderr)
-        raise SystemExit(2)
-    cut = argv.index("--")
-    parser = argparse.ArgumentParser(prog=prog)
-    parser.add_argument(output[0], type=Path, required=True, help=output[1])
-    parser.add_argument("--seed", type=int, help="seed, for the provenance record")
-    parser.add_argument("--config", action="append", default=[], help="config file the command uses (repeatable)")
-    parser.add_argument("--settings", default="", help=SETTINGS_HELP)
-    args = parser.parse_args(argv[:cut])
-    command = argv[cut + 1:]
-    if not command:
-        parser.error("no command after --")
-    command += settings_as_options(args.settings)
-    if command[0] in ("python", "python3"):
-        command[0] = sys.executable  # as weasel does for a step's own `python`: the environment running this
-    return args, command
-
-
-def main(argv: list[str] | None = None) -> int:
-    args, command = wrapper_arguments(sys.argv[1:] if argv is None else argv, "python -m spacy_elmo.provenance",
-                                      ("--out", "provenance JSON to write"))
-    prov = Provenance(command=command, seed=args.seed, configs=args.config)
-    code = subprocess.run(command).returncode
-    prov.write(args.out, exit_code=code)
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

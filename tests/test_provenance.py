@@ -1,4 +1,5 @@
-"""spacy_elmo.provenance: the record every result carries (commit, dirty paths, configs, machine, times)."""
+"""spacy_elmo.provenance: the record every result carries (commit, dirty paths, configs, machine, times);
+scripts/provenance_step.py: the project's wrapper writing one around a command."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 from spacy_elmo.provenance import Provenance, git_state, sha256
+
+STEP = Path(__file__).resolve().parents[1] / "scripts" / "provenance_step.py"
 
 
 def _git(cwd, *args):
@@ -49,7 +52,7 @@ def test_record_names_commit_dirty_paths_configs_and_machine(tmp_path):
 def test_wrapper_runs_the_command_and_keeps_its_exit_status(tmp_path):
     out = tmp_path / "p.json"
     code = subprocess.run(
-        [sys.executable, "-m", "spacy_elmo.provenance", "--out", str(out), "--seed", "3", "--",
+        [sys.executable, str(STEP), "--out", str(out), "--seed", "3", "--",
          sys.executable, "-c", "import sys; sys.exit(4)"],
         cwd=tmp_path,
     ).returncode
@@ -63,7 +66,7 @@ def test_project_settings_reach_the_command_with_their_dashes(tmp_path):
     `--settings 'a.b=value ...'` and add the dashes back; checked through weasel itself."""
     (tmp_path / "project.yml").write_text(
         'vars:\n  settings: ""\ncommands:\n  - name: show\n    script:\n'
-        "      - \"python -m spacy_elmo.provenance --out record.json --settings '${vars.settings}' -- "
+        f"      - \"python {STEP} --out record.json --settings '${{vars.settings}}' -- "
         "python -c 'import sys; print(sys.argv[1:])'\"\n", encoding="utf-8")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     run = lambda *extra: subprocess.run([sys.executable, "-m", "weasel", "run", "show", ".", *extra],  # noqa: E731
