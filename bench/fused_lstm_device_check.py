@@ -22,8 +22,12 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from spacy_elmo import ElmoConfig, ElmoState  # noqa: E402
-from spacy_elmo.modeling_elmo import ElmoBiLstm  # noqa: E402
+from spacy_elmo import ElmoConfig, ElmoModel, ElmoState  # noqa: E402
+
+
+def bilstm_of(config: ElmoConfig):
+    """The biLSTM of a model built from `config` (`ElmoModel.encoder`, the public way to one)."""
+    return ElmoModel(config).encoder
 
 
 def _sync(device):
@@ -34,7 +38,7 @@ def _sync(device):
 def gradient_check(device) -> float:
     torch.manual_seed(0)
     config = ElmoConfig(lstm_dim=48, projection_dim=24, filters=[[1, 8]], cell_clip=0.5, proj_clip=0.4, dropout=0.0)
-    bilstm = ElmoBiLstm(config).to(device).train()
+    bilstm = bilstm_of(config).to(device).train()
     with torch.no_grad():
         for p in bilstm.parameters():
             p.uniform_(-0.6, 0.6)
@@ -46,7 +50,7 @@ def gradient_check(device) -> float:
     weights = None
     grads = {}
     for impl in ("eager", "fused"):
-        config.lstm_implementation = impl
+        bilstm.config.lstm_implementation = impl
         bilstm.zero_grad(set_to_none=True)
         x, h, c = (t.clone().requires_grad_(True) for t in (tokens, h0, c0))
         layers, final = bilstm(x, mask, ElmoState(h, c), return_state=True)
@@ -65,7 +69,7 @@ def gradient_check(device) -> float:
 def timing(device, lstm_dim, projection_dim, batch, steps, repeats) -> dict:
     torch.manual_seed(0)
     config = ElmoConfig(lstm_dim=lstm_dim, projection_dim=projection_dim, filters=[[1, 8]], dropout=0.1)
-    bilstm = ElmoBiLstm(config).to(device).train()
+    bilstm = bilstm_of(config).to(device).train()
     with torch.no_grad():
         for p in bilstm.parameters():
             p.uniform_(-0.05, 0.05)
@@ -74,7 +78,7 @@ def timing(device, lstm_dim, projection_dim, batch, steps, repeats) -> dict:
     times = {"eager": [], "fused": []}
     for r in range(repeats + 1):
         for impl in ("eager", "fused") if r % 2 == 0 else ("fused", "eager"):
-            config.lstm_implementation = impl
+            bilstm.config.lstm_implementation = impl
             _sync(device)
             start = time.perf_counter()
             layers, _ = bilstm(tokens, mask)
