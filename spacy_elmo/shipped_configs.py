@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -192,4 +193,23 @@ def render_config(name: str, *, lang: str | None = None, gpu: bool = False, over
     return text
 
 
-__all__ = ["find_config", "is_spacy_config", "language_tokenizer", "render_config", "replace_section", "set_setting", "shipped_configs"]
+def write_config(name: str, output: Path, *, lang: str | None = None, gpu: bool = False,
+                 overrides: dict[str, Any] | None = None, force: bool = False) -> Path:
+    """`spacy-elmo init-config`: `render_config`'s text written to `output` ('-': standard output),
+    its folders made; an existing file is kept unless `force`. Returns the shipped config used."""
+    text = render_config(name, lang=lang, gpu=gpu, overrides=overrides)
+    if str(output) == "-":
+        sys.stdout.write(text)
+        return find_config(name)
+    output = Path(output)
+    if output.exists() and not force:
+        raise ValueError(f"{output} exists; pass --force to overwrite it")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    return find_config(name)
+
+
+__all__ = [
+    "find_config", "is_spacy_config", "language_tokenizer", "render_config", "replace_section", "set_setting", "shipped_configs",
+    "write_config",
+]

@@ -1,5 +1,6 @@
 """What the `spacy-elmo` command does with a trained biLM besides training it.
 
+- `convert`: any model reference → a model directory (weights, config, tokenizer, card).
 - `embed`: all biLM layers per sentence into bilm-tf's hdf5 layout (streaming, shardable).
 - `similar`: nearest vocabulary words by cosine over context-independent token vectors, or over
   contextual vectors averaged in a text.
@@ -8,4 +9,4 @@
 Submodules are imported lazily: `import spacy_elmo.tools` stays cheap.
 """
 
-__all__ = ["embed", "similar", "probe"]
+__all__ = ["convert", "embed", "similar", "probe"]

@@ -1,4 +1,6 @@
-"""`spacy-elmo embed MODEL INPUT OUTPUT.hdf5`: every biLM layer of every line, in bilm-tf's layout.
+"""`spacy-elmo embed MODEL INPUT OUTPUT.hdf5`: every biLM layer of every line, in bilm-tf's layout
+(`dump_embeddings`); `spacy-elmo embed MODEL`: a few components of each word's vector of each line of
+standard input, printed (`print_embeddings`).
 
 The layout is that of bilm-tf's `dump_bilm_embeddings`: one float32 dataset per input line, named by
 the line's index ("0", "1", …), of shape [L + 1, n_tokens, 2·projection_dim] (layer 0 = token
@@ -17,7 +19,7 @@ import os
 from pathlib import Path
 import torch
 
-from ..devices import Distributed
+from ..devices import Distributed, pick_device
 from ..text_input import TextError, make_tokenizer, read_lines, stdin_bytes
 
 
@@ -122,6 +124,31 @@ def dump_embeddings(
     return written
 
 
+def print_embeddings(model_ref: str | Path, *, dims: int = 6, data_format: str = "tokenized", lang: str = "en",
+                     device: str = "auto") -> None:
+    """`spacy-elmo embed MODEL` (no files): each sentence of standard input (one per line) and the
+    first `dims` components of its words' vectors (the mean of the layers) on standard output."""
+    from ..loading import load_pretrained
+
+    model, tokenizer = load_pretrained(model_ref)
+    model = model.to(pick_device(device))
+    tokenize = make_tokenizer(data_format, lang)
+    lines = [words for words in (tokenize(line.strip()) for line in read_lines(stdin_bytes(), "<stdin>")) if words]
+    if not lines:
+        raise ValueError("<stdin>: no input: give one sentence per line on stdin")
+    torch.set_printoptions(precision=4, sci_mode=False)
+    with torch.no_grad():
+        for words in lines:
+            out = model(**tokenizer([words]).to(model.device))
+            layers = torch.stack(out.hidden_states)[:, 0].float().cpu()
+            print(f"sentence: {' '.join(words)}")
+            print(f"layers: {tuple(layers.shape)}  (L+1 layers, tokens, dim)")
+            for i, word in enumerate(words):
+                vec = layers.mean(0)[i]
+                shown = ", ".join(f"{v:.4f}" for v in vec[:dims].tolist())
+                print(f"  {word:>15s}  [{shown}{', ...' if vec.numel() > dims else ''}]")
+
+
 def _link_shards(output: Path, world: int) -> None:
     """OUTPUT as one file of external links to the per-rank files' datasets (relative names)."""
     import h5py
@@ -137,4 +164,4 @@ def _link_shards(output: Path, world: int) -> None:
     os.replace(tmp, output)
 
 
-__all__ = ["dump_embeddings", "rank_file"]
+__all__ = ["dump_embeddings", "print_embeddings", "rank_file"]

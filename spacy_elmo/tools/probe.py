@@ -32,7 +32,7 @@ import torch
 TASKS = ("pos", "upos", "ner-type")
 LABEL_SOURCE = {"pos": "fine-grained tags (token.tag_)", "upos": "coarse tags (token.pos_)", "ner-type": "entities (doc.ents)"}
 
-__all__ = ["TASKS", "read_examples", "layer_features", "fit_probe", "run_probe", "plot_probe"]
+__all__ = ["TASKS", "read_examples", "layer_features", "fit_probe", "run_probe", "probe_tasks", "probe_and_report", "plot_probe"]
 
 
 def read_examples(path: str | Path, task: str, max_sentences: int = 0) -> list[tuple[list[str], list[str | None]]]:
@@ -172,8 +172,8 @@ def probe_tasks(model_ref, train, dev, tasks: Iterable[str], max_sentences: int 
                 l2: float = 1e-4, max_iter: int = 100, device: str = "auto", progress: bool = False) -> dict:
     """{"tasks": {task: run_probe(...)}} for a model reference (HF dir, hub id, legacy or EFML files,
     URL); the biLM runs on `device` ("auto": CUDA when available), the probes on the CPU."""
-    from ..loading import check_reference, load_pretrained
     from ..devices import pick_device
+    from ..loading import check_reference, load_pretrained
 
     torch.manual_seed(seed)
     tasks = list(tasks)
@@ -186,6 +186,30 @@ def probe_tasks(model_ref, train, dev, tasks: Iterable[str], max_sentences: int 
         result["tasks"][task] = run_probe(
             model, *data[task], seed=seed, l2=l2, max_iter=max_iter, progress=progress, tokenizer=tokenizer
         )
+    return result
+
+
+def probe_and_report(model_ref, train, dev, tasks: Iterable[str], max_sentences: int = 0, seed: int = 0,
+                     l2: float = 1e-4, max_iter: int = 100, device: str = "auto", progress: bool = False,
+                     output: Path | None = None, plot: Path | None = None) -> dict:
+    """`spacy-elmo probe`: `probe_tasks`, one line of scores per task on standard output, then the
+    result with its provenance as JSON (`output`) and a plot of it (`plot`), each when asked for."""
+    import json
+
+    from ..provenance import Provenance
+
+    prov = Provenance(seed=seed)
+    result = probe_tasks(model_ref, train, dev, tasks, max_sentences, seed, l2, max_iter, device=device, progress=progress)
+    for task, scores in result["tasks"].items():
+        cells = "  ".join(f"L{e['layer']} {e['accuracy']:.2f}" for e in scores["layers"])
+        print(f"{task}: {cells}  mix {scores['mix']['accuracy']:.2f}  (majority {scores['majority_accuracy']:.2f}; "
+              f"{scores['train_tokens']:,} train / {scores['dev_tokens']:,} dev tokens)")
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        result["provenance"] = prov.record()
+        output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
+    if plot is not None:
+        plot_probe(result, plot)
     return result
 
 

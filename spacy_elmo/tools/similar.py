@@ -19,6 +19,36 @@ import torch
 from ..vocabulary import SPECIAL_TOKENS, Vocabulary
 
 
+def nearest_words(
+    model_ref: str | Path, word: str, n: int = 10, *, vocab_file: str | Path | None = None, corpus: Path | None = None,
+    layer: int = 2, min_count: int = 2, max_sentences: int = 0, device: str = "auto", progress: bool = True,
+) -> list[tuple[str, float]]:
+    """`spacy-elmo similar`: the `n` (word, cosine) nearest to `word`: among the vocabulary
+    (`vocab_file`, else the model's vocab.txt) by context-independent vectors, or, given a `corpus`,
+    among its words by their layer-`layer` vectors averaged over it. The biLM runs on `device`."""
+    from ..devices import pick_device
+    from ..loading import load_pretrained
+
+    if corpus is None:
+        model, tokenizer = load_pretrained(model_ref)  # first: a wrong model reference is the likelier mistake
+        model = model.to(pick_device(device))
+        vocab = find_vocab(model_ref, vocab_file)
+        return most_similar(model, word, vocab, n, tokenizer=tokenizer)
+    from ..text_input import check_text_files
+
+    if not corpus.is_file():
+        raise FileNotFoundError(f"--corpus {corpus}: no such file")
+    check_text_files([corpus], "--corpus")
+    model, tokenizer = load_pretrained(model_ref)
+    model = model.to(pick_device(device))
+    sentences = read_sentences(corpus, max_sentences)
+    words, vectors = contextual_word_vectors(model, sentences, layer, min_count, progress=progress, tokenizer=tokenizer)
+    try:
+        return most_similar_in_context(words, vectors, word, n)
+    except KeyError as error:
+        raise ValueError(f"{corpus}: {error.args[0]}") from None
+
+
 def find_vocab(model_ref: str | Path, vocab_file: str | Path | None = None) -> Vocabulary:
     """`vocab_file`, else `vocab.txt` next to the model (HF directory or legacy directory)."""
     if vocab_file is not None:
@@ -141,4 +171,4 @@ def read_sentences(path: str | Path, max_sentences: int = 0) -> Iterator[list[st
             yield line.split()
 
 
-__all__ = ["find_vocab", "token_vectors", "most_similar", "contextual_word_vectors", "most_similar_in_context", "read_sentences"]
+__all__ = ["nearest_words", "find_vocab", "token_vectors", "most_similar", "contextual_word_vectors", "most_similar_in_context", "read_sentences"]

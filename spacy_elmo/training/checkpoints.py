@@ -265,6 +265,14 @@ class Checkpoints:
 # Output directory
 
 
+def interrupted_message(output: str | Path) -> str:
+    """What an interrupted pretraining left in `output`: the checkpoint `--resume` continues from."""
+    last = Checkpoints(Path(output) / "checkpoints").latest()
+    if last is None:
+        return f"interrupted: no checkpoint was written to {output} yet"
+    return f"interrupted: {output} keeps its last checkpoint ({last.name}); the same command with --resume continues from it"
+
+
 def check_writable(output: Path) -> None:
     """Creates `output` and writes (then removes) a small probe file, or raises PretrainError."""
     try:
@@ -335,5 +343,5 @@ class MetricsLog:
 
 __all__ = [
     "CheckpointError", "Checkpoints", "TrainState", "MetricsLog", "check_writable",
-    "check_free_space", "fault_point", "fsync_dir", "read_tensor_file", "write_tensor_file",
+    "check_free_space", "fault_point", "fsync_dir", "interrupted_message", "read_tensor_file", "write_tensor_file",
 ]
