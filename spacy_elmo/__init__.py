@@ -23,7 +23,7 @@ _EXPORTS = {
     "ElmoModelOutput": "modeling_elmo",
     "ElmoPreTrainedModel": "modeling_elmo",
     "ElmoState": "modeling_elmo",
-    "ScalarMix": "modeling_elmo",
+    "ScalarMix": "scalar_mix",
     "ElmoTokenizer": "tokenization_elmo",
     "LegacyFormatError": "legacy",
     "load_legacy": "legacy",
