@@ -18,7 +18,7 @@ import spacy
 from spacy.tokens import Doc, DocBin
 
 from spacy_elmo.cli import main
-from spacy_elmo.cli import shipped_configs
+from spacy_elmo.shipped_configs import shipped_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"

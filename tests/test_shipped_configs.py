@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import spacy
 
-from spacy_elmo.cli import main, shipped_configs
+from spacy_elmo.cli import main
+from spacy_elmo.shipped_configs import shipped_configs
 from spacy_elmo.training.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]

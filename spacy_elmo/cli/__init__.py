@@ -1,0 +1,57 @@
+"""The `spacy-elmo` command line: one module per command, each with its arguments and a thin handler
+that parses them and makes one call into the module doing the work (`tools/`, `training/`,
+`shipped_configs`).
+
+- `convert`, `embed`, `pretrain` (pretrain and finetune), `similar`, `init_config`, `probe`: the commands.
+- `arguments`: what they share (the help formatter, `--device`, `--no-progress`).
+
+Only the standard library is imported here and by the command modules: each handler imports what it
+uses (torch, transformers, spaCy) when it runs, so `spacy-elmo --help` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import __version__
+from . import convert, embed, init_config, pretrain, probe, similar
+
+COMMANDS = (convert, init_config, embed, pretrain, similar, probe)  # the order --help lists them in
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="spacy-elmo", description="ELMo for spaCy and Hugging Face")
+    parser.add_argument("--version", action="version", version=f"spacy-elmo {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_to(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    args.overrides = extra
+    if extra and not getattr(args, "accepts_overrides", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        if getattr(args, "no_progress", False):  # --no-progress also hides transformers' and the hub's bars
+            from ..quiet import no_progress_bars
+
+            with no_progress_bars():
+                return args.func(args)
+        return args.func(args)
+    except (FileNotFoundError, ValueError, OSError) as err:
+        # the modules that raise these are imported by then: checking the classes costs nothing
+        from ..loading import ModelNotFoundError
+
+        for line in str(err).splitlines() or [type(err).__name__]:  # several problems: one line each
+            print(f"error: {line}", file=sys.stderr)
+        return 1 if isinstance(err, ModelNotFoundError) else 2  # 1: the model reference names nothing loadable
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+__all__ = ["build_parser", "main"]
