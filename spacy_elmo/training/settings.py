@@ -179,6 +179,16 @@ class PretrainSettings(BaseModel):
     training: TrainingSettings = TrainingSettings()
     export: ExportSettings = ExportSettings()
 
+    def to_config(self):
+        """The confection `Config` of these settings (what a run saves as pretrain.cfg): every section
+        complete; `[model]` holds only the keys the config sets (the rest are ElmoConfig's defaults,
+        or the pretrained model's when fine-tuning)."""
+        from confection import Config
+
+        full = self.model_dump()
+        full["model"] = self.model.model_dump(exclude_unset=True)
+        return Config(full)
+
 
 SECTIONS: dict[str, type[BaseModel]] = {name: field.annotation for name, field in PretrainSettings.model_fields.items()}
 # Every setting with its default (the `[model]` defaults are ElmoConfig's).
@@ -249,12 +259,9 @@ def validate(config) -> "PretrainSettings":
     return PretrainSettings.model_validate(dict(config))
 
 
-def load_settings(config_path: str | Path | None, overrides: dict[str, Any] | None = None, text: str | None = None):
-    """Reads a pretraining config (file or `text`), applies dotted overrides, validates and fills defaults.
-
-    Returns the confection `Config` with every section complete; `[model]` holds only the keys the
-    config sets (the rest are ElmoConfig's defaults, or the pretrained model's when fine-tuning).
-    """
+def read_settings(config_path: str | Path | None, overrides: dict[str, Any] | None = None, text: str | None = None) -> PretrainSettings:
+    """Reads a pretraining config (file or `text`), applies dotted overrides and validates it: the
+    typed settings a run reads (`settings.training.max_steps`), defaults filled in."""
     from confection import Config
 
     overrides = dict(overrides or {})
@@ -273,14 +280,20 @@ def load_settings(config_path: str | Path | None, overrides: dict[str, Any] | No
     except Exception as err:  # confection raises several error types for syntax problems
         reason = " ".join(str(err).split())
         raise PretrainError(f"{config_path or 'config'}: cannot parse ({reason})") from None
-    settings = validate(config)
-    full = settings.model_dump()
-    full["model"] = settings.model.model_dump(exclude_unset=True)
-    return Config(full)
+    return validate(config)
+
+
+def load_settings(config_path: str | Path | None, overrides: dict[str, Any] | None = None, text: str | None = None):
+    """`read_settings` as a confection `Config` (`PretrainSettings.to_config`): every section
+    complete, `[model]` only the keys the config sets."""
+    return read_settings(config_path, overrides, text).to_config()
 
 
 def check_resumable(saved, cfg, checkpoint: Path) -> None:
-    """Raises PretrainError if `cfg` changes a setting the data position depends on (RESUME_FIXED)."""
+    """Raises PretrainError if `cfg` (a `Config` or `PretrainSettings`) changes a setting the data
+    position depends on (RESUME_FIXED) from the checkpoint's `saved` config."""
+    if isinstance(cfg, PretrainSettings):
+        cfg = cfg.to_config()
     for dotted in RESUME_FIXED:
         before, now = _get(saved, dotted), _get(cfg, dotted)
         if before != now:
@@ -295,11 +308,13 @@ def _get(cfg, dotted: str):
     return cfg[section] if not key else cfg[section][key]
 
 
-def learning_rate_at(training: dict, step: int) -> float:
+def learning_rate_at(training: TrainingSettings | dict, step: int) -> float:
     """The rate of optimizer step `step` (1-based): warm-up, then constant or a linear decay to 0.
 
     A pure function of the step, so a resumed run follows the same schedule exactly.
     """
+    if isinstance(training, TrainingSettings):
+        training = {key: getattr(training, key) for key in ("learning_rate", "warmup_steps", "lr_schedule", "max_steps", "lr_decay_start")}
     rate = float(training["learning_rate"])
     warmup = training["warmup_steps"]
     if warmup and step <= warmup:
@@ -314,5 +329,5 @@ def learning_rate_at(training: dict, step: int) -> float:
 
 __all__ = [
     "PretrainError", "TrainingDiverged", "PretrainSettings", "MODEL_KEYS", "DEFAULTS", "RESUME_FIXED",
-    "parse_overrides", "load_settings", "validate", "check_resumable", "learning_rate_at",
+    "parse_overrides", "read_settings", "load_settings", "validate", "check_resumable", "learning_rate_at",
 ]
