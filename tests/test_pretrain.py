@@ -25,12 +25,15 @@ from float32_error import assert_float32_error, exact_copy, forward_terms  # tes
 from spacy_elmo import ElmoForBidirectionalLM, ElmoModel, load_legacy
 from spacy_elmo.cli import main
 from spacy_elmo.characters import TokenEncoder, Utf8Characters
+from spacy_elmo.file_sets import resolve_files
+from spacy_elmo.text_input import read_block
 from spacy_elmo.training.batches import Corpus, DataPosition
 from spacy_elmo.training.checkpoints import Checkpoints
 from spacy_elmo.training.pretrain import pretrain
 from spacy_elmo.training.settings import PretrainError, learning_rate_at, load_settings, parse_overrides
-from spacy_elmo.training.text import iter_sequences, read_block, resolve_files
-from spacy_elmo.training.vocabulary import Vocabulary, unigram_perplexity
+from spacy_elmo.training.text import iter_sequences
+from spacy_elmo.training.vocabulary import unigram_perplexity
+from spacy_elmo.vocabulary import Vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "pretrain_tiny.cfg"

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from ..atomic_files import write_text_atomic  # also imported from here by training/pretrain.py
+from ..atomic_files import write_text_atomic
 from ..model_directory import save_model_directory
 from .batches import DataPosition
 from .settings import PretrainError

@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from ..file_sets import resolve_files  # noqa: F401  (re-imported for training/pretrain.py)
-from ..text_input import check_text_files, make_tokenizer, read_block  # noqa: F401  (the first two: for pretrain.py)
+from ..text_input import read_block
 
 
 def split_long(tokens: list[str], max_tokens: int) -> list[list[str]]:

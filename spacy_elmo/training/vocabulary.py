@@ -9,7 +9,7 @@ from typing import Iterable, Sequence
 
 import numpy
 
-from ..vocabulary import EOS_ID, UNK_ID, Vocabulary  # Vocabulary: also imported from here by training/pretrain.py
+from ..vocabulary import EOS_ID, UNK_ID, Vocabulary
 
 
 def build_char_lexicon(sequences: Iterable[Sequence[str]], max_chars: int, min_count: int = 1) -> dict[str, int]:
