@@ -3,11 +3,11 @@
     python bench/pretrain_compare.py configs/pretrain_project.cfg --steps 30 [--rounds 2]
         [--implementations eager,fused] [--corpus text.txt] [--append-results bench/RESULTS.md] [--section.key value ...]
 
-Each round runs `spacy-elmo pretrain`'s own code path (`load_settings` + `Pretrainer(...).run()`:
+Each round runs `spacy-elmo pretrain`'s own code path (`read_settings` + `build_run` + `train`:
 vocabulary, data pipeline, training steps, checkpoint and export) once per implementation, for
 the same fixed number of steps on the same text, with `model.lstm_implementation` set on the
 model's config after it is built ([model] settings are the architecture; the kernel is not one).
-Rounds alternate the order.  words/s = words trained / training seconds as `Pretrainer.run`
+Rounds alternate the order.  words/s = words trained / training seconds as `train`
 reports them (data loading inside the step loop included).
 """
 
@@ -37,8 +37,9 @@ def main(argv=None) -> int:
     import torch
 
     from bench.train_throughput import synthetic_corpus
-    from spacy_elmo.training.pretrain import Pretrainer
-    from spacy_elmo.training.settings import load_settings, parse_overrides
+    from spacy_elmo.training.pretrain import train
+    from spacy_elmo.training.run import build_run
+    from spacy_elmo.training.settings import parse_overrides, read_settings
 
     implementations = [name.strip() for name in args.implementations.split(",") if name.strip()]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -53,13 +54,13 @@ def main(argv=None) -> int:
         for round_index in range(args.rounds):
             order = implementations if round_index % 2 == 0 else implementations[::-1]
             for name in order:
-                cfg = load_settings(args.config, overrides)
+                settings = read_settings(args.config, overrides)
                 threads = torch.get_num_threads()
                 try:
-                    trainer = Pretrainer(cfg, Path(tmp) / f"out-{name}-{round_index}", progress=False)
-                    trainer.model.config.lstm_implementation = name
-                    assert trainer.model.elmo.encoder.config.lstm_implementation == name
-                    final = trainer.run()
+                    run = build_run(settings, Path(tmp) / f"out-{name}-{round_index}")
+                    run.model.config.lstm_implementation = name
+                    assert run.model.elmo.encoder.config.lstm_implementation == name
+                    final = train(run, progress=False)
                 finally:
                     torch.set_num_threads(threads)
                 runs[name].append({"words": final["words"], "seconds": final["train_seconds"]})
@@ -99,7 +100,7 @@ def main(argv=None) -> int:
             f"Load average at start {'/'.join(f'{x:.2f}' for x in load_start)}, at end {'/'.join(f'{x:.2f}' for x in load_end)}.",
             "",
             f"Command: `python bench/pretrain_compare.py {' '.join(argv if argv is not None else sys.argv[1:])}` — "
-            f"the pretrain command's code path (Pretrainer.run) for {args.steps} steps per run, {args.rounds} rounds "
+            f"the pretrain command's code path (build_run + train) for {args.steps} steps per run, {args.rounds} rounds "
             f"alternating the order, corpus {result['corpus']}.",
             "",
             f"| lstm_implementation | words/s (all rounds) | per round | vs {implementations[0]} |",

@@ -10,19 +10,21 @@
         --layouts 2x1 --baseline /tmp/base --steps 40 --profile --append-results bench/RESULTS.md
 
 Every measured *variant* — this checkout's spacy_elmo and, with `--baseline DIR`, the spacy_elmo in
-DIR (e.g. `git worktree add DIR <commit>`), each with every `--implementations` value of
+DIR (e.g. `git worktree add DIR <commit>`; a commit with the public step API, `build_run` and
+`train_steps`: issue 34 on), each with every `--implementations` value of
 `ElmoConfig.lstm_implementation`, in each `--layouts` entry PxT — runs in its own worker processes:
 P data-parallel ranks (gloo, DistributedDataParallel: what `torchrun --nproc_per_node P -m
 spacy_elmo pretrain` runs), each with T torch threads (`system.threads`).  Every layout trains on
 the same global batch: `data.batch_tokens` (the config's, or `--data.batch_tokens`) × the first
-layout's P words, split over its P ranks.  The workers build the same `Pretrainer` from the same
-config and text, so every variant trains on the same batches.  The variants take turns step by step, in
+layout's P words, split over its P ranks.  The workers build the same run (`build_run`) from the
+same config and text, so every variant trains on the same batches.  The variants take turns step by step, in
 alternating order, so load changes on a shared machine hit them alike; each step's time ratio to
 the first variant (the baseline, when given) is taken on the same batch, and the report gives the
 median and spread of those ratios besides the totals.
 
-A step is what `Pretrainer.run` times: taking the next batch from the data stream and
-`Pretrainer.train_step` (forward, backward, gradient all-reduce, clipping, optimizer).
+A step is what `spacy-elmo pretrain` times: the next `StepInfo` of the public step generator
+`training.steps.train_steps` — taking the next batch from the data stream and `train_step`
+(forward, backward, gradient all-reduce, clipping, optimizer); its `seconds` and `data_seconds`.
 
 FLOPs are counted as the step executes them (`executed_flops`): the char CNN on each batch's
 distinct words, over the columns `kernels.char_cnn.column_plan` keeps (chunks padded to
@@ -124,8 +126,9 @@ def batch_stats(char_ids, mask, config, softmax_width: int) -> dict:
 
 
 def worker(spec: dict) -> int:
-    """One rank of one variant: builds a Pretrainer with the code in spec["code"], then answers
-    "step" / "profile" / "quit" lines on stdin with one PROTOCOL line each on stdout."""
+    """One rank of one variant: builds the run with the code in spec["code"] (`build_run`), then
+    answers "step" / "profile" / "quit" lines on stdin with one PROTOCOL line each on stdout; a step
+    is the next `StepInfo` of the run's public step generator (`train_steps`)."""
     sys.path.insert(0, spec["code"])
     out = sys.stdout
     sys.stdout = sys.stderr  # anything the code prints stays off the protocol channel
@@ -136,33 +139,42 @@ def worker(spec: dict) -> int:
 
     import torch
 
-    from spacy_elmo.training.pretrain import Pretrainer
-    from spacy_elmo.training.settings import load_settings
+    from spacy_elmo.training.run import build_run
+    from spacy_elmo.training.settings import read_settings
+    from spacy_elmo.training.steps import train_steps
 
-    cfg = load_settings(spec["config"], spec["overrides"])
-    trainer = Pretrainer(cfg, Path(spec["output"]), progress=False)
-    config = trainer.model.elmo.encoder.config
+    run = build_run(read_settings(spec["config"], spec["overrides"]), Path(spec["output"]))
+    config = run.model.elmo.encoder.config
     config.lstm_implementation = spec["implementation"]
-    stream = trainer.corpus.batches(trainer.state.position)
-    softmax_width = len(trainer.vocab) if trainer.softmax_fn is None else trainer.softmax_fn.num_sampled + 1
+    softmax_width = len(run.vocab) if run.softmax_fn is None else run.softmax_fn.num_sampled + 1
+    labels = {"label": lambda part: contextlib.nullcontext()}  # the profiler's, while it runs
+
+    def labelled_batches():
+        """The run's batches from its data position, the taking of each labelled "data"."""
+        batches = run.corpus.batches(run.state.position)
+        while True:
+            with labels["label"]("data"):
+                item = next(batches, None)
+            if item is None:
+                return
+            yield item
+
+    steps = train_steps(run, labelled_batches())
 
     def step(label=lambda part: contextlib.nullcontext()) -> dict:
+        labels["label"] = label
         cpu = time.process_time()
-        start = time.perf_counter()
-        with label("data"):
-            batch, _ = next(stream)
-        fetched = time.perf_counter()
-        fwd, bwd, _ = trainer.train_step(batch)
-        end, cpu = time.perf_counter(), time.process_time() - cpu  # every thread of this process
+        info = next(steps)
+        cpu = time.process_time() - cpu  # every thread of this process
         return {
-            "seconds": end - start, "data_seconds": fetched - start, "cpu_seconds": cpu, "loss": (fwd + bwd) / 2,
-            "global_words": batch.global_words, "global_targets": batch.global_targets,
-            "executed": batch_stats(batch.char_ids, batch.mask, config, softmax_width),
+            "seconds": info.seconds, "data_seconds": info.data_seconds, "cpu_seconds": cpu, "loss": info.loss,
+            "global_words": info.batch.global_words, "global_targets": info.batch.global_targets,
+            "executed": batch_stats(info.batch.char_ids, info.batch.mask, config, softmax_width),
         }
 
     reply({
-        "ready": True, "softmax": trainer.softmax_name, "vocab_size": len(trainer.vocab), "threads": torch.get_num_threads(),
-        "world_size": trainer.dist.world_size,
+        "ready": True, "softmax": run.softmax_name, "vocab_size": len(run.vocab), "threads": torch.get_num_threads(),
+        "world_size": run.dist.world_size,
         "config": {k: getattr(config, k) for k in (
             "max_characters_per_token", "char_embedding_dim", "filters", "n_highway", "num_layers", "lstm_dim", "projection_dim",
         )},
@@ -173,18 +185,18 @@ def worker(spec: dict) -> int:
         if command == "step":
             reply(step())
         elif command == "profile":
-            reply(profile_step(trainer, step))
+            reply(profile_step(run, step))
         elif command == "quit":
             break
     return 0
 
 
-def profile_step(trainer, step) -> dict:
+def profile_step(run, step) -> dict:
     """One step under torch.profiler, its time split into PARTS (see the module docstring)."""
     import torch
     from torch.profiler import profile, record_function
 
-    model = trainer.model
+    model = run.model
     encoder = model.elmo.token_encoder
     patched = []
 
@@ -205,13 +217,13 @@ def profile_step(trainer, step) -> dict:
     for layer in model.elmo.encoder.layers:
         label(layer, "forward", "biLSTM")
         label(layer, "forward_fused", "biLSTM")
-    label(trainer, "softmax_fn", "softmax")
+    label(run, "softmax_fn", "softmax")
     label(model.lm_head, "forward", "softmax")  # the full softmax's product (when not sampled)
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             label(module, "forward", "dropout")
-    label(trainer.optimizer, "step", "optimizer")
-    label(trainer.optimizer, "zero_grad", "optimizer")
+    label(run.optimizer, "step", "optimizer")
+    label(run.optimizer, "zero_grad", "optimizer")
     label(torch.nn.utils, "clip_grad_norm_", "clipping")
     try:
         with profile() as prof:
@@ -614,7 +626,7 @@ def render_section(result: dict, argv: list[str], started: str, load_start, labe
         f"Command: `python bench/train_throughput.py {shlex.join(argv)}` — the variants take turns step by step "
         f"(alternating order; {result['warmup']} warm-up + {result['steps']} measured steps each, the same batches: "
         f"{result['variants'][names[-1]]['words_per_step']:.0f} words per step; {result['softmax']} softmax over "
-        f"{result['vocab_size']} ids; corpus {result['corpus']}). A step = next batch + `Pretrainer.train_step`.",
+        f"{result['vocab_size']} ids; corpus {result['corpus']}). A step = next batch + `train_step` (one `train_steps` step).",
         f"FLOPs as executed (distinct words, cut char-CNN columns, padded LSTM positions, the softmax's real width; "
         f"training = 3 × forward matrix products); roofline = executed training FLOP/s ÷ (cores used × single-thread fp32 GEMM "
         f"rate measured in this run: {result['gemm_gflops']:.1f} GFLOP/s; before/after "

@@ -1,7 +1,7 @@
 """The training step's fast paths compute their definitions, to the accuracy of float32 (each
 measured against the definition in float64 in the same test): torch's fused optimizers make the
 op-by-op optimizers' updates, the char CNN's convolutions as matrix products give the
-convolutions' features and gradients; and the Pretrainer and the model choose them."""
+convolutions' features and gradients; and a pretraining run (`build_run`) and the model choose them."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import torch
 
 from spacy_elmo import ElmoConfig, ElmoModel
 from spacy_elmo.characters import batch_to_char_ids
-from spacy_elmo.training.pretrain import Pretrainer, fused_optimizer
-from spacy_elmo.training.settings import load_settings
+from spacy_elmo.training.run import build_run, fused_optimizer
+from spacy_elmo.training.settings import learning_rate_at, read_settings
+from spacy_elmo.training.steps import evaluate, train_step, train_steps
 
 from test_pretrain import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir conftest)
 
@@ -27,7 +28,7 @@ SETTINGS = {
 
 def _train(kind: str, dtype, fused: bool, steps: int = 8) -> list[torch.Tensor]:
     """`steps` updates of the same parameters with the same gradients and a changing learning rate
-    (as the schedule sets it), as the Pretrainer runs them."""
+    (as the schedule sets it), as a pretraining run runs them."""
     cls, settings = SETTINGS[kind]
     g = torch.Generator().manual_seed(3)
     params = [torch.nn.Parameter(torch.randn(shape, generator=g).to(dtype)) for shape in SHAPES]
@@ -57,12 +58,12 @@ def test_fused_optimizers_make_the_loops_updates(kind):
         assert fused_error <= 2 * loop_error + 4 * unit * scale, (fused_error, loop_error, scale)
 
 
-def test_the_pretrainer_runs_the_fused_optimizer_and_softmax(tmp_path):
+def test_a_pretraining_run_uses_the_fused_optimizer_and_softmax(tmp_path):
     train = write_grammar_corpus(tmp_path / "train.txt", 200, seed=5)
-    cfg = load_settings(TINY, {"paths.train": str(train), "training.softmax": "sampled", "training.n_negative_samples": 8})
-    trainer = Pretrainer(cfg, Path(tmp_path / "out"), progress=False)
-    assert trainer.optimizer.defaults["fused"] is True
-    assert trainer.softmax_fn.resolve(torch.device("cpu")) == "fused"
+    settings = read_settings(TINY, {"paths.train": str(train), "training.softmax": "sampled", "training.n_negative_samples": 8})
+    run = build_run(settings, Path(tmp_path / "out"))
+    assert run.optimizer.defaults["fused"] is True
+    assert run.softmax_fn.resolve(torch.device("cpu")) == "fused"
 
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -70,22 +71,37 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("optimizer", ["adagrad", "adam"])
-def test_the_pretrainers_optimizer_steps_on_every_device(tmp_path, optimizer, device):
-    """Each optimizer steps wherever the pretrainer runs: fused where torch has the kernel for that
+def test_a_pretraining_runs_optimizer_steps_on_every_device(tmp_path, optimizer, device):
+    """Each optimizer steps wherever a pretraining run runs: fused where torch has the kernel for that
     device, the loop elsewhere. (torch makes a fused Adagrad on CUDA, then refuses its first step:
     `spacy-elmo pretrain` on a GPU with the bilm-tf recipe stopped there.)"""
     train = write_grammar_corpus(tmp_path / "train.txt", 200, seed=5)
-    cfg = load_settings(TINY, {"paths.train": str(train), "system.device": device, "training.optimizer": optimizer})
-    trainer = Pretrainer(cfg, Path(tmp_path / "out"), progress=False)
-    assert bool(trainer.optimizer.defaults.get("fused")) is fused_optimizer(optimizer, torch.device(device))
-    assert device != "cpu" or trainer.optimizer.defaults["fused"]  # both are fused on the CPU
-    before = [p.detach().clone() for p in trainer.params]
-    batches = trainer.corpus.batches()
+    settings = read_settings(TINY, {"paths.train": str(train), "system.device": device, "training.optimizer": optimizer})
+    run = build_run(settings, Path(tmp_path / "out"))
+    assert bool(run.optimizer.defaults.get("fused")) is fused_optimizer(optimizer, torch.device(device))
+    assert device != "cpu" or run.optimizer.defaults["fused"]  # both are fused on the CPU
+    before = [p.detach().clone() for p in run.params]
+    batches = run.corpus.batches()
     for _ in range(2):
-        loss, _, _ = trainer.train_step(next(batches)[0])
+        loss, _, _ = train_step(run, next(batches)[0])
         assert math.isfinite(loss)
-    assert all(p.device.type == device for p in trainer.params)
-    assert max(float((p.detach() - b).abs().max()) for p, b in zip(trainer.params, before)) > 0.0
+    assert all(p.device.type == device for p in run.params)
+    assert max(float((p.detach() - b).abs().max()) for p, b in zip(run.params, before)) > 0.0
+
+
+def test_train_steps_yields_each_step_and_advances_the_run(tmp_path):
+    """The public step API (what `pretrain` and bench/train_throughput.py consume): one StepInfo per
+    optimizer step, numbered on from the run's state, with the schedule's rate and the batch's words."""
+    train = write_grammar_corpus(tmp_path / "train.txt", 200, seed=5)
+    settings = read_settings(TINY, {"paths.train": str(train), "training.warmup_steps": 4})
+    run = build_run(settings, Path(tmp_path / "out"))
+    steps = train_steps(run)
+    infos = [next(steps) for _ in range(3)]
+    assert [info.step for info in infos] == [1, 2, 3] and run.state.step == 3
+    assert [info.lr for info in infos] == [learning_rate_at(settings.training, s) for s in (1, 2, 3)]
+    assert run.state.words == sum(info.words for info in infos) > 0
+    assert all(math.isfinite(info.loss) and 0 <= info.data_seconds <= info.seconds for info in infos)
+    assert run.state.position == infos[-1].position
 
 
 def test_evaluation_after_fused_optimizer_steps_sees_the_new_weights(tmp_path):
@@ -96,17 +112,17 @@ def test_evaluation_after_fused_optimizer_steps_sees_the_new_weights(tmp_path):
     held-out perplexity from stale prepacked weights.)"""
     corpus = write_grammar_corpus(tmp_path / "train.txt", 400, seed=1)
     heldout = write_grammar_corpus(tmp_path / "heldout.txt", 40, seed=2)
-    cfg = load_settings(TINY, {"paths.train": str(corpus), "paths.heldout": str(heldout), "training.learning_rate": 0.05})
-    trainer = Pretrainer(cfg, Path(tmp_path / "out"), progress=False)
-    assert trainer.optimizer.defaults["fused"] is True
-    batches = trainer.corpus.batches()
-    trainer.evaluate()  # fills the packed kernel's prepacked weights and the token cache
+    settings = read_settings(TINY, {"paths.train": str(corpus), "paths.heldout": str(heldout), "training.learning_rate": 0.05})
+    run = build_run(settings, Path(tmp_path / "out"))
+    assert run.optimizer.defaults["fused"] is True
+    batches = run.corpus.batches()
+    evaluate(run)  # fills the packed kernel's prepacked weights and the token cache
     for _ in range(5):
-        trainer.train_step(next(batches)[0])
-    served = trainer.evaluate()["heldout_ppl"]
-    elmo = trainer.model.elmo
+        train_step(run, next(batches)[0])
+    served = evaluate(run)["heldout_ppl"]
+    elmo = run.model.elmo
     elmo.config.lstm_implementation, elmo.token_cache_size = "eager", 0
-    definition = trainer.evaluate()["heldout_ppl"]
+    definition = evaluate(run)["heldout_ppl"]
     assert abs(served - definition) <= 1e-4 * definition, (served, definition)
 
 
