@@ -10,8 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from ..file_sets import resolve_files  # noqa: F401  (these three: only for the committed training/pretrain.py,
-from ..text_input import check_text_files, make_tokenizer  # noqa: F401  until its restructure, which imports them itself, lands)
 from ..text_input import read_block
 
 
