@@ -4,7 +4,7 @@ wrapper scripts/provenance_step.py, configs/experiments); and a fresh virtual en
 that wheel and its dependencies (torch pinned by constraints.txt, as `make test` installs it) runs the
 README's quick start and its `spacy-elmo init-config` command.
 
-One test, about 1.5 minutes on 2 cores with pip's cache warm (more the first time, or on a loaded machine): the build
+One test, about a minute on 2 cores with pip's cache warm (more the first time, or on a loaded machine): the build
 (isolated, as a release is built), the environment (torch, then the wheel with its dependencies from
 the package index), then the README's commands in it, in a folder holding only the test biLM."""
 
