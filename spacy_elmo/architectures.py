@@ -13,7 +13,7 @@ The `elmo` factory and the `spacy-elmo.training_layer_cache.v1` callback are reg
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from spacy.tokens import Doc
 from spacy.util import registry
@@ -30,13 +30,14 @@ from .layers.tok2vec import BiLMLayers, build_elmo_features
 # is, a thinc layer around the torch `spacy_elmo.ElmoModel`
 @registry.architectures("spacy-elmo.ElmoModel.v1")
 def ElmoBiLMLayer_v1(
-    name: Optional[str] = None,
+    name: str | None = None,
     max_batch_tokens: int = 4096,
     max_length: int = 256,
     window_overlap: int = 64,
     mixed_precision: bool = False,
-    grad_scaler_config: Dict[str, Any] = {},
-) -> Model[List[Doc], List[Floats3d]]:
+    # {} (not None): the default is what spaCy fills into configs; it is only read (build_bilm copies it)
+    grad_scaler_config: dict[str, Any] = {},  # noqa: B006
+) -> Model[list[Doc], list[Floats3d]]:
     """The biLM (a thinc `PyTorchWrapper` on the device of thinc's current ops).
 
     name: an HF directory, a hub id, or a legacy "options.json,weights.hdf5" pair (or a directory
@@ -62,8 +63,8 @@ def ElmoListener_v1(
     grad_factor: float = 1.0,
     dropout: float = 0.0,
     l2: float = 0.001,
-    tok2vec: Optional[Model[List[Doc], List[Floats2d]]] = None,
-) -> Model[List[Doc], List[Floats2d]]:
+    tok2vec: Model[list[Doc], list[Floats2d]] | None = None,
+) -> Model[list[Doc], list[Floats2d]]:
     """Token vectors from the upstream `elmo` component, mixed with this component's own weights.
 
     upstream: name of the `elmo` component ("*" = any).
@@ -80,13 +81,13 @@ def ElmoListener_v1(
 
 @registry.architectures("spacy-elmo.ElmoTok2Vec.v1")
 def ElmoTok2Vec_v1(
-    bilm: Model[List[Doc], List[Floats3d]],
+    bilm: Model[list[Doc], list[Floats3d]],
     freeze: bool = True,
     cache_mb: float = 0.0,
     dropout: float = 0.0,
     l2: float = 0.001,
-    tok2vec: Optional[Model[List[Doc], List[Floats2d]]] = None,
-) -> Model[List[Doc], List[Floats2d]]:
+    tok2vec: Model[list[Doc], list[Floats2d]] | None = None,
+) -> Model[list[Doc], list[Floats2d]]:
     """Token vectors from a biLM owned by this component (`bilm`: a spacy-elmo.ElmoModel.v1 block).
 
     freeze: never update the biLM (and allow the `cache_mb` layer cache, in MB).
@@ -99,12 +100,12 @@ def ElmoTok2Vec_v1(
 @registry.architectures("spacy-elmo.ElmoEmbed.v1")
 def ElmoEmbed_v1(
     width: int,
-    embed: Model[List[Doc], List[Floats2d]],
+    embed: Model[list[Doc], list[Floats2d]],
     upstream: str = "*",
     grad_factor: float = 1.0,
     dropout: float = 0.0,
     l2: float = 0.001,
-) -> Model[List[Doc], List[Floats2d]]:
+) -> Model[list[Doc], list[Floats2d]]:
     """[ELMo_k ; embed_k] → Maxout(width) per token, for the `embed` slot of spacy.Tok2Vec.v2.
 
     Like MultiHashEmbed's `include_static_vectors`, but with the token's learned mix of the
@@ -120,7 +121,7 @@ def ElmoEmbed_v1(
 
 
 @registry.architectures("spacy-elmo.ScalarMix.v1")
-def ScalarMix_v1(dropout: float = 0.0, l2: float = 0.001) -> Model[List[Floats3d], List[Floats2d]]:
+def ScalarMix_v1(dropout: float = 0.0, l2: float = 0.001) -> Model[list[Floats3d], list[Floats2d]]:
     """γ · Σ_j softmax(s)_j · layer_j per Doc: [L+1, n, dim] → [n, dim]."""
     return build_scalar_mix(dropout=dropout, l2=l2)
 

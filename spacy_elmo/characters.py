@@ -21,7 +21,7 @@ ids), 3… words. A word is looked up as cut to `max_chars - 2` characters, as E
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy
 
@@ -46,7 +46,7 @@ class LexiconError(ValueError):
     """A character or word lexicon that does not follow the layout above."""
 
 
-def _marked(chars: Sequence[int], size: int, bow: int, eow: int, pad: int) -> numpy.ndarray:
+def _marked(chars: Sequence[int] | numpy.ndarray, size: int, bow: int, eow: int, pad: int) -> numpy.ndarray:
     ids = numpy.full(size, pad, dtype=numpy.int64)
     ids[0] = bow
     ids[1 : 1 + len(chars)] = chars
@@ -59,6 +59,7 @@ def word_to_char_ids(word: str, max_chars: int = 50) -> numpy.ndarray:
 
     Words are encoded as UTF-8 (unpaired surrogates are replaced) and cut to `max_chars - 2` bytes.
     """
+    data: Sequence[int] | numpy.ndarray
     if word in (BOS_TOKEN, EOS_TOKEN):
         data = [(BOS_CHAR if word == BOS_TOKEN else EOS_CHAR) + 1]
     else:
@@ -129,7 +130,8 @@ class LexiconCharacters:
 
 def lexicon_sentence_boundaries(max_chars: int) -> tuple[numpy.ndarray, numpy.ndarray]:
     """The character rows of the sentence start and end tokens of a character-lexicon model."""
-    return tuple(_marked([marker], max_chars, LEXICON_BOW, LEXICON_EOW, LEXICON_PAD) for marker in (LEXICON_BOS, LEXICON_EOS))
+    start, end = (_marked([marker], max_chars, LEXICON_BOW, LEXICON_EOW, LEXICON_PAD) for marker in (LEXICON_BOS, LEXICON_EOS))
+    return start, end
 
 
 def sentence_boundaries(char_lexicon: bool, max_chars: int) -> tuple[numpy.ndarray, numpy.ndarray]:

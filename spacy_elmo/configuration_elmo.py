@@ -204,7 +204,7 @@ class ElmoConfig(PreTrainedConfig):
         return options
 
 
-def config_error_message(err: Exception) -> str:
+def config_error_message(err: BaseException) -> str:
     """One line for a config validation error: "field 'x': ..." or the cross-field reason."""
     while not isinstance(err, (StrictDataclassFieldValidationError, StrictDataclassClassValidationError)):
         inner = err.__cause__ or err.__context__

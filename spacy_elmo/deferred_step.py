@@ -11,7 +11,8 @@ last listener's gradient arrives, in the same `nlp.update`. A step asked for at 
 
 from __future__ import annotations
 
-from typing import Callable, Generic, Optional, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 Optimizer = TypeVar("Optimizer")
 
@@ -27,7 +28,7 @@ class DeferredStep(Generic[Optimizer]):
     def __init__(self, apply: Callable[[Optimizer], None]) -> None:
         self._apply = apply
         self._awaiting = False
-        self._kept: Optional[Optimizer] = None
+        self._kept: Optimizer | None = None
 
     @property
     def awaiting_gradient(self) -> bool:
@@ -49,7 +50,7 @@ class DeferredStep(Generic[Optimizer]):
         else:
             self._apply(optimizer)
 
-    def gradient_arrived(self, optimizer: Optional[Optimizer] = None) -> None:
+    def gradient_arrived(self, optimizer: Optimizer | None = None) -> None:
         """The batch's gradient is in: applies `optimizer` (one passed to `update` itself) or else the
         step kept by `request`, if any; without either, the step comes with the next `request`."""
         self._awaiting = False

@@ -36,7 +36,7 @@ class Distributed:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     @classmethod
-    def from_env(cls, device: str = "auto") -> "Distributed":
+    def from_env(cls, device: str = "auto") -> Distributed:
         """Reads torchrun's environment, picks the device ("auto": CUDA when available) and joins the group."""
         world = int(os.environ.get("WORLD_SIZE", "1"))
         dev = pick_device(device, int(os.environ.get("LOCAL_RANK", "0")))

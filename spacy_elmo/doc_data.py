@@ -11,12 +11,12 @@ component's `doc.tensor`), without spaCy's warning about missing static vectors.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import cast
 
 import numpy
 import srsly
 from thinc.api import get_array_module
-from thinc.types import Floats3d
+from thinc.types import Floats1d, Floats2d, Floats3d
 
 
 @dataclass
@@ -36,7 +36,7 @@ class ElmoDocData:
     def __len__(self) -> int:
         return int(self.layers.shape[1])
 
-    def __getitem__(self, index) -> "ElmoDocData":
+    def __getitem__(self, index) -> ElmoDocData:
         """Token slice (`data[start:end]`), keeping the layer axis."""
         if not isinstance(index, slice):
             raise TypeError("ElmoDocData supports slices of tokens only, e.g. data[2:5]")
@@ -49,8 +49,8 @@ class ElmoDocData:
         return {"layers": numpy.ascontiguousarray(layers)}
 
     @classmethod
-    def from_dict(cls, msg: dict) -> "ElmoDocData":
-        return cls(numpy.asarray(msg["layers"]))
+    def from_dict(cls, msg: dict) -> ElmoDocData:
+        return cls(cast(Floats3d, numpy.asarray(msg["layers"])))  # the layers to_dict wrote
 
 
 @dataclass
@@ -103,12 +103,12 @@ def register_extensions() -> None:
         Token.set_extension("elmo", getter=_token_layers)
 
 
-def _span_layers(span) -> Optional[ElmoDocData]:
+def _span_layers(span) -> ElmoDocData | None:
     data = span.doc._.elmo
     return None if data is None else data[span.start : span.end]
 
 
-def _token_layers(token) -> Optional[ElmoTokenData]:
+def _token_layers(token) -> ElmoTokenData | None:
     data = token.doc._.elmo
     return None if data is None else ElmoTokenData(data.layers[:, token.i])
 

@@ -29,7 +29,11 @@ import tempfile
 import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote, urldefrag, urlsplit
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 _URL = re.compile(r"^https?://", re.I)
 _SHA256_FRAGMENT = re.compile(r"^sha256=([0-9a-fA-F]{64})$")
@@ -120,7 +124,7 @@ def _archive_kind(url: str) -> str | None:
     return next((kind for suffix, kind in _ARCHIVES.items() if path.endswith(suffix)), None)
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
@@ -166,7 +170,7 @@ def _download(address: str, known_hash: str | None, name: str, folder: Path, pro
     import pooch
     import requests
 
-    bar = _Bar() if progress else False
+    bar: _Bar | Literal[False] = _Bar() if progress else False
     try:
         with _pooch_log(progress):
             return pooch.retrieve(
@@ -204,7 +208,7 @@ class _Bar:
     on a terminal (`disable=None`: never into a log file)."""
 
     def __init__(self):
-        self._tqdm = None
+        self._tqdm: tqdm | None = None
 
     @property
     def total(self):
@@ -217,9 +221,11 @@ class _Bar:
         self._tqdm = tqdm(total=total, unit="B", unit_scale=True, disable=None, leave=True)
 
     def update(self, n: int) -> None:
+        assert self._tqdm is not None, "pooch sets `total` before it updates the bar"
         self._tqdm.update(n)
 
     def reset(self) -> None:
+        assert self._tqdm is not None, "pooch sets `total` before it resets the bar"
         self._tqdm.reset()
 
     def close(self) -> None:

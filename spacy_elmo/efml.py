@@ -45,9 +45,10 @@ The mapping (`weight_table`, applied by `efml_to_elmo`), to our layout:
 
 import pickle
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import torch
 
@@ -155,7 +156,8 @@ def read_lexicon(path: str | Path, specials: tuple[str, ...]) -> dict[str, int]:
             fields = ["\u3000", fields[0]]
         if len(fields) != 2:
             raise EfmlFormatError(
-                f"{path}: line {here} has {len(fields)} tab-separated fields; expected 'token<TAB>id'{_line_break_note(piece)}"
+                f"{path}: line {here} has {len(fields)} tab-separated fields; "
+                f"expected 'token<TAB>id'{_line_break_note(piece)}"
             )
         token, raw = fields
         try:
@@ -251,6 +253,7 @@ def weight_table(arch: EfmlArchitecture, char_lexicon: dict[str, int], word_lexi
     te, ours = "token_embedder.pkl", "token_encoder."
     table = []
     if word_dim > 0:
+        assert word_lexicon is not None, "read_efml reads word.dic when word_dim > 0"
         table.append(Entry(
             te, "word_emb_layer.embedding.weight", (len(word_lexicon), word_dim), ours + "word_embedding.weight",
             _lexicon_rows(word_lexicon, WORD_ORDER, WORD_DROPPED), hint=f"word.dic has {len(word_lexicon)} entries, word_dim is {word_dim}",
@@ -267,11 +270,11 @@ def weight_table(arch: EfmlArchitecture, char_lexicon: dict[str, int], word_lexi
     for k in range(emb.n_highway):
         # AllenNLP: [nonlinear; gate] = W x + b, y = σ(gate)·x + (1 − σ(gate))·relu(nonlinear); ours:
         # y = g·relu(T x) + (1 − g)·x, so g = 1 − σ(gate) = σ(−gate): the gate half negated
-        layer, highway = f"highways._layers.{k}.", f"{ours}highways.{k}."
+        theirs, highway = f"highways._layers.{k}.", f"{ours}highways.{k}."
         for part, shape in (("weight", (2 * n_filters, n_filters)), ("bias", (2 * n_filters,))):
             table += [
-                Entry(te, layer + part, shape, f"{highway}transform.{part}", lambda w: w[:n_filters]),
-                Entry(te, layer + part, shape, f"{highway}gate.{part}", lambda w: -w[n_filters:]),
+                Entry(te, theirs + part, shape, f"{highway}transform.{part}", lambda w: w[:n_filters]),
+                Entry(te, theirs + part, shape, f"{highway}gate.{part}", lambda w: -w[n_filters:]),
             ]
     # projection(cat([word, chars])) = word_projection(word) + projection(chars)
     shape = (proj, word_dim + n_filters)
@@ -324,7 +327,8 @@ def read_state_dict(path: str | Path, entries: list[Entry]) -> dict[str, torch.T
     missing = [name for name in expected if name not in state]
     if missing:
         raise EfmlFormatError(
-            f"{path}: missing tensor(s) {_names(missing)}; '{missing[0]}' should have shape {list(expected[missing[0]])}"
+            f"{path}: missing tensor(s) {_names(missing)}; "
+            f"'{missing[0]}' should have shape {list(expected[missing[0]])}"
         )
     extra = [name for name in state if name not in expected]
     if extra:
@@ -432,8 +436,8 @@ def load_efml(path: str | Path, lang: str = "xx"):
     `lang`: the spaCy language whose tokenizer splits raw text for the HF tokenizer (EFML
     directories do not say; "xx" is spaCy's multi-language tokenizer).
     """
-    from .modeling_elmo import ElmoModel
     from .configuration_elmo import ElmoConfig
+    from .modeling_elmo import ElmoModel
     from .tokenization_elmo import ElmoTokenizer
 
     config_kwargs, state, char_lexicon, word_lexicon = efml_to_elmo(read_efml(path))

@@ -12,8 +12,9 @@ projection_dim, n_layers, cell_clip, proj_clip). Reading the directory and mappi
 """
 
 # (no `from __future__ import annotations`: @strict validates from the evaluated annotations)
-from dataclasses import dataclass, fields
-from typing import Any, Callable, ClassVar, Literal
+from collections.abc import Callable
+from dataclasses import Field, dataclass, fields
+from typing import Any, ClassVar, Literal
 
 from huggingface_hub.dataclasses import strict, validated_field
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
@@ -80,6 +81,7 @@ class _Section:
     """One section of the architecture json; `read` makes the line every problem is reported in."""
 
     section: ClassVar[str]
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # (every section is a dataclass)
 
     @classmethod
     def read(cls, architecture: dict, source: str):

@@ -5,8 +5,8 @@ two always agree on what "the data" is."""
 from __future__ import annotations
 
 import glob
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 __all__ = ["resolve_files"]
 

@@ -8,8 +8,9 @@ the dataset or field, and what was expected.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import h5py
 import numpy

@@ -24,11 +24,11 @@ def resolve_legacy(reference: str | Path) -> tuple[Path, Path] | None:
         return options, weights
     path = Path(text)
     if path.is_dir() and (path / "options.json").is_file() and not (path / "config.json").is_file():
-        weights = sorted(path.glob("*.hdf5"))
-        if not weights:
+        found = sorted(path.glob("*.hdf5"))
+        if not found:
             raise LegacyFormatError(f"{path}: has options.json but no .hdf5 weights file")
-        preferred = [w for w in weights if w.name == "lm_weights.hdf5"]
-        return path / "options.json", (preferred or weights)[0]
+        preferred = [w for w in found if w.name == "lm_weights.hdf5"]
+        return path / "options.json", (preferred or found)[0]
     return None
 
 

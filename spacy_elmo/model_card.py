@@ -61,7 +61,7 @@ def _architecture(model) -> list[str]:
         rows.append(f"| LM head | softmax over {c.vocab_size:,} words (`vocab.txt`), shared by both directions |")
     mixes = getattr(elmo, "scalar_mixes", None)
     params = f"{_count(elmo) - _count(mixes):,} in the biLM"
-    if _count(mixes):
+    if mixes is not None and _count(mixes):
         params += f" + {_count(mixes):,} in {len(mixes)} scalar mix(es)"
     if head is not None:
         params += f" + {_count(head):,} in the LM head"

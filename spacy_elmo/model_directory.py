@@ -28,8 +28,9 @@ import re
 import stat
 import tempfile
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Literal
 
 import torch
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
@@ -93,7 +94,7 @@ def default_tokenizer(model, directory: Path | None = None):
     return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
 
 
-def save_model_directory(directory, model, tokenizer=None, *, card: dict | bool | None = None, **save_kwargs) -> Path:
+def save_model_directory(directory, model, tokenizer=None, *, card: dict | Literal[False] | None = None, **save_kwargs) -> Path:
     """Writes a complete model directory (see the module docstring); returns its path.
 
     tokenizer: an `ElmoTokenizer` that fits `model` (default: `default_tokenizer`); card: settings
@@ -121,7 +122,7 @@ def save_model_directory(directory, model, tokenizer=None, *, card: dict | bool 
 # --- the save/push methods of ElmoPreTrainedModel -------------------------------------------------
 
 
-def save_pretrained(self, save_directory, *args, tokenizer=None, model_card: dict | bool | None = None,
+def save_pretrained(self, save_directory, *args, tokenizer=None, model_card: dict | Literal[False] | None = None,
                     push_to_hub: bool = False, **kwargs):
     """`PreTrainedModel.save_pretrained` writing a complete directory (`save_model_directory`): also
     the tokenizer (`tokenizer`, or the one already there, or the UTF-8 one) and the README.md card
@@ -146,7 +147,7 @@ def push_to_hub(
     create_pr: bool = False,
     max_shard_size: int | str | None = "50GB",
     tags: Sequence[str] | None = None,
-    model_card: dict | bool | None = None,
+    model_card: dict | Literal[False] | None = None,
 ):
     """Uploads the complete model directory (`save_model_directory`: config.json, model.safetensors,
     the tokenizer files and this model's README.md card) in one commit, with huggingface_hub's
@@ -155,7 +156,7 @@ def push_to_hub(
 
     api = HfApi(token=token)
     repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
-    card: dict[str, Any] | bool = {"reference": repo_id, **(model_card or {})} if model_card is not False else False
+    card: dict[str, Any] | Literal[False] = {"reference": repo_id, **(model_card or {})} if model_card is not False else False
     with tempfile.TemporaryDirectory() as tmp:
         save_model_directory(tmp, self, tokenizer, card=card, max_shard_size=max_shard_size)
         if tags and card is not False:
@@ -203,7 +204,7 @@ def ignore_patterns(prefixes: Sequence[str]) -> list[str]:
     return [rf"^{re.escape(prefix)}" for prefix in prefixes]
 
 
-def load_strict(load: Callable[..., tuple[Any, dict]], source: str, optional_weights: Sequence[str]) -> tuple[Any, dict]:
+def load_strict(load: Callable[..., Any], source: str, optional_weights: Sequence[str]) -> tuple[Any, dict]:
     """(model, loading info) from `load(output_loading_info=True, ignore_mismatched_sizes=True)`
     (HF's `from_pretrained`: safetensors, `weights_only=True`), made strict: a bad config.json,
     tensors missing (other than those under the `optional_weights` prefixes) or mis-shaped, and

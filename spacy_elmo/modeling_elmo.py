@@ -19,6 +19,7 @@ being read (`from_pretrained`).
 from __future__ import annotations
 
 import functools
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +43,7 @@ class Highway(nn.Module):
         super().__init__()
         self.transform = nn.Linear(dim, dim)
         self.gate = nn.Linear(dim, dim)
-        self.gate.is_highway_gate = True  # _init_weights starts it near the identity
+        self.gate.is_highway_gate = True  # type: ignore[assignment]  # a flag, not a tensor or module: _init_weights starts it near the identity
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate = torch.sigmoid(self.gate(x))
@@ -98,7 +99,7 @@ class ElmoCharacterEncoder(nn.Module):
 
     def add_word_vectors(self, spelled: torch.Tensor, word_ids: torch.Tensor | None) -> torch.Tensor:
         """x_k = spelling part + the word embedding's block of the projection (models with one)."""
-        if self.word_embedding is None:
+        if self.word_embedding is None or self.word_projection is None:  # (made together)
             return spelled
         if word_ids is None:
             raise ValueError("this model has a word embedding: pass input_word_ids (ElmoTokenizer returns them)")
@@ -111,7 +112,8 @@ class ElmoCharacterEncoder(nn.Module):
         products over their windows (`kernels.pooled_convolutions`: the same sums, faster to train)."""
         chars = self.char_embedding(char_ids)
         if self._convolutions_as_products(chars):
-            pooled = kernels.pooled_convolutions(chars, [c.weight for c in self.convolutions], [c.bias for c in self.convolutions])
+            convolutions = cast(list[nn.Conv1d], self.convolutions)
+            pooled = kernels.pooled_convolutions(chars, [c.weight for c in convolutions], [c.bias for c in convolutions])
         else:
             chars = chars.transpose(1, 2)
             # max-pool over character positions, then the activation (as bilm-tf)
@@ -148,7 +150,7 @@ class ElmoLstmLayer(nn.Module):
         self.hidden_weight = nn.Parameter(torch.empty(2, proj, 4 * hidden))
         self.bias = nn.Parameter(torch.zeros(2, 4 * hidden))
         self.proj_weight = nn.Parameter(torch.empty(2, hidden, proj)) if self.has_projection else None
-        self.int8 = None  # kernels.Int8Weights after quantization.quantize_int8 (opt-in, approximate)
+        self.int8: kernels.Int8Weights | None = None  # after quantization.quantize_int8 (opt-in, approximate)
 
     def gate_bias(self) -> torch.Tensor:
         """[2, 4·lstm_dim] gate biases with the forget gate's `forget_bias` added (TF adds it at run time)."""
@@ -162,7 +164,7 @@ class ElmoLstmLayer(nn.Module):
         return kernels.LstmWeights(
             self.input_weight, self.hidden_weight, self.proj_weight, self.gate_bias().detach(),
             self.cell_clip, self.proj_clip, owner=self, int8=self.int8,
-        )
+        )  # fmt: skip
 
     def forward(
         self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], lengths: torch.Tensor | None
@@ -215,7 +217,7 @@ class ElmoLstmLayer(nn.Module):
         return kernels.lstm_layer_fused(
             x, state[0], state[1], self.input_weight, self.hidden_weight, self.bias, self.proj_weight,
             lengths, self.forget_bias, self.cell_clip, self.proj_clip,
-        )
+        )  # fmt: skip
 
 
 def _reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
@@ -255,7 +257,7 @@ class ElmoBiLstm(nn.Module):
         return resolve_lstm_implementation(
             self.config.lstm_implementation, needs_grad=needs_grad, training=self.training,
             autocast=torch.is_autocast_enabled(tokens.device.type), device_type=tokens.device.type,
-        )
+        )  # fmt: skip
 
     def forward(
         self,
@@ -286,7 +288,7 @@ class ElmoBiLstm(nn.Module):
         gather = rev.unsqueeze(-1).expand(-1, -1, tokens.shape[-1])
         x = torch.stack([tokens, tokens.gather(1, gather)])
         finals_h, finals_c, outputs = [], [], []
-        for index, layer in enumerate(self.layers):
+        for index, layer in enumerate(cast(list[ElmoLstmLayer], self.layers)):
             run = layer.forward_fused if fused else layer  # the same function
             out, (h, c) = run(self.dropout(x), (state.h[index], state.c[index]), lengths if return_state else None)
             if self.use_skip_connections and index > 0:
@@ -312,11 +314,11 @@ class ElmoPreTrainedModel(PreTrainedModel):
     # tensors a checkpoint may lack: they are (re)initialized on purpose (no "LOAD REPORT ... MISSING"
     # table for them), never silently for the biLM itself; e.g. new scalar mixes from
     # `from_pretrained(path, num_output_representations=2)`
-    _optional_weights = ("scalar_mixes.", "elmo.scalar_mixes.")
+    _optional_weights: tuple[str, ...] = ("scalar_mixes.", "elmo.scalar_mixes.")
     _keys_to_ignore_on_load_missing = model_directory.ignore_patterns(_optional_weights)
     # save_pretrained / push_to_hub write a complete model directory (spacy_elmo.model_directory)
     save_pretrained = model_directory.save_pretrained
-    push_to_hub = model_directory.push_to_hub
+    push_to_hub = model_directory.push_to_hub  # type: ignore[assignment]  # (adds tokenizer=, model_card=: not HF's signature)
     # a pretrained directory may carry the LM head; the encoder alone ignores it quietly
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
 
@@ -347,7 +349,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
             module.gate.bias.fill_(-2.0)  # start close to the identity (bilm-tf's init)
         elif isinstance(module, nn.Conv1d):
             nn.init.uniform_(module.weight, -0.05, 0.05)
-            module.bias.zero_()
+            if module.bias is not None:  # (the char CNN's have one)
+                module.bias.zero_()
         elif isinstance(module, nn.Embedding):
             nn.init.uniform_(module.weight, -1.0, 1.0)
             if module.padding_idx is not None:  # the character table's row 0 pads whole tokens

@@ -20,10 +20,10 @@ class ElmoState(NamedTuple):
     h: torch.Tensor
     c: torch.Tensor
 
-    def rows(self, index) -> "ElmoState":
+    def rows(self, index) -> ElmoState:
         return ElmoState(self.h[:, :, index], self.c[:, :, index])
 
-    def detach(self) -> "ElmoState":
+    def detach(self) -> ElmoState:
         return ElmoState(self.h.detach(), self.c.detach())
 
 

@@ -20,25 +20,27 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from types import FrameType
+from typing import Any, cast
 
 import numpy
 import srsly
+from confection import ConfigValidationError
 from spacy import util
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples
-from spacy.vocab import Vocab
-from confection import ConfigValidationError
 from spacy.training.initialize import init_nlp
+from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
+from thinc.types import Floats1d
 
 from .architectures import ElmoBiLMLayer_v1
 from .deferred_step import DeferredStep
 from .doc_data import ElmoDocData, register_extensions, set_similarity_hooks
-from .layers.layer_cache import LayerCache
 from .layers.bilm import (
     bilm_from_bytes,
     bilm_to_bytes,
@@ -50,6 +52,7 @@ from .layers.bilm import (
     save_bilm,
     set_elmo_model,
 )
+from .layers.layer_cache import LayerCache
 from .layers.listener import ElmoListener, no_gradient
 
 DEFAULT_CONFIG_STR = """
@@ -82,13 +85,13 @@ register_extensions()
 def make_elmo(
     nlp: Language,
     name: str,
-    model: Union[Model, str],
-    layers: Optional[List[int]],
-    layer_weights: Optional[List[float]],
+    model: Model | str,
+    layers: list[int] | None,
+    layer_weights: list[float] | None,
     store_layers: bool,
     cache_mb: float,
-    fine_tune_layers: Optional[int],
-) -> "Elmo":
+    fine_tune_layers: int | None,
+) -> Elmo:
     """The `elmo` component.
 
     model: a spacy-elmo.ElmoModel.v1 block, or just the biLM's location (an HF directory, a hub
@@ -103,16 +106,15 @@ def make_elmo(
 
     A missing or bad `model` raises `ElmoSettingError` here (see the module docstring).
     """
-    if isinstance(model, str):
-        model = ElmoBiLMLayer_v1(name=model)
+    bilm = ElmoBiLMLayer_v1(name=model) if isinstance(model, str) else model
     if not _built_to_load_saved_weights():
         try:
-            check_source(model)
+            check_source(bilm)
         except (ValueError, OSError) as err:
             raise ElmoSettingError(title=str(err)) from None
     return Elmo(
         nlp.vocab,
-        model,
+        bilm,
         name,
         layers=layers,
         layer_weights=layer_weights,
@@ -136,9 +138,9 @@ def _built_to_load_saved_weights() -> bool:
     `Language.from_config` outside training (the documented `from_config` + `from_bytes` way).
     `init_nlp` (`spacy train`) and a direct `nlp.add_pipe` need `model` now."""
     loading, training = util.load_model_from_path.__code__, init_nlp.__code__
-    from_config = Language.from_config.__func__.__code__
+    from_config = cast(Any, Language.from_config).__func__.__code__  # (a classmethod: its function's code)
     in_from_config = False
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         if code is loading:
@@ -170,10 +172,10 @@ class Elmo(TrainablePipe):
         model: Model,
         name: str = "elmo",
         *,
-        layers: Optional[Sequence[int]] = None,
-        layer_weights: Optional[Sequence[float]] = None,
+        layers: Sequence[int] | None = None,
+        layer_weights: Sequence[float] | None = None,
         store_layers: bool = True,
-        fine_tune_layers: Optional[int] = None,
+        fine_tune_layers: int | None = None,
         cache_mb: float = 0.0,
     ) -> None:
         if layer_weights is not None and layers is not None and len(layer_weights) != len(layers):
@@ -193,17 +195,17 @@ class Elmo(TrainablePipe):
         self._weights_may_change = False  # set by a gradient update, until the step is applied
         # spaCy calls finish_update before the listeners' gradient arrives: the step waits for it
         self._step: DeferredStep[Optimizer] = DeferredStep(self._apply_step)
-        self.listener_map: Dict[str, List[ElmoListener]] = {}
-        self.cfg: Dict[str, Any] = {}
+        self.listener_map: dict[str, list[ElmoListener]] = {}
+        self.cfg: dict[str, Any] = {}
 
     # --- listeners (spaCy's ListenedToComponent protocol) ---------------------------------------
 
     @property
-    def listeners(self) -> List[ElmoListener]:
+    def listeners(self) -> list[ElmoListener]:
         return [m for c in self.listening_components for m in self.listener_map[c]]
 
     @property
-    def listening_components(self) -> List[str]:
+    def listening_components(self) -> list[str]:
         return list(self.listener_map.keys())
 
     def add_listener(self, listener: ElmoListener, component_name: str) -> None:
@@ -214,7 +216,8 @@ class Elmo(TrainablePipe):
         if not self.store_layers:
             warnings.warn(
                 f"'{component_name}' listens to '{self.name}', which has store_layers=false: "
-                "listeners read doc._.elmo at prediction time, so set store_layers=true."
+                "listeners read doc._.elmo at prediction time, so set store_layers=true.",
+                stacklevel=1,  # about the pipeline's config, not about a caller (spaCy, wiring listeners)
             )
 
     def remove_listener(self, listener: ElmoListener, component_name: str) -> bool:
@@ -240,7 +243,7 @@ class Elmo(TrainablePipe):
         """The torch `ElmoModel` (loaded on first access)."""
         return get_elmo_model(self.model)
 
-    def layer_dims(self) -> Tuple[int, int]:
+    def layer_dims(self) -> tuple[int, int]:
         """(L+1, width) of the biLM's layers."""
         get_elmo_model(self.model)
         return self.model.get_dim("nL"), self.model.get_dim("nO")
@@ -264,12 +267,12 @@ class Elmo(TrainablePipe):
 
     # --- prediction ---------------------------------------------------------------------------------
 
-    def predict(self, docs: Iterable[Doc]) -> List:
+    def predict(self, docs: Iterable[Doc]) -> list:
         """All layers per Doc, [L+1, len(doc), width] (from the cache where possible)."""
         return predict_cached(self.model, list(docs), self.cache)
 
     def set_annotations(self, docs: Sequence[Doc], layers_per_doc: Sequence) -> None:
-        weights = self.model.ops.asarray(self.tensor_weights())
+        weights = self.model.ops.asarray(cast(Floats1d, self.tensor_weights()))  # (thinc's type for it)
         xp = self.model.ops.xp
         for doc, layers in zip(docs, layers_per_doc):
             if layers.shape[1] != len(doc):
@@ -286,9 +289,9 @@ class Elmo(TrainablePipe):
         examples: Iterable[Example],
         *,
         drop: float = 0.0,
-        sgd: Optional[Optimizer] = None,
-        losses: Optional[Dict[str, float]] = None,
-    ) -> Dict[str, float]:
+        sgd: Optimizer | None = None,
+        losses: dict[str, float] | None = None,
+    ) -> dict[str, float]:
         """Runs the biLM on the batch and hands its layers (and a backprop callback) to the listeners.
 
         When no listener sends gradients back (all have grad_factor 0), the biLM only predicts,
@@ -368,7 +371,7 @@ class Elmo(TrainablePipe):
     def get_loss(self, examples, scores) -> None:
         return None
 
-    def initialize(self, get_examples: Optional[Callable[[], Iterable[Example]]] = None, *, nlp: Optional[Language] = None) -> None:
+    def initialize(self, get_examples: Callable[[], Iterable[Example]] | None = None, *, nlp: Language | None = None) -> None:
         """Loads the biLM (nothing is learned from the examples)."""
         get_elmo_model(self.model)
 
@@ -381,7 +384,7 @@ class Elmo(TrainablePipe):
     # the tokenizer files), read by `from_pretrained` with its strict checks; the bytes are the
     # same files (layers.bilm.bilm_to_bytes).
 
-    def to_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = tuple()) -> None:
+    def to_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> None:
         """Writes `bilm/` (a model directory: config.json, model.safetensors, the tokenizer files) and `cfg`."""
         serialize = {
             "cfg": lambda p: srsly.write_json(p, self.cfg),
@@ -389,7 +392,7 @@ class Elmo(TrainablePipe):
         }
         util.to_disk(path, serialize, exclude)
 
-    def from_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = tuple()) -> "Elmo":
+    def from_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> Elmo:
         """Reads `bilm/` with `ElmoModel.from_pretrained`: a bad file fails here, naming it."""
         deserialize = {
             "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
@@ -406,7 +409,7 @@ class Elmo(TrainablePipe):
         }
         return util.to_bytes(serialize, exclude)
 
-    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "Elmo":
+    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> Elmo:
         def load_bilm(data: bytes) -> None:
             elmo, tokenizer = bilm_from_bytes(data)
             if elmo is not None:

@@ -22,8 +22,8 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 __all__ = ["Provenance", "git_state", "input_hashes", "machine", "sha256", "threads", "utc_now"]
 
@@ -45,11 +45,13 @@ MODEL_FILES = ("config.json", "model.safetensors")
 
 def input_hashes(command: Sequence[str], exclude: Iterable[str | os.PathLike] = ()) -> dict[str, str]:
     """{argument: sha256} of what a command reads: every argument after the program (or the value of
-    a `--key=value` one) naming an existing file, and for one naming a model directory its config.json and model.safetensors
-    (as "DIR/config.json", ...), for any other directory the files in it, as pretraining reads a directory
-    (the module after `-m` is a name, not a path, even where a folder of that name is in the working directory). A glob pattern or comma-separated list (`--paths.train 'corpus/*.txt'`) gives each
-    file it names (as "corpus/a.txt", ...), expanded as pretraining expands it. Paths under `exclude` (e.g. the
-    command's output) are left out. Two runs with equal commands and equal hashes read the same settings and data."""
+    a `--key=value` one) naming an existing file, and for one naming a model directory its config.json
+    and model.safetensors (as "DIR/config.json", ...), for any other directory the files in it, as
+    pretraining reads a directory (the module after `-m` is a name, not a path, even where a folder of
+    that name is in the working directory). A glob pattern or comma-separated list
+    (`--paths.train 'corpus/*.txt'`) gives each file it names (as "corpus/a.txt", ...), expanded as
+    pretraining expands it. Paths under `exclude` (e.g. the command's output) are left out. Two runs
+    with equal commands and equal hashes read the same settings and data."""
     from .file_sets import resolve_files
 
     skip = [Path(p).resolve() for p in exclude]
@@ -194,7 +196,8 @@ class Provenance:
         env: Mapping[str, str] | None = None,
         **extra,
     ):
-        """`env`: the environment the work runs in when it is not this process's (a child's), for its thread settings."""
+        """`env`: the environment the work runs in when it is not this process's (a child's), for its
+        thread settings."""
         self.started = utc_now()
         self.env = dict(env) if env is not None else None
         self.command = [str(c) for c in (sys.argv if command is None else command)]

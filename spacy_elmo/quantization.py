@@ -22,8 +22,9 @@ def quantize_int8(model: nn.Module) -> nn.Module:
             drop_derived(module)  # the fp32 prepacked copies are not used while quantized
         elif type(module) is nn.Linear and module.in_features >= 64:
             module.__class__ = kernels.Int8Linear
-    if getattr(model, "token_cache", None) is not None:
-        model.token_cache.clear()
+    cache = getattr(model, "token_cache", None)
+    if cache is not None:
+        cache.clear()
     return model
 
 
@@ -33,9 +34,11 @@ def dequantize(model: nn.Module) -> nn.Module:
         if isinstance(module, ElmoLstmLayer):
             module.int8 = None
         elif isinstance(module, kernels.Int8Linear):
-            module.__class__ = nn.Linear
-    if getattr(model, "token_cache", None) is not None:
-        model.token_cache.clear()
+            # (back to the plain class, in place: the same parameters)
+            module.__class__ = nn.Linear  # type: ignore[assignment]
+    cache = getattr(model, "token_cache", None)
+    if cache is not None:
+        cache.clear()
     return model
 
 

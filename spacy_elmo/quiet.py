@@ -9,8 +9,8 @@ The hub's download bars (huggingface_hub's own) stay as they were: a download ca
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 @contextmanager

@@ -13,7 +13,10 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 _HEADER = re.compile(r"^\[([^\]]+)\]\s*$")
 
@@ -64,7 +67,7 @@ def set_setting(text: str, dotted: str, value: Any, *, must_exist: bool) -> str:
     if found is None:
         if must_exist:
             raise ValueError(f"config override {dotted!r}: [{section}] has no setting {key!r}")
-        last = max((i for i in range(header, end) if i == header or "=" in lines[i] and not lines[i].startswith("#")))
+        last = max(i for i in range(header, end) if i == header or "=" in lines[i] and not lines[i].startswith("#"))
         lines.insert(last + 1, line)
     else:
         stop = found + 1
@@ -91,7 +94,7 @@ def replace_section(text: str, section: str, block: str) -> str:
     return "\n".join(lines[:start] + new + ([""] if end < len(lines) else []) + lines[end:]) + "\n"
 
 
-def language_class(lang: str) -> type:
+def language_class(lang: str) -> type[Language]:
     """spaCy's Language subclass for `lang`, or a ValueError in one line."""
     import spacy
 

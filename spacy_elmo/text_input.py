@@ -11,8 +11,8 @@ A UTF-8 byte-order mark is skipped, empty lines are skipped and lines over `max_
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 UTF8_BOM = b"\xef\xbb\xbf"
 # longest first: a UTF-32 little-endian mark begins with the UTF-16 one
@@ -133,7 +133,7 @@ def read_block(path: Path, offset: int, max_lines: int, max_line_bytes: int) -> 
                     rest = handle.readline(1 << 20)
                     if not rest or rest.endswith(b"\n"):
                         break
-            text = decode_line(raw, str(path), lambda: _line_at(path, offset) + read - 1).strip()
+            text = decode_line(raw, str(path), lambda: _line_at(path, offset) + read - 1).strip()  # noqa: B023 (called at once)
             if text:
                 lines.append(text)
         return lines, handle.tell()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from functools import lru_cache
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
 
 import numpy
 import torch
@@ -111,7 +111,10 @@ class ElmoTokenizer(PreTrainedTokenizer):
         """Raises `ValueError` when this tokenizer cannot feed a model with `config`."""
         problems = []
         if config.max_characters_per_token != self.max_characters_per_token:
-            problems.append(f"max_characters_per_token {self.max_characters_per_token} vs the model's {config.max_characters_per_token}")
+            problems.append(
+                f"max_characters_per_token {self.max_characters_per_token} "
+                f"vs the model's {config.max_characters_per_token}"
+            )
         lexicon = self.char_vocab
         if (lexicon is not None) != bool(config.char_vocab_size) or (lexicon is not None and len(lexicon) + 1 != config.char_vocab_size):
             have = "UTF-8 bytes" if lexicon is None else f"a character lexicon of {len(lexicon)} + 1 ids"
@@ -119,7 +122,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
             problems.append(f"characters: {have} vs the model's {want}")
         words = self.word_vocab
         if (len(words) if words is not None else 0) != config.word_vocab_size:
-            problems.append(f"word lexicon of {len(words) if words is not None else 0} words vs the model's {config.word_vocab_size}")
+            n_words = len(words) if words is not None else 0
+            problems.append(f"word lexicon of {n_words} words vs the model's {config.word_vocab_size}")
         if problems:
             raise ValueError("the tokenizer does not fit the model: " + "; ".join(problems))
 
@@ -213,7 +217,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if target > length:
             data = {k: numpy.pad(v, [(0, 0), (0, target - length)] + [(0, 0)] * (v.ndim - 2)) for k, v in data.items()}
         if return_tensors == "pt":
-            data = {k: torch.from_numpy(v) for k, v in data.items()}
+            return BatchEncoding({k: torch.from_numpy(v) for k, v in data.items()})
         return BatchEncoding(data)
 
     def _as_batch(self, text, is_split_into_words: bool) -> list[list[str]]:
@@ -239,7 +243,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return batch
 
 
-@lru_cache(maxsize=None)
+@cache
 def spacy_word_splitter(lang: str = "en") -> Callable[[str], list[str]]:
     """Raw text → words with `spacy.blank(lang).tokenizer` (built once per language), whitespace
     tokens dropped. Used by `ElmoTokenizer` and by pretraining/embedding with `format = "text"`."""

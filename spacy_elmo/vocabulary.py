@@ -4,8 +4,8 @@ frequency): built by pretraining, read by `similar` for its candidate words."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from .atomic_files import write_text_atomic
 from .modeling_elmo import ElmoForBidirectionalLM
@@ -43,7 +43,7 @@ class Vocabulary:
         return [get(token, UNK_ID) for token in tokens]
 
     @classmethod
-    def build(cls, sentences: Iterable[Sequence[str]], min_count: int = 1, max_size: int = 0) -> "Vocabulary":
+    def build(cls, sentences: Iterable[Sequence[str]], min_count: int = 1, max_size: int = 0) -> Vocabulary:
         """Counts words in `sentences`; keeps those seen `min_count` times, at most `max_size` ids in all."""
         counter: Counter = Counter()
         n_sequences = 0
@@ -60,7 +60,7 @@ class Vocabulary:
         return cls(list(SPECIAL_TOKENS) + [word for word, _ in ranked], counts)
 
     @classmethod
-    def load(cls, path: str | Path) -> "Vocabulary":
+    def load(cls, path: str | Path) -> Vocabulary:
         """Reads a bilm-tf vocab.txt (one word per line); `<S>`, `</S>`, `<UNK>` are moved (or added) to the front."""
         path = Path(path)
         if not path.is_file():

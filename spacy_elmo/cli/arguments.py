@@ -4,7 +4,7 @@ sub-command whose help is its handler's docstring, `--device` and `--no-progress
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from collections.abc import Callable
 
 DEVICE_HELP = "where the biLM runs: auto (CUDA when available), cpu or cuda"
 

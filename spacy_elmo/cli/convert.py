@@ -15,7 +15,8 @@ def run(args) -> int:
     *source, output = args.paths
     model = convert(source, output, lang=args.lang, license=args.license, progress=not args.no_progress)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"Saved ELMo ({model.config.num_layers} layers, dim {model.config.output_dim}, {n_params:,} parameters) to {output}")
+    c = model.config
+    print(f"Saved ELMo ({c.num_layers} layers, dim {c.output_dim}, {n_params:,} parameters) to {output}")
     return 0
 
 

@@ -8,7 +8,7 @@ windows (the same sums; the model uses it when training on a CPU).
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -24,7 +24,7 @@ class _Graphs:
         self.entries: OrderedDict[tuple, tuple] = OrderedDict()
 
 
-_OWNERS: "weakref.WeakKeyDictionary[object, _Graphs]" = weakref.WeakKeyDictionary()
+_OWNERS: weakref.WeakKeyDictionary[object, _Graphs] = weakref.WeakKeyDictionary()
 
 
 def bucket(size: int, multiple: int = 8) -> int:

@@ -12,8 +12,9 @@ Computes what `ElmoLstmLayer.forward` computes, and the same gradients, with far
   (fused multiply-adds: ~13 passes over a chunk instead of ~25); the reverse loop then needs one
   recurrent product, one projection product and six elementwise ops per step, and writes the gate
   gradients for all steps into the gate buffer.  Per-step views are made once (`unbind`), and the
-  transposed recurrent and projection weights are laid out contiguously once per backward.  The weight gradients are then ONE product each over all steps
-  (x·dG, h·dG, m·dh), the bias gradient one sum, the input gradient one batched product.
+  transposed recurrent and projection weights are laid out contiguously once per backward.  The
+  weight gradients are then ONE product each over all steps (x·dG, h·dG, m·dh), the bias gradient
+  one sum, the input gradient one batched product.
   `ctx.needs_input_grad` skips the products nobody needs (frozen layers, frozen inputs).
 
 Padding: like the eager layer, every row runs all T steps (rows are left-aligned, so padded steps
@@ -96,12 +97,12 @@ class FusedLstmFunction(torch.autograd.Function):
         fo_steps = gates[..., 2 * hidden :].unbind(1)
         o_steps = gates[..., 3 * hidden :].unbind(1)
         cs_steps = cs.unbind(1)
-        cell_steps = cells_pre.unbind(1) if cell_clip else cs_steps[1:]
+        cell_steps = cells_pre.unbind(1) if cells_pre is not None else cs_steps[1:]  # (None unless cell_clip)
         tanh_steps = tanh_cells.unbind(1)
         recurrent = hidden_weight.unbind(0)
-        if has_proj:
+        if ms is not None:  # has_proj
             m_steps, m_d = ms.unbind(1), [m.unbind(0) for m in ms.unbind(0)]
-            out_buffer = proj_pre if proj_clip else hs[:, 1:]
+            out_buffer = proj_pre if proj_pre is not None else hs[:, 1:]  # (None unless proj_clip)
             out_steps, out_d = out_buffer.unbind(1), [h.unbind(0) for h in out_buffer.unbind(0)]
             hs_steps, projection = hs.unbind(1), proj_weight.unbind(0)
         else:
@@ -181,14 +182,14 @@ class FusedLstmFunction(torch.autograd.Function):
         f_steps = gates[..., 2 * hidden : 3 * hidden].unbind(1)
         o_steps = gates[..., 3 * hidden :].unbind(1)
         grad_hs_d = [g.unbind(0) for g in grad_hs.unbind(0)]
-        targets = grad_proj.unbind(1) if has_proj else [dh] * steps
+        targets = grad_proj.unbind(1) if grad_proj is not None else [dh] * steps  # (None unless has_proj)
         targets_d = [t.unbind(0) for t in targets] if has_proj else [dh.unbind(0)] * steps
         grad_hs_steps = grad_hs.unbind(1)
         grad_cs_steps = grad_cs.unbind(1) if grad_cs is not None else None
         # transposed weights laid out contiguously once: the per-step products read them faster
         recurrent_t = hidden_weight.transpose(1, 2).contiguous().unbind(0)
-        projection_t = proj_weight.transpose(1, 2).contiguous().unbind(0) if has_proj else None
-        dm_d = dm.unbind(0) if has_proj else None
+        projection_t = proj_weight.transpose(1, 2).contiguous().unbind(0) if has_proj else ()
+        dm_d = dm.unbind(0) if dm is not None else ()  # (None unless has_proj)
         chunk = max(1, CHUNK_ROWS // max(batch, 1))
         end = steps
         while end > 0:
@@ -199,8 +200,9 @@ class FusedLstmFunction(torch.autograd.Function):
                 cell_clip, proj_clip,
             )
             scale_steps, forget_steps = cell_grad_scale.unbind(1), forget_scale.unbind(1)
-            inside_steps = inside.unbind(1) if cell_clip else None
-            proj_inside_steps = proj_inside.unbind(1) if proj_clip else None
+            # (an empty tuple where the loop does not read them)
+            inside_steps = inside.unbind(1) if cell_clip else ()
+            proj_inside_steps = proj_inside.unbind(1) if proj_clip else ()
             for t in range(end - 1, start - 1, -1):
                 k = t - start
                 target, target_d = targets[t], targets_d[t]
@@ -209,7 +211,7 @@ class FusedLstmFunction(torch.autograd.Function):
                 else:
                     for d in range(n_dir):
                         torch.addmm(grad_hs_d[d][t + 1], gate_steps_d[d][t + 1], recurrent_t[d], out=target_d[d])
-                if has_proj:
+                if dm is not None:  # has_proj
                     if proj_clip:
                         target.mul_(proj_inside_steps[k])
                     for d in range(n_dir):
@@ -248,6 +250,7 @@ class FusedLstmFunction(torch.autograd.Function):
         if need_b:
             grad_b = grad_gates.sum(dim=1)
         if need_wp:
+            assert grad_proj is not None, "a projection weight needs a gradient only when there is one"
             grad_wp = torch.bmm(
                 ms.view(n_dir, steps * batch, hidden).transpose(1, 2), grad_proj.view(n_dir, steps * batch, proj)
             )

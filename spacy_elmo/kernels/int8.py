@@ -28,7 +28,7 @@ class Int8Weights:
     whatever changed since the last call."""
 
     def __init__(self, **weights: torch.Tensor | None):
-        self._key = None
+        self._key: tuple | None = None
         self.mats: dict[str, list] = {}
         self.refresh(**weights)
 

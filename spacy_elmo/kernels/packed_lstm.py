@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from typing import Callable, NamedTuple, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import torch
 
@@ -186,6 +187,10 @@ def parallel_directions(x: torch.Tensor, exact: bool) -> bool:
     )
 
 
+# a worker's task: (fn, its argument, inference mode, the queue for its error or None)
+_Task = tuple[Callable[[int], None], int, bool, "queue.SimpleQueue[BaseException | None]"]
+
+
 class _DirectionPool:
     """Two long-lived threads, each with `threads` intra-op threads, that run one direction each.
 
@@ -196,8 +201,8 @@ class _DirectionPool:
     def __init__(self, threads: int):
         self.threads = threads
         self._lock = threading.Lock()
-        self._tasks = [queue.SimpleQueue() for _ in range(2)]
-        ready = queue.SimpleQueue()
+        self._tasks: list[queue.SimpleQueue[_Task]] = [queue.SimpleQueue() for _ in range(2)]
+        ready: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._workers = [
             threading.Thread(target=self._work, args=(k, ready), name=f"spacy_elmo-direction-{k}", daemon=True)
             for k in range(2)
@@ -226,7 +231,7 @@ class _DirectionPool:
             return False
         try:
             inference = torch.is_inference_mode_enabled()
-            done = queue.SimpleQueue()  # this call's own: a call interrupted while waiting leaves no stale results
+            done: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()  # this call's own: a call interrupted while waiting leaves no stale results
             for k in range(n):
                 self._tasks[k].put((fn, k, inference, done))
             errors = [done.get() for _ in range(n)]
@@ -262,9 +267,7 @@ def _direction_pool() -> _DirectionPool | None:
     with _POOLS_LOCK:
         if threads not in _POOLS:
             pool = _DirectionPool(threads)
-            if pool.counts != [threads, threads]:
-                pool = None
-            _POOLS[threads] = pool
+            _POOLS[threads] = pool if pool.counts == [threads, threads] else None
         return _POOLS[threads]
 
 
@@ -284,10 +287,10 @@ def run_layer_packed(
     """
     n_dir = x.shape[0]
     hidden = weights.bias.shape[-1] // 4
-    has_projection = weights.proj_weight is not None
-    int8 = weights.int8 is not None and x.device.type == "cpu"
-    if int8:
-        weights.int8.refresh(
+    int8_weights = weights.int8 if x.device.type == "cpu" else None
+    int8 = int8_weights is not None
+    if int8_weights is not None:
+        int8_weights.refresh(
             input_weight=weights.input_weight, hidden_weight=weights.hidden_weight, proj_weight=weights.proj_weight
         )
     exact = not (int8 or torch.is_autocast_enabled(x.device.type))
@@ -301,7 +304,7 @@ def run_layer_packed(
         input_weight = None
     packed_hidden = _prepacked(weights, "hidden_weight") if onednn else None
     packed_proj = _prepacked(weights, "proj_weight") if onednn else None
-    proj_dim = weights.proj_weight.shape[-1] if has_projection else hidden
+    proj_dim = weights.proj_weight.shape[-1] if weights.proj_weight is not None else hidden
     run = _LayerRun(
         weights=weights, x=x, layout=layout, h0=h0.to(x.dtype), c=c0.to(x.dtype).clone(),
         out=x.new_empty(n_dir, layout.size, proj_dim), cell_out=x.new_empty(n_dir, layout.batch, hidden),
@@ -349,11 +352,12 @@ class _LayerRun(NamedTuple):
         weights, layout, hidden = self.weights, self.layout, self.hidden
         has_projection = weights.proj_weight is not None
         exact, onednn = self.exact, self.onednn
-        linear = torch.ops.mkldnn._linear_pointwise if onednn else None
-        packed_hidden = self.packed_hidden[d] if onednn else None
-        packed_proj = self.packed_proj[d] if onednn and has_projection else None
+        # (Any: torch.ops resolves its operators at run time; the prepacked lists are None unless onednn)
+        linear: Any = torch.ops.mkldnn._linear_pointwise if onednn else None
+        packed_hidden = self.packed_hidden[d] if self.packed_hidden is not None else None
+        packed_proj = self.packed_proj[d] if self.packed_proj is not None and has_projection else None
         hidden_weight = weights.hidden_weight[d]
-        proj_weight = weights.proj_weight[d] if has_projection else None
+        proj_weight = weights.proj_weight[d] if weights.proj_weight is not None else None  # (has_projection)
         cell_clip, proj_clip = weights.cell_clip, weights.proj_clip
         c, cell_out, out = self.c[d], self.cell_out[d], self.out[d]
         h_prev = self.h0[d]
@@ -391,7 +395,7 @@ class _LayerRun(NamedTuple):
                 m = cell_out[:n]
                 torch.mul(cell, 2.0, out=m).sigmoid_().mul_(2.0).sub_(1.0).mul_(gates[:, 3 * hidden :])  # tanh(c)·o
                 h_new = out[offset : offset + n]
-                if has_projection:
+                if proj_weight is not None:  # has_projection
                     if onednn:
                         projected = linear(m, packed_proj, None, "none", [], "")
                     elif exact:

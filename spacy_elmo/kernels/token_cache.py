@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy
 import torch
@@ -62,11 +63,15 @@ class TokenEmbeddingCache:
         if n == 0 or int(char_ids.min()) < 0 or int(char_ids.max()) > 32767:
             return compute(char_ids)
         array = char_ids.to("cpu", torch.int16).numpy()
-        keys = numpy.ascontiguousarray(array).view(numpy.dtype((numpy.void, 2 * array.shape[1]))).ravel().tolist()
+        # one bytes object per row (tolist of a void array)
+        keys = cast(list[bytes], numpy.ascontiguousarray(array).view(numpy.dtype((numpy.void, 2 * array.shape[1]))).ravel().tolist())
         slots = self._slots
-        hit_pos, hit_slot, first = [], [], []
+        hit_pos: list[int] = []
+        hit_slot: list[int] = []
+        first: list[int] = []
         missing: dict[bytes, int] = {}
-        miss_pos, miss_idx = [], []
+        miss_pos: list[int] = []
+        miss_idx: list[int] = []
         for pos, key in enumerate(keys):
             slot = slots.get(key)
             if slot is not None:
@@ -84,10 +89,12 @@ class TokenEmbeddingCache:
         self.misses += len(first)
         device = char_ids.device
         if not first:
+            assert self._store is not None, "every word was a hit: stored"
             return self._store.index_select(0, torch.tensor(hit_slot, device=device))
         fresh = compute(char_ids.index_select(0, torch.tensor(first, device=device)))
         out = fresh.new_empty(n, fresh.shape[-1])
         if hit_pos:
+            assert self._store is not None, "hits are stored"
             out[torch.tensor(hit_pos, device=device)] = self._store.index_select(0, torch.tensor(hit_slot, device=device))
         out[torch.tensor(miss_pos, device=device)] = fresh.index_select(0, torch.tensor(miss_idx, device=device))
         # insert the new words, evicting the least recently used ones not seen in this batch
@@ -104,5 +111,6 @@ class TokenEmbeddingCache:
                 slot = self._free.pop()
                 slots[key] = slot
                 new_slots.append(slot)
+            assert self._store is not None, "_grow made it"
             self._store[torch.tensor(new_slots, device=device)] = fresh[: len(new_keys)]
         return out

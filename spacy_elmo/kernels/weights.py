@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -34,7 +34,7 @@ class DerivedWeights:
     """owner → {name: (key, value)}; `get` rebuilds a value when its key changed (or is None)."""
 
     def __init__(self):
-        self._store: "weakref.WeakKeyDictionary[object, dict]" = weakref.WeakKeyDictionary()
+        self._store: weakref.WeakKeyDictionary[object, dict] = weakref.WeakKeyDictionary()
 
     def get(self, owner, name: str, key: tuple | None, build: Callable[[], object]):
         if key is None:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, cast
 
 import numpy
 import srsly
@@ -28,6 +29,7 @@ from thinc.api import (
     ArgsKwargs,
     Model,
     PyTorchGradScaler,
+    PyTorchShim,
     get_torch_default_device,
     torch2xp,
     xp2torch,
@@ -43,12 +45,13 @@ class ElmoLayerStack(torch.nn.Module):
     """Holds the `ElmoModel` and its `ElmoTokenizer` (None until loaded); returns all the model's
     layers stacked, [L+1, B, T, dim]."""
 
-    def __init__(self, elmo: Optional[torch.nn.Module] = None, tokenizer=None):
+    def __init__(self, elmo: torch.nn.Module | None = None, tokenizer=None):
         super().__init__()
         self.elmo = elmo
         self.tokenizer = tokenizer
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, input_word_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, input_word_ids: torch.Tensor | None = None) -> torch.Tensor:
+        assert self.elmo is not None, "the biLM is loaded (get_elmo_model) before it runs"
         out = self.elmo(input_ids, attention_mask, input_word_ids)
         return torch.stack([h.float() for h in out.hidden_states])
 
@@ -62,14 +65,14 @@ class ElmoLayerStack(torch.nn.Module):
 # As bytes it is the same files, {name: content} in msgpack: no pickle, no archive.
 
 
-def save_bilm(elmo, tokenizer, path: Union[str, Path]) -> None:
+def save_bilm(elmo, tokenizer, path: str | Path) -> None:
     """Writes the biLM and its tokenizer as a model directory (no model card: it lives inside a pipeline)."""
     from ..model_directory import save_model_directory
 
     save_model_directory(path, elmo, tokenizer, card=False)
 
 
-def load_bilm(path: Union[str, Path], device: Optional[torch.device] = None):
+def load_bilm(path: str | Path, device: torch.device | None = None):
     """(biLM in eval mode, tokenizer) from the local model directory `path` (safetensors only).
 
     A broken directory raises `ElmoLoadError` naming the file and the problem. A directory
@@ -95,7 +98,7 @@ def bilm_to_bytes(elmo, tokenizer) -> bytes:
     return srsly.msgpack_dumps({"files": files})
 
 
-def bilm_from_bytes(data: bytes, device: Optional[torch.device] = None):
+def bilm_from_bytes(data: bytes, device: torch.device | None = None):
     """(biLM, tokenizer) serialized by `bilm_to_bytes` ((None, None) if it held none), read by `load_bilm`.
 
     Also reads release 0.1.0's bytes, {"config": config.json text, "weights": safetensors}.
@@ -138,9 +141,9 @@ def _deserialize_stack(stack: ElmoLayerStack, data: bytes, device) -> ElmoLayerS
 # --- thinc <-> torch conversions ----------------------------------------------------------------
 
 
-def _convert_inputs(model: Model, X: Dict[str, numpy.ndarray], is_train: bool):
+def _convert_inputs(model: Model, X: dict[str, numpy.ndarray], is_train: bool):
     """Host (numpy) character ids, mask (and word ids) → torch tensors on the biLM's device."""
-    device = model.shims[0].device
+    device = cast(PyTorchShim, model.shims[0]).device
     kwargs = {name: torch.as_tensor(array, device=device) for name, array in X.items()}
     return ArgsKwargs(args=(), kwargs=kwargs), lambda d_inputs: None  # ids take no gradient
 
@@ -173,7 +176,7 @@ class Segment:
         return self.end - self.start
 
 
-def window_spans(start: int, end: int, size: int, overlap: int) -> List[Tuple[int, int, int, int]]:
+def window_spans(start: int, end: int, size: int, overlap: int) -> list[tuple[int, int, int, int]]:
     """(start, end, keep_start, keep_end) windows of at most `size` tokens covering [start, end).
 
     Neighbouring windows share `overlap` tokens (more for the last one, which is moved back to be
@@ -196,7 +199,7 @@ def _splits_by_sentence(doc: Doc, max_length: int) -> bool:
     return len(doc) > max_length and doc.has_annotation("SENT_START")
 
 
-def plan_segments(docs: Sequence[Doc], max_length: int, overlap: int) -> List[Segment]:
+def plan_segments(docs: Sequence[Doc], max_length: int, overlap: int) -> list[Segment]:
     """Segments for each Doc: itself, or (past `max_length`) its sentences / overlapping windows."""
     segments = []
     for i, doc in enumerate(docs):
@@ -221,14 +224,14 @@ def doc_key(model: Model, doc: Doc):
 
 
 def build_bilm(
-    name: Optional[str],
+    name: str | None,
     *,
     max_batch_tokens: int = 4096,
     max_length: int = 256,
     window_overlap: int = 64,
     mixed_precision: bool = False,
-    grad_scaler_config: Optional[Dict[str, Any]] = None,
-) -> Model[List[Doc], List[Floats3d]]:
+    grad_scaler_config: dict[str, Any] | None = None,
+) -> Model[list[Doc], list[Floats3d]]:
     """Docs → one [L+1, len(doc), dim] array per Doc from the biLM found at `name` (loaded lazily)."""
     if max_length < 1:
         raise ValueError(f"max_length must be >= 1, got {max_length}")
@@ -239,7 +242,7 @@ def build_bilm(
     scaler_cfg = dict(grad_scaler_config or {})
     scaler_cfg.setdefault("enabled", mixed_precision)
     # thinc's PyTorchWrapper_v3, with the shim that writes optimizer steps in place (torch_shim.py)
-    wrapper = Model(
+    wrapper: Model[Any, Any] = Model(
         "pytorch",
         pytorch_forward,
         attrs={"convert_inputs": _convert_inputs, "convert_outputs": _convert_outputs},
@@ -355,7 +358,7 @@ def _fork_safe_threads() -> None:
         torch.set_num_threads(1)
 
 
-def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
+def bilm_forward(model: Model, docs: list[Doc], is_train: bool) -> tuple[list[Floats3d], Callable]:
     _fork_safe_threads()
     get_elmo_model(model)
     tokenizer = _stack(model).tokenizer
@@ -376,7 +379,7 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
         if is_train:
             callbacks.append((segs, Y.shape, backprop_batch))
 
-    def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
+    def backprop(d_outputs: list[Floats3d]) -> list[Doc]:
         for segs, shape, backprop_batch in callbacks:
             dY = ops.alloc(shape, dtype="f")
             for row, s in enumerate(segs):
@@ -387,7 +390,7 @@ def bilm_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Fl
     return outputs, backprop
 
 
-def predict_cached(model: Model, docs: Sequence[Doc], cache: Optional[LayerCache]) -> List[Floats3d]:
+def predict_cached(model: Model, docs: Sequence[Doc], cache: LayerCache | None) -> list[Floats3d]:
     """`model.predict(docs)` that looks every Doc up in `cache` first and only runs the misses.
 
     Only for frozen weights: the caller clears the cache whenever the biLM's weights may change.
@@ -395,14 +398,15 @@ def predict_cached(model: Model, docs: Sequence[Doc], cache: Optional[LayerCache
     if cache is None or not cache.enabled:
         return model.predict(list(docs))
     keys = [doc_key(model, doc) for doc in docs]
-    outputs: List[Optional[Floats3d]] = [None] * len(docs)
+    outputs: list[Floats3d | None] = [None] * len(docs)
     missing = []
     for i, key in enumerate(keys):
         hit = cache.get(key)
         if hit is None:
             missing.append(i)
         else:
-            outputs[i] = model.ops.asarray(hit)
+            # the cache holds host copies of Floats3d outputs (asarray is typed as any array)
+            outputs[i] = cast(Floats3d, model.ops.asarray(cast(Floats3d, hit)))
     if missing:
         for i, layers in zip(missing, model.predict([docs[i] for i in missing])):
             cache.put(keys[i], layers)

@@ -7,12 +7,12 @@ Lets a frozen biLM skip text it has already run on (e.g. the training corpus in 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Hashable, Iterable, Optional
+from collections.abc import Hashable, Iterable
 
 import numpy
 
 
-def doc_cache_key(words: Iterable[str], sent_starts: Optional[Iterable[int]] = None) -> Hashable:
+def doc_cache_key(words: Iterable[str], sent_starts: Iterable[int] | None = None) -> Hashable:
     """The cache key of a Doc: its token texts, plus its sentence starts when those split it."""
     key = tuple(words)
     return key if sent_starts is None else (key, tuple(sent_starts))
@@ -39,7 +39,7 @@ class LayerCache:
     def __len__(self) -> int:
         return len(self._data)
 
-    def get(self, key: Hashable) -> Optional[numpy.ndarray]:
+    def get(self, key: Hashable) -> numpy.ndarray | None:
         value = self._data.get(key)
         if value is None:
             self.misses += 1
@@ -73,7 +73,7 @@ class LayerCache:
         return {"max_bytes": self.max_bytes}
 
     def __setstate__(self, state):
-        self.__init__(state["max_bytes"])
+        type(self).__init__(self, state["max_bytes"])
 
 
 __all__ = ["LayerCache", "doc_cache_key"]

@@ -8,7 +8,8 @@ for the same batch of Docs. Otherwise (prediction, or training with `elmo` froze
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, List, Optional, Tuple
+from collections.abc import Callable, Iterable
+from typing import cast
 
 from spacy.tokens import Doc
 from thinc.api import Model
@@ -38,9 +39,9 @@ class ElmoListener(Model):
         )
         self.upstream_name = upstream_name
         self._upstream = None  # the Elmo component, set by Elmo.add_listener
-        self._batch_id: Optional[int] = None
-        self._outputs = None
-        self._backprop = None
+        self._batch_id: int | None = None
+        self._outputs: list[Floats3d] | None = None
+        self._backprop: Callable[[list[Floats3d]], list[Doc]] | None = None
 
     @property
     def grad_factor(self) -> float:
@@ -55,7 +56,7 @@ class ElmoListener(Model):
         """Remember the upstream component (used for the layer sizes at initialization)."""
         self._upstream = upstream
 
-    def receive(self, batch_id: int, outputs, backprop) -> None:
+    def receive(self, batch_id: int, outputs: list[Floats3d], backprop: Callable[[list[Floats3d]], list[Doc]]) -> None:
         """Stores the upstream's training output for a batch and its backprop callback."""
         self._batch_id = batch_id
         self._outputs = outputs
@@ -72,7 +73,7 @@ class ElmoListener(Model):
         return True
 
 
-def listener_init(model: ElmoListener, X: Optional[List[Doc]] = None, Y=None) -> None:
+def listener_init(model: ElmoListener, X: list[Doc] | None = None, Y=None) -> None:
     if model.has_dim("nO") and model.has_dim("nL"):
         return
     if model._upstream is not None:
@@ -89,21 +90,22 @@ def listener_init(model: ElmoListener, X: Optional[List[Doc]] = None, Y=None) ->
     model.set_dim("nO", width, force=True)
 
 
-def listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
+def listener_forward(model: ElmoListener, docs: list[Doc], is_train: bool) -> tuple[list[Floats3d], Callable]:
     if is_train and model._batch_id is not None:
         model.verify_inputs(docs)
         factor = model.grad_factor
-        upstream_backprop = model._backprop
+        outputs, upstream_backprop = model._outputs, model._backprop
+        assert outputs is not None and upstream_backprop is not None, "receive() sets them with the batch id"
 
-        def backprop(d_layers: List[Floats3d]) -> List[Doc]:
+        def backprop(d_layers: list[Floats3d]) -> list[Doc]:
             return upstream_backprop([d * factor for d in d_layers] if factor != 1.0 else d_layers)
 
-        return model._outputs, backprop
+        return outputs, backprop
     outputs = []
     for doc in docs:
         data = doc._.elmo
         if data is not None and len(data) == len(doc):
-            outputs.append(model.ops.asarray(data.layers))
+            outputs.append(cast(Floats3d, model.ops.asarray(data.layers)))  # (asarray is typed as any array)
         elif is_train:
             raise ValueError(
                 "ElmoListener: the Docs have no `doc._.elmo` layers. When the 'elmo' component is "
@@ -114,7 +116,7 @@ def listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool) -> Tu
     return outputs, no_gradient
 
 
-def no_gradient(d_outputs) -> List[Doc]:  # module level, so it pickles
+def no_gradient(d_outputs) -> list[Doc]:  # module level, so it pickles
     """The backprop callback of outputs that take no gradient (layers read from the Docs, a frozen
     or only predicting biLM): nothing flows back, and Docs have no gradient of their own."""
     return []

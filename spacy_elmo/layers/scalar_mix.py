@@ -10,18 +10,19 @@ loss of their own.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from collections.abc import Callable
+from typing import cast
 
 import torch
 from thinc.api import Model, torch2xp, xp2torch
-from thinc.types import Floats2d, Floats3d
+from thinc.types import Floats2d, Floats3d, FloatsXd
 
 from ..scalar_mix import scalar_mix, scalar_mix_penalty
 
 
 def build_scalar_mix(
-    n_layers: Optional[int] = None, *, dropout: float = 0.0, l2: float = 0.0
-) -> Model[List[Floats3d], List[Floats2d]]:
+    n_layers: int | None = None, *, dropout: float = 0.0, l2: float = 0.0
+) -> Model[list[Floats3d], list[Floats2d]]:
     """Layers per Doc [L+1, n, dim] → mixed vectors per Doc [n, dim]; nL/nO are inferred if None."""
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {dropout}")
@@ -37,7 +38,7 @@ def build_scalar_mix(
     )
 
 
-def scalar_mix_init(model: Model, X: Optional[List[Floats3d]] = None, Y=None) -> None:
+def scalar_mix_init(model: Model, X: list[Floats3d] | None = None, Y=None) -> None:
     if X:
         model.set_dim("nL", X[0].shape[0], force=True)
         model.set_dim("nO", X[0].shape[2], force=True)
@@ -55,7 +56,7 @@ def layer_weights(model: Model):
     return torch2xp(torch.softmax(xp2torch(model.get_param("s")), dim=0), ops=model.ops)
 
 
-def scalar_mix_forward(model: Model, Xs: List[Floats3d], is_train: bool) -> Tuple[List[Floats2d], Callable]:
+def scalar_mix_forward(model: Model, Xs: list[Floats3d], is_train: bool) -> tuple[list[Floats2d], Callable]:
     ops = model.ops
     xp = ops.xp
     if not Xs:
@@ -73,7 +74,7 @@ def scalar_mix_forward(model: Model, Xs: List[Floats3d], is_train: bool) -> Tupl
     if mask is not None:
         Y = Y * mask
 
-    def backprop(dYs: List[Floats2d]) -> List[Floats3d]:
+    def backprop(dYs: list[Floats2d]) -> list[Floats3d]:
         dY = xp.concatenate(dYs, axis=0) if len(dYs) > 1 else dYs[0]
         if mask is not None:
             dY = dY * mask
@@ -81,14 +82,15 @@ def scalar_mix_forward(model: Model, Xs: List[Floats3d], is_train: bool) -> Tupl
         d_s, d_gamma, dX = torch.autograd.grad(
             (Y_torch, penalty), (s, gamma, X_torch), (xp2torch(ops.asarray(dY, dtype="f")), torch.ones_like(penalty))
         )
-        model.inc_grad("s", torch2xp(d_s, ops=ops))
-        model.inc_grad("gamma", torch2xp(d_gamma, ops=ops))
+        # (torch2xp is typed as any array; these gradients are floats)
+        model.inc_grad("s", cast(FloatsXd, torch2xp(d_s, ops=ops)))
+        model.inc_grad("gamma", cast(FloatsXd, torch2xp(d_gamma, ops=ops)))
         return _split(ops, torch2xp(dX, ops=ops), lengths, axis=1)
 
     return _split(ops, Y, lengths), backprop
 
 
-def _split(ops, array, lengths: List[int], axis: int = 0) -> list:
+def _split(ops, array, lengths: list[int], axis: int = 0) -> list:
     out = []
     start = 0
     for n in lengths:

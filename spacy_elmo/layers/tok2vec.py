@@ -7,14 +7,14 @@ MaxoutWindowEncoder), concatenated per token: [ELMo_k ; x_k].
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from collections.abc import Callable
 
 from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
-from .layer_cache import LayerCache
 from .bilm import get_elmo_model, predict_cached
+from .layer_cache import LayerCache
 from .listener import no_gradient
 
 
@@ -48,7 +48,7 @@ def bilm_layers_init(model: BiLMLayers, X=None, Y=None) -> None:
     model.set_dim("nO", bilm.get_dim("nO"), force=True)
 
 
-def bilm_layers_forward(model: BiLMLayers, docs: List[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
+def bilm_layers_forward(model: BiLMLayers, docs: list[Doc], is_train: bool) -> tuple[list[Floats3d], Callable]:
     bilm = model.layers[0]
     get_elmo_model(bilm)
     if model.attrs["freeze"] or not is_train:
@@ -60,10 +60,10 @@ def bilm_layers_forward(model: BiLMLayers, docs: List[Doc], is_train: bool) -> T
 
 
 def build_elmo_features(
-    source: Model[List[Doc], List[Floats3d]],
-    mix: Model[List[Floats3d], List[Floats2d]],
-    tok2vec: Optional[Model[List[Doc], List[Floats2d]]] = None,
-) -> Model[List[Doc], List[Floats2d]]:
+    source: Model[list[Doc], list[Floats3d]],
+    mix: Model[list[Floats3d], list[Floats2d]],
+    tok2vec: Model[list[Doc], list[Floats2d]] | None = None,
+) -> Model[list[Doc], list[Floats2d]]:
     """Docs → [mix(layers) ; tok2vec(doc)] per token; nO = biLM width (+ tok2vec width).
 
     This is concatenate(chain(source, mix), tok2vec), but as one node over [source, mix, tok2vec]:
@@ -71,11 +71,13 @@ def build_elmo_features(
     node, so models trained with the v1 architectures would no longer load
     (tests/test_serialization.py::test_downstream_models_trained_by_0_1_load_with_the_same_scores).
     """
-    layers = [source, mix] + ([tok2vec] if tok2vec is not None else [])
+    layers: list[Model] = [source, mix]
+    if tok2vec is not None:
+        layers.append(tok2vec)
     return Model("elmo-features", features_forward, init=features_init, layers=layers, dims={"nO": None})
 
 
-def features_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+def features_init(model: Model, X: list[Doc] | None = None, Y=None) -> None:
     source, mix = model.layers[:2]
     source.initialize(X=X)
     mix.set_dim("nL", source.get_dim("nL"), force=True)
@@ -89,7 +91,7 @@ def features_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
     model.set_dim("nO", width, force=True)
 
 
-def features_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
+def features_forward(model: Model, docs: list[Doc], is_train: bool) -> tuple[list[Floats2d], Callable]:
     source, mix = model.layers[:2]
     layers, backprop_source = source(docs, is_train)
     mixed, backprop_mix = mix(layers, is_train)
@@ -100,7 +102,7 @@ def features_forward(model: Model, docs: List[Doc], is_train: bool) -> Tuple[Lis
     width = mix.get_dim("nO")
     outputs = [xp.hstack((m, f)) for m, f in zip(mixed, features)]
 
-    def backprop(d_outputs: List[Floats2d]) -> List[Doc]:
+    def backprop(d_outputs: list[Floats2d]) -> list[Doc]:
         backprop_features([model.ops.as_contig(d[:, width:]) for d in d_outputs])
         backprop_source(backprop_mix([model.ops.as_contig(d[:, :width]) for d in d_outputs]))
         return []

@@ -20,8 +20,11 @@ per parameter (so the same Adam moments), the same skipping when a scaled gradie
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from thinc.api import Optimizer, PyTorchShim, torch2xp, xp2torch
+from thinc.types import FloatsXd
 
 
 class InPlaceUpdateShim(PyTorchShim):
@@ -32,8 +35,9 @@ class InPlaceUpdateShim(PyTorchShim):
             if parameter.grad is None:
                 continue
             if not self._grad_scaler.found_inf:  # as thinc: no step when a scaled gradient overflowed
-                weights = torch2xp(parameter.detach())  # a view of the parameter
-                updated, _ = optimizer((self.id, name), weights, torch2xp(parameter.grad))
+                # (torch2xp is typed as any array; a parameter and its gradient are floats)
+                weights = cast(FloatsXd, torch2xp(parameter.detach()))  # a view of the parameter
+                updated, _ = optimizer((self.id, name), weights, cast(FloatsXd, torch2xp(parameter.grad)))
                 updated = xp2torch(updated, device=parameter.device)
                 with torch.no_grad():
                     if updated.data_ptr() != parameter.data_ptr():

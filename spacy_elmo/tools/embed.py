@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
 import torch
 
 from ..devices import Distributed, pick_device
@@ -57,13 +58,13 @@ def dump_embeddings(
     from ..loading import load_pretrained
 
     procs = Distributed.from_env(device)  # the same torchrun/device set-up as pretraining
-    world, rank, device = procs.world_size, procs.rank, procs.device
+    world, rank, torch_device = procs.world_size, procs.rank, procs.device
     output = Path(output_path)
     output.parent.mkdir(parents=True, exist_ok=True)
     target = rank_file(output, rank, world) if world > 1 else output
     tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
     model, tokenizer = load_pretrained(model_ref)
-    model = model.to(device).eval()
+    model = model.to(torch_device).eval()
     tokenize = make_tokenizer(data_format, lang)
     from_stdin = str(input_path) == "-"
     bar = None
@@ -74,7 +75,8 @@ def dump_embeddings(
         bar = tqdm(total=total, unit="line", dynamic_ncols=True, mininterval=1.0)
     written = 0
     where = "<stdin>" if from_stdin else str(input_path)
-    handle = stdin_bytes() if from_stdin else open(input_path, "rb")
+    file = None if from_stdin else open(input_path, "rb")  # (standard input stays open)
+    handle = stdin_bytes() if file is None else file
     has_text = False
     try:
         with h5py.File(tmp, "w") as out:
@@ -87,7 +89,7 @@ def dump_embeddings(
                     part = chunk[start : start + batch_size]
                     real = [(i, words) for i, words in part if words]
                     if real:
-                        inputs = tokenizer([words for _, words in real]).to(device)
+                        inputs = tokenizer([words for _, words in real]).to(torch_device)
                         layers = torch.stack(model(**inputs).hidden_states, dim=1).float().cpu()
                         for row, (i, words) in enumerate(real):
                             out.create_dataset(str(i), data=layers[row, :, : len(words)].numpy())
@@ -110,8 +112,8 @@ def dump_embeddings(
             raise TextError(f"{where}: no input: the file is empty (give one sentence per line)")
         os.replace(tmp, target)
     finally:
-        if not from_stdin:
-            handle.close()
+        if file is not None:
+            file.close()
         if bar is not None:
             bar.close()
         if tmp.exists():

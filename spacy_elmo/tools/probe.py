@@ -24,8 +24,9 @@ frequent label) is reported beside them.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
+from typing import Any
 
 import torch
 
@@ -181,7 +182,7 @@ def probe_tasks(model_ref, train, dev, tasks: Iterable[str], max_sentences: int 
     data = {task: (read_examples(train, task, max_sentences), read_examples(dev, task, max_sentences)) for task in tasks}
     model, tokenizer = load_pretrained(model_ref)
     model = model.to(pick_device(device))
-    result = {"model": str(model_ref), "train": str(train), "dev": str(dev), "max_sentences": max_sentences, "tasks": {}}
+    result: dict[str, Any] = {"model": str(model_ref), "train": str(train), "dev": str(dev), "max_sentences": max_sentences, "tasks": {}}
     for task in tasks:
         result["tasks"][task] = run_probe(
             model, *data[task], seed=seed, l2=l2, max_iter=max_iter, progress=progress, tokenizer=tokenizer
@@ -221,7 +222,7 @@ def plot_probe(result: dict, path: str | Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for i, (task, scores) in enumerate(sorted(result["tasks"].items())):
+    for task, scores in sorted(result["tasks"].items()):
         xs = [f"layer {e['layer']}" for e in scores["layers"]] + ["mix"]
         ys = [e["accuracy"] for e in scores["layers"]] + [scores["mix"]["accuracy"]]
         line, = ax.plot(xs, ys, marker="o", label=task)

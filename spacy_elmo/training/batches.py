@@ -15,9 +15,10 @@ global batch is therefore the same whatever the number of processes, which is wh
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy
 import torch
@@ -25,6 +26,9 @@ import torch
 from ..characters import TokenEncoder, Utf8Characters
 from ..text_input import read_block
 from .text import iter_sequences, split_long
+
+if TYPE_CHECKING:  # for the annotation only: spacy_elmo.vocabulary imports the model
+    from ..vocabulary import Vocabulary
 
 
 @dataclass
@@ -41,7 +45,7 @@ class DataPosition:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "DataPosition":
+    def from_dict(cls, data: dict) -> DataPosition:
         return cls(**{k: int(data[k]) for k in ("epoch", "shard", "offset", "batch")})
 
 
@@ -58,7 +62,7 @@ class Batch:
     global_words: int  # words in the global batch (tokens/s counts these)
     weight: float = 1.0  # 0.0 when this process got no rows and holds a placeholder row
 
-    def to(self, device) -> "Batch":
+    def to(self, device) -> Batch:
         self.char_ids, self.mask, self.word_ids = (t.to(device) for t in (self.char_ids, self.mask, self.word_ids))
         if self.input_word_ids is not None:
             self.input_word_ids = self.input_word_ids.to(device)
@@ -91,7 +95,7 @@ class Corpus:
     def __init__(
         self,
         files: Sequence[Path],
-        vocab: "Vocabulary",  # spacy_elmo.vocabulary (not imported here: it imports the model)
+        vocab: Vocabulary,
         tokenize: Callable[[str], list[str]] = str.split,
         *,
         encoder: TokenEncoder | None = None,

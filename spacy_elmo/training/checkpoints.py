@@ -148,7 +148,7 @@ class TrainState:
         return {"step": self.step, "words": self.words, "train_seconds": self.train_seconds, "position": self.position.to_dict()}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TrainState":
+    def from_dict(cls, data: dict) -> TrainState:
         return cls(int(data["step"]), int(data["words"]), float(data["train_seconds"]), DataPosition.from_dict(data["position"]))
 
 
@@ -270,7 +270,10 @@ def interrupted_message(output: str | Path) -> str:
     last = Checkpoints(Path(output) / "checkpoints").latest()
     if last is None:
         return f"interrupted: no checkpoint was written to {output} yet"
-    return f"interrupted: {output} keeps its last checkpoint ({last.name}); the same command with --resume continues from it"
+    return (
+        f"interrupted: {output} keeps its last checkpoint ({last.name}); "
+        "the same command with --resume continues from it"
+    )
 
 
 def check_writable(output: Path) -> None:
@@ -326,7 +329,7 @@ class MetricsLog:
         for number, line in enumerate(lines, 1):
             try:
                 out.append(json.loads(line))
-            except ValueError as err:
+            except json.JSONDecodeError as err:
                 raise PretrainError(f"{self.path}, line {number}: not a JSON record ({err.msg}): {line[:80]!r}") from None
         if torn:
             try:

@@ -11,9 +11,10 @@ themselves are `steps.py`'s; the loop that logs, checkpoints, evaluates and expo
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -26,7 +27,7 @@ from ..vocabulary import Vocabulary
 from .batches import Corpus
 from .checkpoints import Checkpoints, MetricsLog, TrainState, check_free_space, check_writable
 from .settings import PretrainError, PretrainSettings
-from .start import Fresh, FromElmo, FromLanguageModel, Resume, Start, choose_start, pretrained_start
+from .start import FromElmo, FromLanguageModel, Resume, Start, choose_start, pretrained_start
 from .text import iter_sequences
 from .vocabulary import build_char_lexicon, unigram_perplexity
 
@@ -97,7 +98,7 @@ def build_run(settings: PretrainSettings, output: str | Path, *, resume: bool = 
     checkpoints = Checkpoints(output / "checkpoints", training.keep_checkpoints)
     metrics = MetricsLog(output / "metrics.jsonl", dist.is_main)
     check_writable(output)  # before any slow work
-    start = choose_start(
+    chosen = choose_start(
         settings, output, checkpoints, metrics, resume=resume, is_main=dist.is_main, threads=threads, device_type=dist.device.type,
     )
     tokenize = make_tokenizer(data.format, data.lang)
@@ -110,7 +111,7 @@ def build_run(settings: PretrainSettings, output: str | Path, *, resume: bool = 
     if heldout_files:
         check_text_files(heldout_files, "paths.heldout")
 
-    start = pretrained_start(settings, start)
+    start = pretrained_start(settings, chosen)
     text = _Text(settings, tokenize, train_files, heldout_files, metrics, dist.is_main)
     vocab = _vocabulary(start, output, text)
     model_config, char_lexicon = _model_config(start, settings, vocab, text)
@@ -134,7 +135,8 @@ def build_run(settings: PretrainSettings, output: str | Path, *, resume: bool = 
         train_model = DistributedDataParallel(model, device_ids=device_ids)
     run = Run(
         settings, output, start, dist, threads, checkpoints, metrics, state, train_files, heldout_files, tokenize,
-        vocab, tokenizer, model, train_model, params, optimizer, softmax_fn, softmax_name, n_params, corpus=None,
+        vocab, tokenizer, model, train_model, params, optimizer, softmax_fn, softmax_name, n_params,
+        corpus=None,  # type: ignore[arg-type]  # (set next, by make_corpus, which reads the run's other fields)
     )
     run.corpus = run.make_corpus(train_files, data.batch_tokens, max_epochs=training.max_epochs)
     return run
@@ -175,7 +177,9 @@ def _vocabulary(start: Start, output: Path, text: _Text) -> Vocabulary:
         if len(vocab) <= 3:  # refused before anything is written
             raise PretrainError("the vocabulary has no words: is the training data empty, or data.min_count too high?")
         if text.is_main:
-            record = {"event": "vocab", "size": len(vocab), "train_words": sum(vocab.counts[2:]), "oov_words": vocab.counts[2]}
+            counts = vocab.counts
+            assert counts is not None, "a vocabulary built from data has its counts"
+            record = {"event": "vocab", "size": len(vocab), "train_words": sum(counts[2:]), "oov_words": counts[2]}
             if text.heldout_files:
                 record["unigram_heldout_ppl"] = unigram_perplexity(vocab, text.sequences(text.heldout_files))
             text.metrics.write(record)
@@ -205,7 +209,7 @@ def _model_config(start: Start, settings: PretrainSettings, vocab: Vocabulary, t
         lexicon = build_char_lexicon(text.sequences(text.train_files), chosen.get("max_characters_per_token", 50), settings.data.char_min_count)
         if text.is_main:
             text.metrics.write({"event": "char_lexicon", "size": len(lexicon)})
-    sizes = {"vocab_size": len(vocab)}
+    sizes: dict[str, Any] = {"vocab_size": len(vocab)}
     if lexicon is not None:
         sizes["char_vocab_size"] = len(lexicon) + 1
     if chosen.get("word_embedding_dim"):  # the input word embedding shares the LM vocabulary's ids
@@ -263,6 +267,7 @@ def _model(start: Start, config, checkpoints: Checkpoints, device: torch.device)
 
 
 def _optimizer(t, params: list) -> torch.optim.Optimizer:
+    kind: type[torch.optim.Optimizer]
     if t.optimizer == "adagrad":
         kind, options = torch.optim.Adagrad, dict(
             lr=t.learning_rate, initial_accumulator_value=t.adagrad_initial_accumulator, weight_decay=t.weight_decay,

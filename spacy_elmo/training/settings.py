@@ -18,7 +18,7 @@ import re
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
@@ -40,10 +40,10 @@ class _Section(BaseModel):
 
 
 class PathsSettings(_Section):
-    train: Optional[str] = None  # file, directory, glob, or comma-separated list
-    heldout: Optional[str] = None
-    vocab: Optional[str] = None
-    init_from: Optional[str] = None
+    train: str | None = None  # file, directory, glob, or comma-separated list
+    heldout: str | None = None
+    vocab: str | None = None
+    init_from: str | None = None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -142,7 +142,12 @@ def _model_fields() -> dict[str, tuple[Any, Any]]:
         if field.name in inherited or field.name in MODEL_EXCLUDED:
             continue
         annotation = eval(field.type, namespace) if isinstance(field.type, str) else field.type  # noqa: S307
-        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        if field.default is not dataclasses.MISSING:
+            default = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        else:
+            raise TypeError(f"ElmoConfig.{field.name} has no default")
         fields[field.name] = (annotation, default)
     return fields
 
@@ -161,7 +166,8 @@ def _check_model(self):
     return self
 
 
-ModelSettings = create_model(
+# (pydantic types __validators__ as plain functions; its documented use passes decorated ones, as here)
+ModelSettings = create_model(  # type: ignore[call-overload]
     "ModelSettings", __base__=_Section, __validators__={"_valid_elmo": model_validator(mode="after")(_check_model)},
     **_model_fields(),
 )
@@ -175,7 +181,7 @@ class PretrainSettings(BaseModel):
     paths: PathsSettings = PathsSettings()
     system: SystemSettings = SystemSettings()
     data: DataSettings = DataSettings()
-    model: ModelSettings = ModelSettings()  # type: ignore[valid-type]
+    model: ModelSettings = ModelSettings()
     training: TrainingSettings = TrainingSettings()
     export: ExportSettings = ExportSettings()
 
@@ -190,7 +196,10 @@ class PretrainSettings(BaseModel):
         return Config(full)
 
 
-SECTIONS: dict[str, type[BaseModel]] = {name: field.annotation for name, field in PretrainSettings.model_fields.items()}
+# (every field of PretrainSettings is a section model)
+SECTIONS: dict[str, type[BaseModel]] = {
+    name: cast(type[BaseModel], field.annotation) for name, field in PretrainSettings.model_fields.items()
+}
 # Every setting with its default (the `[model]` defaults are ElmoConfig's).
 DEFAULTS: dict[str, dict[str, Any]] = {name: schema().model_dump() for name, schema in SECTIONS.items()}
 # Settings a resumed run must share with the run that wrote the checkpoint.
@@ -246,7 +255,7 @@ def _describe(errors: list[dict]) -> list[str]:
     return [f"{loc}: {' or '.join(parts)}, found {found!r}" if parts else loc for loc, (parts, found) in merged.items()]
 
 
-def validate(config) -> "PretrainSettings":
+def validate(config) -> PretrainSettings:
     """Checks a parsed config (confection `Config`) against the schema; PretrainError lists every
     problem, one line each."""
     from confection import Config, ConfigValidationError
@@ -271,6 +280,8 @@ def read_settings(config_path: str | Path | None, overrides: dict[str, Any] | No
             where = ", ".join(SECTIONS[section].model_fields) if section in SECTIONS else ", ".join(SECTIONS)
             raise PretrainError(f"unknown config setting {key!r} in overrides (expected one of {where})")
     if text is None:
+        if config_path is None:
+            raise TypeError("read_settings: pass config_path or text")
         path = Path(config_path)
         if not path.is_file():
             raise PretrainError(f"config file not found: {path}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from .checkpoints import Checkpoints, MetricsLog
 from .settings import PretrainError, PretrainSettings, check_resumable
@@ -54,7 +54,7 @@ class FromElmo:
     tokenizer: Any  # ElmoTokenizer or None
 
 
-Start = Union[Fresh, Resume, FromLanguageModel, FromElmo]
+Start = Fresh | Resume | FromLanguageModel | FromElmo
 
 
 def choose_start(

@@ -7,8 +7,8 @@ Reading and checking the lines (UTF-8 only, `TextError` naming the file and line
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 from ..text_input import read_block
 
