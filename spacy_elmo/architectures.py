@@ -127,4 +127,3 @@ def ScalarMix_v1(dropout: float = 0.0, l2: float = 0.001) -> Model[list[Floats3d
 
 
 __all__ = ["ElmoBiLMLayer_v1", "ElmoListener_v1", "ElmoTok2Vec_v1", "ElmoEmbed_v1", "ScalarMix_v1"]
-

@@ -63,7 +63,12 @@ def word_to_char_ids(word: str, max_chars: int = 50) -> numpy.ndarray:
     if word in (BOS_TOKEN, EOS_TOKEN):
         data = [(BOS_CHAR if word == BOS_TOKEN else EOS_CHAR) + 1]
     else:
-        data = numpy.frombuffer(word.encode("utf-8", errors="replace")[: max_chars - 2], dtype=numpy.uint8).astype(numpy.int64) + 1
+        data = (
+            numpy.frombuffer(word.encode("utf-8", errors="replace")[: max_chars - 2], dtype=numpy.uint8).astype(
+                numpy.int64
+            )
+            + 1
+        )
     return _marked(data, max_chars, BOW_CHAR + 1, EOW_CHAR + 1, PAD_CHAR + 1)
 
 
@@ -94,7 +99,11 @@ def check_lexicon(lexicon: Mapping[str, int], reserved: Mapping[str, int], first
                 repeated = i
                 break
             seen.add(i)
-        problem = f"id {repeated} is used twice" if repeated is not None else f"ids must be {first_id}..{first_id + len(ids) - 1} without gaps"
+        problem = (
+            f"id {repeated} is used twice"
+            if repeated is not None
+            else f"ids must be {first_id}..{first_id + len(ids) - 1} without gaps"
+        )
         raise LexiconError(f"{what}: {problem}")
     for name, index in reserved.items():
         found = [k for k, v in lexicon.items() if v == index]
@@ -130,7 +139,9 @@ class LexiconCharacters:
 
 def lexicon_sentence_boundaries(max_chars: int) -> tuple[numpy.ndarray, numpy.ndarray]:
     """The character rows of the sentence start and end tokens of a character-lexicon model."""
-    start, end = (_marked([marker], max_chars, LEXICON_BOW, LEXICON_EOW, LEXICON_PAD) for marker in (LEXICON_BOS, LEXICON_EOS))
+    start, end = (
+        _marked([marker], max_chars, LEXICON_BOW, LEXICON_EOW, LEXICON_PAD) for marker in (LEXICON_BOS, LEXICON_EOS)
+    )
     return start, end
 
 
@@ -145,7 +156,9 @@ class WordLexicon:
     def __init__(self, lexicon: Mapping[str, int], max_chars: int = 50):
         check_lexicon(lexicon, {}, 0, "word_vocab")
         if len(lexicon) < 3:
-            raise LexiconError("word_vocab: needs at least the sentence start, sentence end and unknown-word entries (ids 0-2)")
+            raise LexiconError(
+                "word_vocab: needs at least the sentence start, sentence end and unknown-word entries (ids 0-2)"
+            )
         self.lexicon = dict(lexicon)
         self.max_chars = max_chars
 
@@ -162,7 +175,12 @@ class TokenEncoder:
     with a word lexicon, word ids [batch, tokens] (0 at padding). Remembers up to `cache_size`
     encoded words."""
 
-    def __init__(self, characters: Utf8Characters | LexiconCharacters, words: WordLexicon | None = None, cache_size: int = 200_000):
+    def __init__(
+        self,
+        characters: Utf8Characters | LexiconCharacters,
+        words: WordLexicon | None = None,
+        cache_size: int = 200_000,
+    ):
         self.characters, self.words, self.cache_size = characters, words, cache_size
         self._cache: OrderedDict[str, tuple[numpy.ndarray, int]] = OrderedDict()
 

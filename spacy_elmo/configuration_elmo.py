@@ -105,7 +105,9 @@ class ElmoConfig(PreTrainedConfig):
         """What involves several fields (called by `@strict` on init)."""
         for width, _ in self.filters:
             if width > self.max_characters_per_token:
-                raise ValueError(f"filter width {width} exceeds max_characters_per_token={self.max_characters_per_token}")
+                raise ValueError(
+                    f"filter width {width} exceeds max_characters_per_token={self.max_characters_per_token}"
+                )
         if self.projection_dim > self.lstm_dim:
             raise ValueError(f"projection_dim ({self.projection_dim}) cannot exceed lstm_dim ({self.lstm_dim})")
         if (self.word_vocab_size > 0) != (self.word_embedding_dim > 0):
@@ -114,7 +116,9 @@ class ElmoConfig(PreTrainedConfig):
                 "are both 0 (no word embedding) or both > 0"
             )
         if self.word_vocab_size and self.word_vocab_size < 3:
-            raise ValueError(f"word_vocab_size must be >= 3 (sentence markers and unknown word), got {self.word_vocab_size}")
+            raise ValueError(
+                f"word_vocab_size must be >= 3 (sentence markers and unknown word), got {self.word_vocab_size}"
+            )
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
@@ -170,15 +174,18 @@ class ElmoConfig(PreTrainedConfig):
     def to_options(self) -> dict:
         """The legacy options.json dict for this config; `ValueError` for what that format cannot hold."""
         unsupported = [
-            name for name, value, plain in (
+            name
+            for name, value, plain in (
                 ("a character lexicon (char_vocab_size)", self.char_vocab_size, 0),
                 ("a word embedding (word_embedding_dim)", self.word_embedding_dim, 0),
                 ("forget_bias other than 1", float(self.forget_bias), 1.0),
-            ) if value != plain
+            )
+            if value != plain
         ]
         if unsupported:
             raise ValueError(
-                "the legacy options.json + lm_weights.hdf5 format cannot hold " + ", ".join(unsupported)
+                "the legacy options.json + lm_weights.hdf5 format cannot hold "
+                + ", ".join(unsupported)
                 + "; save it with save_pretrained instead"
             )
         options = {

@@ -18,7 +18,7 @@ DEVICES = ("auto", "cpu", "cuda")
 
 
 def pick_device(device: str = "auto", index: int = 0) -> torch.device:
-    """"auto" (CUDA when available), "cpu" or "cuda" → a torch device (CUDA device `index`)."""
+    """ "auto" (CUDA when available), "cpu" or "cuda" → a torch device (CUDA device `index`)."""
     if device not in DEVICES:
         raise ValueError(f"device: expected one of {', '.join(DEVICES)}, found {device!r}")
     use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"

@@ -186,7 +186,9 @@ def _download(address: str, known_hash: str | None, name: str, folder: Path, pro
     except requests.Timeout:
         raise DownloadError(f"{address}: no answer from the server within {_TIMEOUT} s") from None
     except requests.RequestException as err:
-        raise DownloadError(f"{address}: download failed ({_network_reason(err)}); nothing was cached, try again") from None
+        raise DownloadError(
+            f"{address}: download failed ({_network_reason(err)}); nothing was cached, try again"
+        ) from None
     except ValueError as err:
         found = re.search(r"but got ([0-9a-fA-F]+)", str(err))
         if known_hash is None or found is None:
@@ -325,7 +327,14 @@ class _Extract:
         except DownloadError:
             archive.unlink(missing_ok=True)
             raise
-        except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, NotImplementedError) as err:
+        except (
+            zipfile.BadZipFile,
+            tarfile.TarError,
+            EOFError,
+            zlib.error,
+            gzip.BadGzipFile,
+            NotImplementedError,
+        ) as err:
             archive.unlink(missing_ok=True)
             kind = "zip" if self.kind == "zip" else "tar"
             raise DownloadError(
@@ -336,6 +345,8 @@ class _Extract:
     def _check(self, members: list[tuple[str, bool]]) -> None:
         for name, plain in members:
             if _unsafe_member(name):
-                raise DownloadError(f"{self.url}: refused the archive: member '{name}' would be written outside its folder")
+                raise DownloadError(
+                    f"{self.url}: refused the archive: member '{name}' would be written outside its folder"
+                )
             if not plain:
                 raise DownloadError(f"{self.url}: refused the archive: member '{name}' is a link or special file")

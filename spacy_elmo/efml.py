@@ -107,7 +107,9 @@ def read_architecture(path: str | Path) -> tuple[dict, str]:
         )
     config_path = read_json_object(config_file, EfmlFormatError).get("config_path")
     if not isinstance(config_path, str) or not config_path.strip():
-        raise EfmlFormatError(f"{config_file}: field 'config_path' is {config_path!r}; expected the name of the architecture json")
+        raise EfmlFormatError(
+            f"{config_file}: field 'config_path' is {config_path!r}; expected the name of the architecture json"
+        )
     basename = re.split(r"[\\/]", config_path)[-1]
     # an absolute config_path stays absolute; a bare file name is one candidate, tried once
     candidates = list(dict.fromkeys((directory / config_path, directory / basename)))
@@ -116,7 +118,9 @@ def read_architecture(path: str | Path) -> tuple[dict, str]:
             return read_json_object(candidate, EfmlFormatError), str(candidate)
     tried = [str(candidate) for candidate in candidates]
     if basename in KNOWN_ARCHITECTURES:
-        return KNOWN_ARCHITECTURES[basename], f"{config_file} (config_path {basename!r}: the package's built-in architecture)"
+        return KNOWN_ARCHITECTURES[
+            basename
+        ], f"{config_file} (config_path {basename!r}: the package's built-in architecture)"
     raise EfmlFormatError(
         f"{config_file}: config_path {config_path!r} names no architecture: tried {', '.join(tried)} and the "
         f"package's built-in ones ({', '.join(sorted(KNOWN_ARCHITECTURES))}); put that json in the directory"
@@ -163,7 +167,9 @@ def read_lexicon(path: str | Path, specials: tuple[str, ...]) -> dict[str, int]:
         try:
             index = int(raw)
         except ValueError:
-            raise EfmlFormatError(f"{path}: line {here}: id {raw!r} is not an integer{_line_break_note(piece)}") from None
+            raise EfmlFormatError(
+                f"{path}: line {here}: id {raw!r} is not an integer{_line_break_note(piece)}"
+            ) from None
         if token in lexicon and lexicon[token] != index:
             overwritten[lexicon[token]] = (line_of[token], token, here)
         lexicon[token], line_of[token] = index, here
@@ -223,7 +229,9 @@ OUR_CHAR_NAME = {"<eow>": "<bow>", "<bow>": "<eow>"}
 WORD_ORDER, WORD_DROPPED = ("<bos>", "<eos>", "<oov>"), ("<pad>",)  # padding never reaches the embedding
 
 
-def _lexicon_rows(lexicon: dict[str, int], first: tuple[str, ...], skip: tuple[str, ...] = (), padding_row=False) -> Transform:
+def _lexicon_rows(
+    lexicon: dict[str, int], first: tuple[str, ...], skip: tuple[str, ...] = (), padding_row=False
+) -> Transform:
     """An embedding's rows in our id order (`_ordered`), after a zero row when `padding_row`."""
 
     def transform(weight: torch.Tensor) -> torch.Tensor:
@@ -245,7 +253,9 @@ class Entry(NamedTuple):
     hint: str = ""  # what the shape comes from, said when it does not match
 
 
-def weight_table(arch: EfmlArchitecture, char_lexicon: dict[str, int], word_lexicon: dict[str, int] | None) -> list[Entry]:
+def weight_table(
+    arch: EfmlArchitecture, char_lexicon: dict[str, int], word_lexicon: dict[str, int] | None
+) -> list[Entry]:
     """Every tensor of token_embedder.pkl and encoder.pkl for `arch` and the lexicons, with the tensor it
     becomes (in each file's order: a missing tensor is reported as the first one listed here)."""
     emb, enc = arch.token_embedder, arch.encoder
@@ -254,14 +264,26 @@ def weight_table(arch: EfmlArchitecture, char_lexicon: dict[str, int], word_lexi
     table = []
     if word_dim > 0:
         assert word_lexicon is not None, "read_efml reads word.dic when word_dim > 0"
-        table.append(Entry(
-            te, "word_emb_layer.embedding.weight", (len(word_lexicon), word_dim), ours + "word_embedding.weight",
-            _lexicon_rows(word_lexicon, WORD_ORDER, WORD_DROPPED), hint=f"word.dic has {len(word_lexicon)} entries, word_dim is {word_dim}",
-        ))
-    table.append(Entry(
-        te, "char_emb_layer.embedding.weight", (len(char_lexicon), emb.char_dim), ours + "char_embedding.weight",
-        _lexicon_rows(char_lexicon, CHAR_ORDER, padding_row=True), hint=f"char.dic has {len(char_lexicon)} entries, char_dim is {emb.char_dim}",
-    ))
+        table.append(
+            Entry(
+                te,
+                "word_emb_layer.embedding.weight",
+                (len(word_lexicon), word_dim),
+                ours + "word_embedding.weight",
+                _lexicon_rows(word_lexicon, WORD_ORDER, WORD_DROPPED),
+                hint=f"word.dic has {len(word_lexicon)} entries, word_dim is {word_dim}",
+            )
+        )
+    table.append(
+        Entry(
+            te,
+            "char_emb_layer.embedding.weight",
+            (len(char_lexicon), emb.char_dim),
+            ours + "char_embedding.weight",
+            _lexicon_rows(char_lexicon, CHAR_ORDER, padding_row=True),
+            hint=f"char.dic has {len(char_lexicon)} entries, char_dim is {emb.char_dim}",
+        )
+    )
     for i, (width, num) in enumerate(emb.filters):
         table += [
             Entry(te, f"convolutions.{i}.weight", (num, emb.char_dim, width), f"{ours}convolutions.{i}.weight"),
@@ -287,10 +309,38 @@ def weight_table(arch: EfmlArchitecture, char_lexicon: dict[str, int], word_lexi
         for direction, name in enumerate(("forward", "backward")):
             cell, ours_lstm = f"{name}_layer_{layer}.", f"encoder.layers.{layer}."
             table += [
-                Entry("encoder.pkl", cell + "input_linearity.weight", (4 * hidden, proj), ours_lstm + "input_weight", _lstm_to_tf, direction),
-                Entry("encoder.pkl", cell + "state_linearity.weight", (4 * hidden, proj), ours_lstm + "hidden_weight", _lstm_to_tf, direction),
-                Entry("encoder.pkl", cell + "state_linearity.bias", (4 * hidden,), ours_lstm + "bias", _lstm_to_tf, direction),
-                Entry("encoder.pkl", cell + "state_projection.weight", (proj, hidden), ours_lstm + "proj_weight", torch.t, direction),
+                Entry(
+                    "encoder.pkl",
+                    cell + "input_linearity.weight",
+                    (4 * hidden, proj),
+                    ours_lstm + "input_weight",
+                    _lstm_to_tf,
+                    direction,
+                ),
+                Entry(
+                    "encoder.pkl",
+                    cell + "state_linearity.weight",
+                    (4 * hidden, proj),
+                    ours_lstm + "hidden_weight",
+                    _lstm_to_tf,
+                    direction,
+                ),
+                Entry(
+                    "encoder.pkl",
+                    cell + "state_linearity.bias",
+                    (4 * hidden,),
+                    ours_lstm + "bias",
+                    _lstm_to_tf,
+                    direction,
+                ),
+                Entry(
+                    "encoder.pkl",
+                    cell + "state_projection.weight",
+                    (proj, hidden),
+                    ours_lstm + "proj_weight",
+                    torch.t,
+                    direction,
+                ),
             ]
     return table
 
@@ -322,7 +372,9 @@ def read_state_dict(path: str | Path, entries: list[Entry]) -> dict[str, torch.T
         raise EfmlFormatError(
             f"{path}: not a readable PyTorch state dict (truncated or corrupt?): {type(err).__name__}: {first}"
         ) from None
-    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
         raise EfmlFormatError(f"{path}: expected a state dict of named tensors, found {type(state).__name__}")
     missing = [name for name in expected if name not in state]
     if missing:
@@ -340,7 +392,9 @@ def read_state_dict(path: str | Path, entries: list[Entry]) -> dict[str, torch.T
         tensor = state[name]
         if tuple(tensor.shape) != shape:
             hint = f" ({hints[name]})" if hints and name in hints else ""
-            raise EfmlFormatError(f"{path}: tensor '{name}' has shape {list(tensor.shape)}, expected {list(shape)}{hint}")
+            raise EfmlFormatError(
+                f"{path}: tensor '{name}' has shape {list(tensor.shape)}, expected {list(shape)}{hint}"
+            )
         if not tensor.is_floating_point():
             raise EfmlFormatError(f"{path}: tensor '{name}' has dtype {tensor.dtype}, expected floating point")
         bad = int((~torch.isfinite(tensor)).sum())
@@ -445,10 +499,14 @@ def load_efml(path: str | Path, lang: str = "xx"):
     result = model.load_state_dict(state, strict=False)
     missing = [k for k in result.missing_keys if not k.startswith("scalar_mixes.")]
     if missing or result.unexpected_keys:  # efml_to_elmo and ElmoModel disagree: a bug, not bad input
-        raise RuntimeError(f"{path}: mapped weights do not fit the model (missing {missing}, unexpected {result.unexpected_keys})")
+        raise RuntimeError(
+            f"{path}: mapped weights do not fit the model (missing {missing}, unexpected {result.unexpected_keys})"
+        )
     tokenizer = ElmoTokenizer(
-        max_characters_per_token=model.config.max_characters_per_token, lang=lang,
-        char_vocab=char_lexicon, word_vocab=word_lexicon,
+        max_characters_per_token=model.config.max_characters_per_token,
+        lang=lang,
+        char_vocab=char_lexicon,
+        word_vocab=word_lexicon,
     )
     return model.eval(), tokenizer
 

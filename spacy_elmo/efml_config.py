@@ -113,14 +113,20 @@ class EfmlTokenEmbedder(_Section):
     """The architecture's `token_embedder`: the character CNN and the word embedding."""
 
     section: ClassVar[str] = "token_embedder"
-    name: str = _field("a string", _unsupported(
-        lambda name: name.lower() != "cnn", ": the released models use the cnn token embedder; this one is not supported"
-    ))
+    name: str = _field(
+        "a string",
+        _unsupported(
+            lambda name: name.lower() != "cnn",
+            ": the released models use the cnn token embedder; this one is not supported",
+        ),
+    )
     activation: Literal["relu", "tanh"] = _field("'relu' or 'tanh'")
     filters: list[list[int]] = _field("[width, number] pairs of positive integers", _filters)
     n_highway: int = _count(0)
     word_dim: int = _count(0)
-    char_dim: int = _count(0, _unsupported(lambda dim: dim == 0, " (a word-only model without the character CNN): not supported"))
+    char_dim: int = _count(
+        0, _unsupported(lambda dim: dim == 0, " (a word-only model without the character CNN): not supported")
+    )
     max_characters_per_token: int = _count(3)
 
     def validate_widths(self):
@@ -141,9 +147,12 @@ class EfmlEncoder(_Section):
     """The architecture's `encoder`: the biLSTM with projection (AllenNLP's ElmoLstm)."""
 
     section: ClassVar[str] = "encoder"
-    name: str = _field("a string", _unsupported(
-        lambda name: name.lower() != "elmo", ": only the 'elmo' biLM encoder (the released models') is supported"
-    ))
+    name: str = _field(
+        "a string",
+        _unsupported(
+            lambda name: name.lower() != "elmo", ": only the 'elmo' biLM encoder (the released models') is supported"
+        ),
+    )
     dim: int = _count(1)
     projection_dim: int = _count(1)
     n_layers: int = _count(1)

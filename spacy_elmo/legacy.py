@@ -103,7 +103,12 @@ def weight_table(config: ElmoConfig) -> list[Entry]:
     for k in range(config.n_highway):
         for tf_name, ours in (("carry", "gate"), ("transform", "transform")):
             table += [
-                Entry(f"CNN_high_{k}/W_{tf_name}", (n_filters, n_filters), f"token_encoder.highways.{k}.{ours}.weight", TRANSPOSE),
+                Entry(
+                    f"CNN_high_{k}/W_{tf_name}",
+                    (n_filters, n_filters),
+                    f"token_encoder.highways.{k}.{ours}.weight",
+                    TRANSPOSE,
+                ),
                 Entry(f"CNN_high_{k}/b_{tf_name}", (n_filters,), f"token_encoder.highways.{k}.{ours}.bias"),
             ]
     if n_filters != proj:
@@ -117,8 +122,20 @@ def weight_table(config: ElmoConfig) -> list[Entry]:
             cell = f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/"
             # W_0 is [input; previous output] · W: its first rows are our input weight, the rest the hidden weight
             table += [
-                Entry(cell + "W_0", (2 * proj, 4 * hidden), ours + "input_weight", direction=direction, rows=slice(0, proj)),
-                Entry(cell + "W_0", (2 * proj, 4 * hidden), ours + "hidden_weight", direction=direction, rows=slice(proj, None)),
+                Entry(
+                    cell + "W_0",
+                    (2 * proj, 4 * hidden),
+                    ours + "input_weight",
+                    direction=direction,
+                    rows=slice(0, proj),
+                ),
+                Entry(
+                    cell + "W_0",
+                    (2 * proj, 4 * hidden),
+                    ours + "hidden_weight",
+                    direction=direction,
+                    rows=slice(proj, None),
+                ),
                 Entry(cell + "B", (4 * hidden,), ours + "bias", direction=direction),
             ]
             if proj != hidden:
@@ -150,7 +167,9 @@ class _Reader:
         try:
             value = numpy.asarray(dataset[...], dtype=numpy.float32)
         except (OSError, ValueError, TypeError) as err:
-            raise LegacyFormatError(f"{self.path}: cannot read dataset '{name}' ({err}); the file may be truncated") from None
+            raise LegacyFormatError(
+                f"{self.path}: cannot read dataset '{name}' ({err}); the file may be truncated"
+            ) from None
         if not numpy.isfinite(value).all():
             bad = int((~numpy.isfinite(value)).sum())
             raise LegacyFormatError(f"{self.path}: dataset '{name}' contains {bad} NaN/inf values")
@@ -191,7 +210,9 @@ def load_legacy(options_file: str | Path, weights_file: str | Path, **config_ove
     result = model.load_state_dict(read_legacy_state_dict(config, weights_file), strict=False)
     missing = [k for k in result.missing_keys if not k.startswith("scalar_mixes.")]
     if missing or result.unexpected_keys:
-        raise LegacyFormatError(f"{weights_file}: weights do not fit the model (missing {missing}, unexpected {result.unexpected_keys})")
+        raise LegacyFormatError(
+            f"{weights_file}: weights do not fit the model (missing {missing}, unexpected {result.unexpected_keys})"
+        )
     return model.eval()
 
 
@@ -224,6 +245,11 @@ def save_legacy(model, directory: str | Path) -> tuple[Path, Path]:
 
 
 __all__ = [
-    "LegacyFormatError", "read_options", "config_from_options", "weight_table", "read_legacy_state_dict",
-    "load_legacy", "save_legacy",
+    "LegacyFormatError",
+    "read_options",
+    "config_from_options",
+    "weight_table",
+    "read_legacy_state_dict",
+    "load_legacy",
+    "save_legacy",
 ]

@@ -70,9 +70,13 @@ def hub_loading_kwargs(repo_id: str) -> dict:
     try:  # one request, no retries
         get_hf_file_metadata(hf_hub_url(repo_id, "config.json"), timeout=10)
     except RepositoryNotFoundError:
-        raise ModelNotFoundError(f"no such directory: {repo_id}; no such model on the Hugging Face hub either") from None
+        raise ModelNotFoundError(
+            f"no such directory: {repo_id}; no such model on the Hugging Face hub either"
+        ) from None
     except EntryNotFoundError:
-        raise ModelNotFoundError(f"{repo_id}: the hub repository has no config.json (not an ELMo model in the HF layout)") from None
+        raise ModelNotFoundError(
+            f"{repo_id}: the hub repository has no config.json (not an ELMo model in the HF layout)"
+        ) from None
     except HfHubHTTPError as err:
         raise ModelNotFoundError(f"{repo_id}: the Hugging Face hub refused it: {str(err).splitlines()[0]}") from None
     except Exception as err:  # no network: DNS, refused connection, timeout, proxy

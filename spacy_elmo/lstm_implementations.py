@@ -19,7 +19,9 @@ from . import kernels
 from .modeling_outputs import ElmoState
 
 
-def resolve_lstm_implementation(choice: str, *, needs_grad: bool, training: bool, autocast: bool, device_type: str) -> str:
+def resolve_lstm_implementation(
+    choice: str, *, needs_grad: bool, training: bool, autocast: bool, device_type: str
+) -> str:
     """The kernel for a choice of `config.lstm_implementation` (a pure function of its arguments).
 
     "auto" is an inference kernel when nothing can need a gradient (inputs, initial state, *any*
@@ -64,8 +66,14 @@ def bilstm_fused(bilstm, tokens, mask, state, return_state):
 def bilstm_packed(bilstm, tokens, mask, state, return_state):
     """`bilstm_eager` over a packed, length-sorted batch, in place, without autograd (`kernels.packed_lstm`)."""
     layers, final = kernels.bilstm_packed(
-        [layer.kernel_weights() for layer in bilstm.layers], tokens, mask, state.h, state.c,
-        skip_connections=bilstm.use_skip_connections, dropout=bilstm.dropout, return_state=return_state,
+        [layer.kernel_weights() for layer in bilstm.layers],
+        tokens,
+        mask,
+        state.h,
+        state.c,
+        skip_connections=bilstm.use_skip_connections,
+        dropout=bilstm.dropout,
+        return_state=return_state,
     )
     return layers, ElmoState(*final) if final is not None else None
 
@@ -83,8 +91,14 @@ def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
     c = state.c.new_zeros(*state.c.shape[:2], rows, state.c.shape[-1])
     h[:, :, :batch], c[:, :, :batch] = state.h, state.c
     key = (
-        rows, time, tokens.dtype, mask.dtype, return_state, torch.is_autocast_enabled("cuda"),
-        kernels.autocast_dtype("cuda"), tuple(p.data_ptr() for p in bilstm.parameters()),
+        rows,
+        time,
+        tokens.dtype,
+        mask.dtype,
+        return_state,
+        torch.is_autocast_enabled("cuda"),
+        kernels.autocast_dtype("cuda"),
+        tuple(p.data_ptr() for p in bilstm.parameters()),
     )
 
     def run(x, m, h0, c0):

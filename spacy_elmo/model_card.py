@@ -40,16 +40,19 @@ def _architecture(model) -> list[str]:
         (
             f"| characters | a character lexicon of {c.char_vocab_size:,} ids (`char_vocab.json`), at most "
             f"{c.max_characters_per_token - 2} characters per word, embedded in {c.char_embedding_dim} dims |"
-            if c.char_vocab_size else
-            f"| characters | UTF-8 bytes of each word, at most {c.max_characters_per_token - 2} per word; "
+            if c.char_vocab_size
+            else f"| characters | UTF-8 bytes of each word, at most {c.max_characters_per_token - 2} per word; "
             f"{c.n_characters} character ids embedded in {c.char_embedding_dim} dims |"
         ),
         f"| character CNN | {c.n_filters} filters (count×width: {widths}), {c.activation}, "
         f"{c.n_highway} highway layer(s), projection to {c.projection_dim} |",
         *(
-            [f"| word embedding | {c.word_vocab_size:,} words (`word_vocab.json`) in {c.word_embedding_dim} dims, "
-             "concatenated with the char CNN output before the projection |"]
-            if c.word_embedding_dim else []
+            [
+                f"| word embedding | {c.word_vocab_size:,} words (`word_vocab.json`) in {c.word_embedding_dim} dims, "
+                "concatenated with the char CNN output before the projection |"
+            ]
+            if c.word_embedding_dim
+            else []
         ),
         f"| biLSTM | {c.num_layers} layers per direction, cell {c.lstm_dim}, projection {c.projection_dim}, "
         f"skip connections: {'yes' if c.use_skip_connections else 'no'}, cell clip {c.cell_clip}, "
@@ -86,17 +89,16 @@ def _training(source: str | None, training: dict | None) -> list[str]:
             words = f" ({training['words']:,} words seen)" if training.get("words") else ""
             lines.append(f"- Trained for {training['step']:,} steps{words}.")
         if training.get("heldout_ppl") is not None:
-            lines.append(f"- Held-out perplexity: {training['heldout_ppl']:.2f} (mean of the forward and backward LMs).")
+            lines.append(
+                f"- Held-out perplexity: {training['heldout_ppl']:.2f} (mean of the forward and backward LMs)."
+            )
     return lines or ["- Not recorded (this card was written by `save_pretrained`)."]
 
 
 def _usage(reference: str, has_head: bool, language: str | None) -> list[str]:
     ref = json.dumps(reference, ensure_ascii=False)
     lang = json.dumps(language or "en")
-    lm = (
-        f"\n`ElmoForBidirectionalLM.from_pretrained({ref})` loads it with its LM head.\n"
-        if has_head else ""
-    )
+    lm = f"\n`ElmoForBidirectionalLM.from_pretrained({ref})` loads it with its LM head.\n" if has_head else ""
     return [
         "```python",
         "import torch, spacy_elmo",
@@ -144,7 +146,10 @@ def render_model_card(
 
     has_head = getattr(model, "lm_head", None) is not None
     data = ModelCardData(
-        library_name="spacy-elmo", tags=list(TAGS), license=license, pipeline_tag="feature-extraction",
+        library_name="spacy-elmo",
+        tags=list(TAGS),
+        license=license,
+        pipeline_tag="feature-extraction",
         language=language,
     )
     title = "ELMo biLM with LM head" if has_head else "ELMo biLM"
@@ -177,7 +182,9 @@ def write_model_card(directory, model, **info) -> Path | None:
     with one logged line, and None is returned."""
     path = Path(directory) / CARD_NAME
     if path.is_file() and CARD_MARK not in path.read_text(encoding="utf-8", errors="replace"):
-        logger.warning("kept %s: it was not written by spacy-elmo, so no model card was written (delete it for one)", path)
+        logger.warning(
+            "kept %s: it was not written by spacy-elmo, so no model card was written (delete it for one)", path
+        )
         return None
     info.setdefault("reference", str(directory))
     card = render_model_card(model, **info)

@@ -65,7 +65,9 @@ def _new_file_mode(directory: Path) -> int:
 def _set_modes(directory: Path, before: dict[str, os.stat_result]) -> None:
     """Gives the files this save created (new names, or names replaced by a new file) the mode a new
     file gets here, or the mode of the file each replaced; files it rewrote in place keep theirs."""
-    created = {name: st for name, st in _files(directory).items() if name not in before or before[name].st_ino != st.st_ino}
+    created = {
+        name: st for name, st in _files(directory).items() if name not in before or before[name].st_ino != st.st_ino
+    }
     default = _new_file_mode(directory) if created else 0
     for name, st in created.items():
         mode = stat.S_IMODE(before[name].st_mode) if name in before else default
@@ -94,7 +96,9 @@ def default_tokenizer(model, directory: Path | None = None):
     return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
 
 
-def save_model_directory(directory, model, tokenizer=None, *, card: dict | Literal[False] | None = None, **save_kwargs) -> Path:
+def save_model_directory(
+    directory, model, tokenizer=None, *, card: dict | Literal[False] | None = None, **save_kwargs
+) -> Path:
     """Writes a complete model directory (see the module docstring); returns its path.
 
     tokenizer: an `ElmoTokenizer` that fits `model` (default: `default_tokenizer`); card: settings
@@ -122,8 +126,15 @@ def save_model_directory(directory, model, tokenizer=None, *, card: dict | Liter
 # --- the save/push methods of ElmoPreTrainedModel -------------------------------------------------
 
 
-def save_pretrained(self, save_directory, *args, tokenizer=None, model_card: dict | Literal[False] | None = None,
-                    push_to_hub: bool = False, **kwargs):
+def save_pretrained(
+    self,
+    save_directory,
+    *args,
+    tokenizer=None,
+    model_card: dict | Literal[False] | None = None,
+    push_to_hub: bool = False,
+    **kwargs,
+):
     """`PreTrainedModel.save_pretrained` writing a complete directory (`save_model_directory`): also
     the tokenizer (`tokenizer`, or the one already there, or the UTF-8 one) and the README.md card
     (`model_card` adds `render_model_card` settings; False skips it)."""
@@ -131,7 +142,9 @@ def save_pretrained(self, save_directory, *args, tokenizer=None, model_card: dic
     if kwargs.get("is_main_process", True):
         save_model_directory(save_directory, self, tokenizer, card=model_card, **kwargs)
     if push_to_hub:
-        self.push_to_hub(hub.pop("repo_id", Path(save_directory).name), tokenizer=tokenizer, model_card=model_card, **hub)
+        self.push_to_hub(
+            hub.pop("repo_id", Path(save_directory).name), tokenizer=tokenizer, model_card=model_card, **hub
+        )
 
 
 def push_to_hub(
@@ -156,17 +169,25 @@ def push_to_hub(
 
     api = HfApi(token=token)
     repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
-    card: dict[str, Any] | Literal[False] = {"reference": repo_id, **(model_card or {})} if model_card is not False else False
+    card: dict[str, Any] | Literal[False] = (
+        {"reference": repo_id, **(model_card or {})} if model_card is not False else False
+    )
     with tempfile.TemporaryDirectory() as tmp:
         save_model_directory(tmp, self, tokenizer, card=card, max_shard_size=max_shard_size)
         if tags and card is not False:
             written = ModelCard.load(os.path.join(tmp, CARD_NAME))
             written.data.tags = list(dict.fromkeys([*(written.data.tags or []), *tags]))
             written.save(os.path.join(tmp, CARD_NAME))
-        operations = [CommitOperationAdd(path_in_repo=p.name, path_or_fileobj=str(p)) for p in sorted(Path(tmp).iterdir())]
+        operations = [
+            CommitOperationAdd(path_in_repo=p.name, path_or_fileobj=str(p)) for p in sorted(Path(tmp).iterdir())
+        ]
         return api.create_commit(
-            repo_id, operations, commit_message=commit_message or "Upload model",
-            commit_description=commit_description, revision=revision, create_pr=create_pr,
+            repo_id,
+            operations,
+            commit_message=commit_message or "Upload model",
+            commit_description=commit_description,
+            revision=revision,
+            create_pr=create_pr,
         )
 
 
@@ -226,7 +247,10 @@ def load_strict(load: Callable[..., Any], source: str, optional_weights: Sequenc
         hf_logging.set_verbosity(verbosity)
     weights = weights_name(source)
     if info.get("mismatched_keys"):
-        shapes = [f"{name}: file {tuple(found)}, config.json {tuple(want)}" for name, found, want in sorted(info["mismatched_keys"])[:4]]
+        shapes = [
+            f"{name}: file {tuple(found)}, config.json {tuple(want)}"
+            for name, found, want in sorted(info["mismatched_keys"])[:4]
+        ]
         raise ElmoLoadError(f"{weights}: weight shapes do not match config.json ({'; '.join(shapes)})")
     missing = [k for k in info["missing_keys"] if not k.startswith(tuple(optional_weights))]
     if missing:
@@ -238,6 +262,13 @@ def load_strict(load: Callable[..., Any], source: str, optional_weights: Sequenc
 
 
 __all__ = [
-    "save_model_directory", "default_tokenizer", "save_pretrained", "push_to_hub",
-    "ElmoLoadError", "check_config_file", "weights_name", "ignore_patterns", "load_strict",
+    "save_model_directory",
+    "default_tokenizer",
+    "save_pretrained",
+    "push_to_hub",
+    "ElmoLoadError",
+    "check_config_file",
+    "weights_name",
+    "ignore_patterns",
+    "load_strict",
 ]

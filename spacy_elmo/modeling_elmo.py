@@ -78,10 +78,14 @@ class ElmoCharacterEncoder(nn.Module):
             else nn.Identity()
         )
         self.word_embedding = nn.Embedding(config.word_vocab_size, config.word_embedding_dim) if has_words else None
-        self.word_projection = nn.Linear(config.word_embedding_dim, config.projection_dim, bias=False) if has_words else None
+        self.word_projection = (
+            nn.Linear(config.word_embedding_dim, config.projection_dim, bias=False) if has_words else None
+        )
         self.widest_filter = max(width for width, _ in config.filters)
 
-    def forward(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None, unique: bool = True) -> torch.Tensor:
+    def forward(
+        self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None, unique: bool = True
+    ) -> torch.Tensor:
         """[..., max_chars] character ids (and [...] word ids) → [..., projection_dim]."""
         return self.add_word_vectors(self.spelling_vectors(char_ids, unique), word_ids)
 
@@ -113,7 +117,9 @@ class ElmoCharacterEncoder(nn.Module):
         chars = self.char_embedding(char_ids)
         if self._convolutions_as_products(chars):
             convolutions = cast(list[nn.Conv1d], self.convolutions)
-            pooled = kernels.pooled_convolutions(chars, [c.weight for c in convolutions], [c.bias for c in convolutions])
+            pooled = kernels.pooled_convolutions(
+                chars, [c.weight for c in convolutions], [c.bias for c in convolutions]
+            )
         else:
             chars = chars.transpose(1, 2)
             # max-pool over character positions, then the activation (as bilm-tf)
@@ -121,7 +127,9 @@ class ElmoCharacterEncoder(nn.Module):
         return torch.cat([self.activation(p) for p in pooled], dim=-1)
 
     def _convolutions_as_products(self, chars: torch.Tensor) -> bool:
-        needs_grad = torch.is_grad_enabled() and (chars.requires_grad or any(c.weight.requires_grad for c in self.convolutions))
+        needs_grad = torch.is_grad_enabled() and (
+            chars.requires_grad or any(c.weight.requires_grad for c in self.convolutions)
+        )
         return needs_grad and chars.device.type == "cpu" and not torch.is_autocast_enabled("cpu")
 
     def token_vectors(self, features: torch.Tensor) -> torch.Tensor:
@@ -233,9 +241,7 @@ class ElmoBiLstm(nn.Module):
     def __init__(self, config: ElmoConfig):
         super().__init__()
         self.config = config
-        self.layers = nn.ModuleList(
-            ElmoLstmLayer(config.projection_dim, config) for _ in range(config.num_layers)
-        )
+        self.layers = nn.ModuleList(ElmoLstmLayer(config.projection_dim, config) for _ in range(config.num_layers))
         self.use_skip_connections = config.use_skip_connections
         self.dropout = nn.Dropout(config.dropout)
 
@@ -410,7 +416,9 @@ class ElmoModel(ElmoPreTrainedModel):
         """Token vectors for [words, max_chars] ids (and [words] word ids); the spelling part goes
         through the cache when inferring."""
         encoder = self.token_encoder
-        weights = [p for name, p in encoder.named_parameters() if not name.startswith(("word_embedding.", "word_projection."))]
+        weights = [
+            p for name, p in encoder.named_parameters() if not name.startswith(("word_embedding.", "word_projection."))
+        ]
         needs_grad = torch.is_grad_enabled() and any(p.requires_grad for p in encoder.parameters())
         autocast = torch.is_autocast_enabled(char_ids.device.type)  # cache only exact fp32 vectors
         if self.training or needs_grad or autocast or self.token_cache_size <= 0:
@@ -439,7 +447,9 @@ class ElmoModel(ElmoPreTrainedModel):
         states refer to sequences *with* the boundary tokens, as in the original implementations.
         """
         if input_ids.dim() != 3:
-            raise ValueError(f"input_ids must be [batch, tokens, max_chars] character ids, got shape {tuple(input_ids.shape)}")
+            raise ValueError(
+                f"input_ids must be [batch, tokens, max_chars] character ids, got shape {tuple(input_ids.shape)}"
+            )
         if input_ids.shape[-1] != self.config.max_characters_per_token:
             raise ValueError(
                 f"input_ids last dimension is {input_ids.shape[-1]} but the model expects "
@@ -451,7 +461,9 @@ class ElmoModel(ElmoPreTrainedModel):
         if input_ids.shape[0] == 0:  # empty batch: empty layers of the right width
             empty = self.token_encoder.char_embedding.weight.new_zeros(0, input_ids.shape[1], self.config.output_dim)
             return ElmoModelOutput(
-                last_hidden_state=empty, hidden_states=(empty,) * self.num_layers, attention_mask=mask,
+                last_hidden_state=empty,
+                hidden_states=(empty,) * self.num_layers,
+                attention_mask=mask,
                 mixed_representations=tuple(empty for _ in self.scalar_mixes) or None,
             )
         lengths = mask.sum(dim=1)
@@ -460,11 +472,16 @@ class ElmoModel(ElmoPreTrainedModel):
         if (input_word_ids is not None) != (self.token_encoder.word_embedding is not None):
             raise ValueError(
                 "this model has a word embedding: pass input_word_ids (ElmoTokenizer returns them)"
-                if input_word_ids is None else "input_word_ids given, but this model has no word embedding"
+                if input_word_ids is None
+                else "input_word_ids given, but this model has no word embedding"
             )
         if input_word_ids is not None and tuple(input_word_ids.shape) != tuple(input_ids.shape[:2]):
-            raise ValueError(f"input_word_ids has shape {tuple(input_word_ids.shape)}, expected {tuple(input_ids.shape[:2])}")
-        char_ids, full_mask, word_ids = add_sentence_boundaries(input_ids, mask, input_word_ids, self.config.uses_char_lexicon)
+            raise ValueError(
+                f"input_word_ids has shape {tuple(input_word_ids.shape)}, expected {tuple(input_ids.shape[:2])}"
+            )
+        char_ids, full_mask, word_ids = add_sentence_boundaries(
+            input_ids, mask, input_word_ids, self.config.uses_char_lexicon
+        )
         # the char CNN runs on real tokens only; padding positions stay zero
         real = self._embed_real_tokens(char_ids[full_mask], None if word_ids is None else word_ids[full_mask])
         tokens = real.new_zeros(*full_mask.shape, real.shape[-1])
@@ -556,7 +573,10 @@ class ElmoForBidirectionalLM(ElmoPreTrainedModel):
         n = (fwd_targets >= 0).sum()
         fwd, bwd = losses[0] / n.clamp(min=1), losses[1] / n.clamp(min=1)
         return ElmoLMOutput(
-            loss=(fwd + bwd) / 2, forward_loss=fwd, backward_loss=bwd, num_targets=n,
+            loss=(fwd + bwd) / 2,
+            forward_loss=fwd,
+            backward_loss=bwd,
+            num_targets=n,
             hidden_states=out.hidden_states,
         )
 

@@ -351,7 +351,9 @@ class Elmo(TrainablePipe):
         elmo = get_elmo_model(self.model)
         layers = elmo.encoder.layers
         if self.fine_tune_layers > len(layers):
-            raise ValueError(f"elmo: fine_tune_layers is {self.fine_tune_layers}, the biLM has {len(layers)} biLSTM layers")
+            raise ValueError(
+                f"elmo: fine_tune_layers is {self.fine_tune_layers}, the biLM has {len(layers)} biLSTM layers"
+            )
         trainable = {id(p) for layer in list(layers)[len(layers) - self.fine_tune_layers :] for p in layer.parameters()}
         for parameter in elmo.parameters():
             parameter.requires_grad_(id(parameter) in trainable)
@@ -371,7 +373,9 @@ class Elmo(TrainablePipe):
     def get_loss(self, examples, scores) -> None:
         return None
 
-    def initialize(self, get_examples: Callable[[], Iterable[Example]] | None = None, *, nlp: Language | None = None) -> None:
+    def initialize(
+        self, get_examples: Callable[[], Iterable[Example]] | None = None, *, nlp: Language | None = None
+    ) -> None:
         """Loads the biLM (nothing is learned from the examples)."""
         get_elmo_model(self.model)
 

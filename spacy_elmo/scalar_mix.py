@@ -14,7 +14,9 @@ import torch
 from torch import nn
 
 
-def scalar_mix(layers: Sequence[torch.Tensor] | torch.Tensor, scalar_parameters: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+def scalar_mix(
+    layers: Sequence[torch.Tensor] | torch.Tensor, scalar_parameters: torch.Tensor, gamma: torch.Tensor
+) -> torch.Tensor:
     """γ · Σ_j softmax(s)_j · h_j (paper eq. 1): the one definition of the mix, for `ScalarMix` and
     the thinc layer `spacy-elmo.ScalarMix.v1` (which runs it on its own parameters through torch)."""
     if len(layers) != scalar_parameters.shape[0]:

@@ -101,8 +101,9 @@ def language_class(lang: str) -> type[Language]:
     try:
         return spacy.util.get_lang_class(lang)
     except (ImportError, AttributeError):
-        raise ValueError(f"--lang {lang!r}: spaCy has no such language (expected a code of spacy.lang, "
-                         "e.g. en, de, zh, ja, xx)") from None
+        raise ValueError(
+            f"--lang {lang!r}: spaCy has no such language (expected a code of spacy.lang, e.g. en, de, zh, ja, xx)"
+        ) from None
 
 
 def language_tokenizer(lang: str) -> dict[str, str]:
@@ -115,7 +116,7 @@ def language_tokenizer(lang: str) -> dict[str, str]:
     for section in ("nlp.tokenizer", "initialize.tokenizer"):
         top, key = section.split(".")
         text = Config({top: {key: defaults[top][key]}}).to_str(interpolate=False)
-        blocks[section] = text[text.index(f"[{section}]"):]
+        blocks[section] = text[text.index(f"[{section}]") :]
     return blocks
 
 
@@ -131,7 +132,11 @@ def _setting_error(tokenizer: str, error: dict) -> str:
     text = f"{key}: {error['msg']}"
     try:
         kind = inspect.signature(registry.get("tokenizers", tokenizer)).parameters[key].annotation
-    except (KeyError, ValueError, TypeError):  # not registered (catalogue's RegistryError is a ValueError), no such parameter
+    except (
+        KeyError,
+        ValueError,
+        TypeError,
+    ):  # not registered (catalogue's RegistryError is a ValueError), no such parameter
         return text
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         text += f" (expected one of {', '.join(str(m.value) for m in kind)})"
@@ -154,11 +159,15 @@ def _check_tokenizer(text: str) -> None:
         found = "; ".join(_setting_error(name, e) for e in error.errors or [])
         raise ValueError(f"[nlp.tokenizer] {name}: {found or error.title}") from None
     except ImportError as error:
-        raise ValueError(f"[nlp.tokenizer] {name} (language {lang!r}) needs a package not installed here: "
-                         f"{' '.join(str(error).split())}") from None
+        raise ValueError(
+            f"[nlp.tokenizer] {name} (language {lang!r}) needs a package not installed here: "
+            f"{' '.join(str(error).split())}"
+        ) from None
 
 
-def render_config(name: str, *, lang: str | None = None, gpu: bool = False, overrides: dict[str, Any] | None = None) -> str:
+def render_config(
+    name: str, *, lang: str | None = None, gpu: bool = False, overrides: dict[str, Any] | None = None
+) -> str:
     """The text of shipped config `name` with the given changes, checked by the tool that reads it.
 
     lang: the spaCy language (`[nlp] lang` of a spaCy config, `[data] lang` of a pretraining one).
@@ -196,8 +205,15 @@ def render_config(name: str, *, lang: str | None = None, gpu: bool = False, over
     return text
 
 
-def write_config(name: str, output: Path, *, lang: str | None = None, gpu: bool = False,
-                 overrides: dict[str, Any] | None = None, force: bool = False) -> Path:
+def write_config(
+    name: str,
+    output: Path,
+    *,
+    lang: str | None = None,
+    gpu: bool = False,
+    overrides: dict[str, Any] | None = None,
+    force: bool = False,
+) -> Path:
     """`spacy-elmo init-config`: `render_config`'s text written to `output` ('-': standard output),
     its folders made; an existing file is kept unless `force`. Returns the shipped config used."""
     text = render_config(name, lang=lang, gpu=gpu, overrides=overrides)
@@ -213,6 +229,12 @@ def write_config(name: str, output: Path, *, lang: str | None = None, gpu: bool 
 
 
 __all__ = [
-    "find_config", "is_spacy_config", "language_tokenizer", "render_config", "replace_section", "set_setting", "shipped_configs",
+    "find_config",
+    "is_spacy_config",
+    "language_tokenizer",
+    "render_config",
+    "replace_section",
+    "set_setting",
+    "shipped_configs",
     "write_config",
 ]

@@ -17,7 +17,10 @@ from pathlib import Path
 UTF8_BOM = b"\xef\xbb\xbf"
 # longest first: a UTF-32 little-endian mark begins with the UTF-16 one
 OTHER_BOMS = (
-    (b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"),
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
 )
 CHECK_BYTES = 1 << 16  # how much of each file `check_text_files` reads up front
 
@@ -33,18 +36,24 @@ def decode_line(raw: bytes, where: str, line: int | Callable[[], int]) -> str:
         number = line() if callable(line) else line
         for bom, encoding in OTHER_BOMS:
             if number == 1 and raw.startswith(bom):
-                raise TextError(f"{where}, line 1: starts with a {encoding} byte-order mark: the text must be "
-                                f"UTF-8 (convert it, e.g. `iconv -f {encoding} -t UTF-8`)")
+                raise TextError(
+                    f"{where}, line 1: starts with a {encoding} byte-order mark: the text must be "
+                    f"UTF-8 (convert it, e.g. `iconv -f {encoding} -t UTF-8`)"
+                )
         if b"\x00" in raw:
-            raise TextError(f"{where}, line {number}: NUL bytes (at byte {raw.index(0) + 1} of the line): not UTF-8 "
-                            "text (UTF-16 or UTF-32 text, or a binary file?); convert it, e.g. `iconv -f UTF-16 -t UTF-8`")
+            raise TextError(
+                f"{where}, line {number}: NUL bytes (at byte {raw.index(0) + 1} of the line): not UTF-8 "
+                "text (UTF-16 or UTF-32 text, or a binary file?); convert it, e.g. `iconv -f UTF-16 -t UTF-8`"
+            )
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
         number = line() if callable(line) else line
         found = " ".join(f"0x{byte:02x}" for byte in raw[err.start : err.end])
-        raise TextError(f"{where}, line {number}: not UTF-8 ({found} at byte {err.start + 1} of the line; "
-                        "Latin-1 or Windows-1252 text?); convert it, e.g. `iconv -f latin1 -t UTF-8`") from None
+        raise TextError(
+            f"{where}, line {number}: not UTF-8 ({found} at byte {err.start + 1} of the line; "
+            "Latin-1 or Windows-1252 text?); convert it, e.g. `iconv -f latin1 -t UTF-8`"
+        ) from None
 
 
 def read_lines(handle: Iterable[bytes], where: str) -> Iterator[str]:
@@ -52,7 +61,7 @@ def read_lines(handle: Iterable[bytes], where: str) -> Iterator[str]:
     byte-order mark is skipped, anything else that is not UTF-8 raises `TextError`."""
     for number, raw in enumerate(handle, 1):
         if number == 1 and raw.startswith(UTF8_BOM):
-            raw = raw[len(UTF8_BOM):]
+            raw = raw[len(UTF8_BOM) :]
         yield decode_line(raw, where, number).rstrip("\r\n")
 
 
@@ -99,7 +108,7 @@ def check_text_files(files: Iterable[Path], setting: str) -> None:
             lines.pop()  # possibly cut in the middle of a character
         for number, raw in enumerate(lines, 1):
             if number == 1 and raw.startswith(UTF8_BOM):
-                raw = raw[len(UTF8_BOM):]
+                raw = raw[len(UTF8_BOM) :]
             has_text = decode_line(raw, str(path), number).strip() != "" or has_text
         if not has_text and not at_end:  # a long blank start: look on for a first line of text
             has_text = bool(read_block(path, 0, 1, 1 << 20)[0])
@@ -125,7 +134,7 @@ def read_block(path: Path, offset: int, max_lines: int, max_line_bytes: int) -> 
             if not raw:
                 break
             if start == 0 and raw.startswith(UTF8_BOM):
-                raw = raw[len(UTF8_BOM):]
+                raw = raw[len(UTF8_BOM) :]
             read += 1
             if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
                 raw = _drop_partial_character(raw[:max_line_bytes].rsplit(b" ", 1)[0])

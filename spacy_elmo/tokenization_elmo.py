@@ -28,7 +28,16 @@ from .characters import (
 
 _UTF8_VOCAB = {"<pad>": 0, **{f"<0x{b:02X}>": b + 1 for b in range(256)}}
 _UTF8_VOCAB.update(
-    {name: char + 1 for name, char in (("<S>", BOS_CHAR), ("</S>", EOS_CHAR), ("<bow>", BOW_CHAR), ("<eow>", EOW_CHAR), ("<cpad>", PAD_CHAR))}
+    {
+        name: char + 1
+        for name, char in (
+            ("<S>", BOS_CHAR),
+            ("</S>", EOS_CHAR),
+            ("<bow>", BOW_CHAR),
+            ("<eow>", EOW_CHAR),
+            ("<cpad>", PAD_CHAR),
+        )
+    }
 )
 CHAR_VOCAB_FILE, WORD_VOCAB_FILE = "char_vocab.json", "word_vocab.json"
 # what `__call__` takes besides the text (HF's names and meanings); anything else is refused
@@ -83,7 +92,11 @@ class ElmoTokenizer(PreTrainedTokenizer):
             word_vocab = _read_vocab(word_vocab_file, "word lexicon")
         self.max_characters_per_token = max_characters_per_token
         self.lang = lang
-        characters = Utf8Characters(max_characters_per_token) if char_vocab is None else LexiconCharacters(char_vocab, max_characters_per_token)
+        characters = (
+            Utf8Characters(max_characters_per_token)
+            if char_vocab is None
+            else LexiconCharacters(char_vocab, max_characters_per_token)
+        )
         words = None if word_vocab is None else WordLexicon(word_vocab, max_characters_per_token)
         self.encoder = TokenEncoder(characters, words)
         super().__init__(max_characters_per_token=max_characters_per_token, lang=lang, **kwargs)
@@ -116,9 +129,13 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 f"vs the model's {config.max_characters_per_token}"
             )
         lexicon = self.char_vocab
-        if (lexicon is not None) != bool(config.char_vocab_size) or (lexicon is not None and len(lexicon) + 1 != config.char_vocab_size):
+        if (lexicon is not None) != bool(config.char_vocab_size) or (
+            lexicon is not None and len(lexicon) + 1 != config.char_vocab_size
+        ):
             have = "UTF-8 bytes" if lexicon is None else f"a character lexicon of {len(lexicon)} + 1 ids"
-            want = "UTF-8 bytes" if not config.char_vocab_size else f"a character lexicon of {config.char_vocab_size} ids"
+            want = (
+                "UTF-8 bytes" if not config.char_vocab_size else f"a character lexicon of {config.char_vocab_size} ids"
+            )
             problems.append(f"characters: {have} vs the model's {want}")
         words = self.word_vocab
         if (len(words) if words is not None else 0) != config.word_vocab_size:
@@ -196,7 +213,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 "array); use True / 'longest' or 'max_length'"
             )
         if truncation is not None and truncation not in _TRUNCATION:
-            raise ValueError(f"truncation must be True, False, 'longest_first' or 'do_not_truncate', got {truncation!r}")
+            raise ValueError(
+                f"truncation must be True, False, 'longest_first' or 'do_not_truncate', got {truncation!r}"
+            )
         if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
             raise ValueError(f"max_length must be a positive int, got {max_length!r}")
         if pad_to_multiple_of is not None and (not isinstance(pad_to_multiple_of, int) or pad_to_multiple_of < 1):

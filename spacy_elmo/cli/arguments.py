@@ -13,7 +13,11 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows an option's default in --help when it has one worth showing (not None / False)."""
 
     def _get_help_string(self, action):
-        if action.default in (None, False, argparse.SUPPRESS) or action.default == [] or "%(default)" in (action.help or ""):
+        if (
+            action.default in (None, False, argparse.SUPPRESS)
+            or action.default == []
+            or "%(default)" in (action.help or "")
+        ):
             return action.help
         return super()._get_help_string(action)
 
@@ -31,7 +35,9 @@ def add_device(parser: argparse.ArgumentParser) -> None:
 
 
 def add_no_progress(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars (transformers' and the hub's included)")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (transformers' and the hub's included)"
+    )
 
 
 __all__ = ["DEVICE_HELP", "HelpFormatter", "add_command", "add_device", "add_no_progress"]

@@ -22,11 +22,18 @@ def run(args) -> int:
 
 def add_to(sub) -> None:
     p = add_command(sub, "convert", run, usage="spacy-elmo convert [-h] (SOURCE | OPTIONS.json WEIGHTS.hdf5) OUTPUT")
-    p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="SOURCE OUTPUT, where SOURCE is a legacy directory, an ELMoForManyLangs directory, a URL "
-                        "(an archive, or 'OPTIONS_URL,WEIGHTS_URL'), an HF directory or a hub id; "
-                        "or OPTIONS.json WEIGHTS.hdf5 OUTPUT")
-    p.add_argument("--lang", help="spaCy language whose tokenizer splits raw text, saved with the tokenizer "
-                                  "(default: en; xx, spaCy's multi-language tokenizer, for ELMoForManyLangs)")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="SOURCE OUTPUT, where SOURCE is a legacy directory, an ELMoForManyLangs directory, a URL "
+        "(an archive, or 'OPTIONS_URL,WEIGHTS_URL'), an HF directory or a hub id; "
+        "or OPTIONS.json WEIGHTS.hdf5 OUTPUT",
+    )
+    p.add_argument(
+        "--lang",
+        help="spaCy language whose tokenizer splits raw text, saved with the tokenizer "
+        "(default: en; xx, spaCy's multi-language tokenizer, for ELMoForManyLangs)",
+    )
     p.add_argument("--license", help="licence of the weights for the model card, e.g. apache-2.0")
     add_no_progress(p)

@@ -16,8 +16,14 @@ def run(args) -> int:
         from ..tools.embed import dump_embeddings
 
         written = dump_embeddings(
-            args.model, args.input, args.output, batch_size=args.batch_size,
-            data_format=args.format, lang=args.lang, progress=not args.no_progress, device=args.device,
+            args.model,
+            args.input,
+            args.output,
+            batch_size=args.batch_size,
+            data_format=args.format,
+            lang=args.lang,
+            progress=not args.no_progress,
+            device=args.device,
         )
         print(f"Wrote the layers of {written:,} lines to {args.output}", file=sys.stderr)
         return 0
@@ -34,8 +40,12 @@ def add_to(sub) -> None:
     p.add_argument("output", nargs="?", help="output .hdf5 (one dataset per line: [L+1, tokens, dim])")
     p.add_argument("--dims", type=int, default=6, help="vector components to print (stdin mode)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass")
-    p.add_argument("--format", choices=("tokenized", "text"), default="tokenized",
-                   help="tokenized: split lines on whitespace; text: spaCy tokenizer (--lang)")
+    p.add_argument(
+        "--format",
+        choices=("tokenized", "text"),
+        default="tokenized",
+        help="tokenized: split lines on whitespace; text: spaCy tokenizer (--lang)",
+    )
     p.add_argument("--lang", default="en", help="spaCy language for --format text")
     add_device(p)
     add_no_progress(p)

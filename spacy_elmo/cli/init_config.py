@@ -15,22 +15,40 @@ def run(args) -> int:
     from ..shipped_configs import write_config
     from ..training.settings import parse_overrides
 
-    source = write_config(args.name, args.output, lang=args.lang, gpu=args.gpu,
-                          overrides=parse_overrides(args.overrides), force=args.force)
+    source = write_config(
+        args.name,
+        args.output,
+        lang=args.lang,
+        gpu=args.gpu,
+        overrides=parse_overrides(args.overrides),
+        force=args.force,
+    )
     if str(args.output) != "-":
         print(f"Wrote {source.stem} to {args.output}", file=sys.stderr)
     return 0
 
 
 def add_to(sub) -> None:
-    p = add_command(sub, "init-config", run,
-                    epilog="Settings to change go after the positional arguments, as in spacy train: --paths.elmo DIR")
+    p = add_command(
+        sub,
+        "init-config",
+        run,
+        epilog="Settings to change go after the positional arguments, as in spacy train: --paths.elmo DIR",
+    )
     p.add_argument("name", help=f"shipped config (with or without .cfg): {', '.join(shipped_configs())}")
     p.add_argument("output", type=Path, help="where to write it (.cfg); '-' = stdout")
-    p.add_argument("--lang", "-l", help="spaCy language: [nlp] lang and that language's own tokenizer from spaCy's defaults "
-                                        "(spacy.zh.ChineseTokenizer for zh, …), as spacy init config --lang writes them; "
-                                        "[data] lang of a pretraining config; default: the config's (en)")
-    p.add_argument("--gpu", "-G", action="store_true",
-                   help="for a GPU: gpu_allocator = pytorch (spaCy configs), device = cuda (pretraining configs)")
+    p.add_argument(
+        "--lang",
+        "-l",
+        help="spaCy language: [nlp] lang and that language's own tokenizer from spaCy's defaults "
+        "(spacy.zh.ChineseTokenizer for zh, …), as spacy init config --lang writes them; "
+        "[data] lang of a pretraining config; default: the config's (en)",
+    )
+    p.add_argument(
+        "--gpu",
+        "-G",
+        action="store_true",
+        help="for a GPU: gpu_allocator = pytorch (spaCy configs), device = cuda (pretraining configs)",
+    )
     p.add_argument("--force", "-F", action="store_true", help="overwrite OUTPUT if it exists")
     p.set_defaults(accepts_overrides=True)

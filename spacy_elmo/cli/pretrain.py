@@ -29,8 +29,12 @@ def _train(args, init_from=None) -> int:
 
     try:
         result = pretrain(
-            args.config, args.output, parse_overrides(args.overrides),
-            resume=args.resume, init_from=init_from, progress=not args.no_progress,
+            args.config,
+            args.output,
+            parse_overrides(args.overrides),
+            resume=args.resume,
+            init_from=init_from,
+            progress=not args.no_progress,
         )
     except TrainingDiverged as err:
         print(f"error: {err}", file=sys.stderr)
@@ -59,12 +63,20 @@ def _training_args(p) -> None:
 
 
 def add_to(sub) -> None:
-    p = add_command(sub, "pretrain", run_pretrain,
-                    epilog="Config overrides go after the positional arguments: --paths.train 'corpus/*.txt'")
+    p = add_command(
+        sub,
+        "pretrain",
+        run_pretrain,
+        epilog="Config overrides go after the positional arguments: --paths.train 'corpus/*.txt'",
+    )
     _training_args(p)
     p.add_argument("--init-from", help="start from this pretrained model (fine-tuning)")
 
-    p = add_command(sub, "finetune", run_finetune,
-                    epilog="Config overrides go after the positional arguments: --paths.train domain.txt")
+    p = add_command(
+        sub,
+        "finetune",
+        run_finetune,
+        epilog="Config overrides go after the positional arguments: --paths.train domain.txt",
+    )
     p.add_argument("model", help="pretrained model directory (with vocab.txt and LM head, or any ELMo)")
     _training_args(p)

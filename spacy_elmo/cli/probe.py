@@ -12,8 +12,18 @@ def run(args) -> int:
     from ..tools.probe import probe_and_report
 
     probe_and_report(
-        args.model, args.train, args.dev, args.task, args.max_sentences, args.seed, args.l2, args.max_iter,
-        device=args.device, progress=not args.no_progress, output=args.output, plot=args.plot,
+        args.model,
+        args.train,
+        args.dev,
+        args.task,
+        args.max_sentences,
+        args.seed,
+        args.l2,
+        args.max_iter,
+        device=args.device,
+        progress=not args.no_progress,
+        output=args.output,
+        plot=args.plot,
     )
     return 0
 
@@ -23,9 +33,16 @@ def add_to(sub) -> None:
     p.add_argument("model", help="HF directory, hub id, or legacy directory")
     p.add_argument("train", type=Path, help=".spacy DocBin to fit the probes on")
     p.add_argument("dev", type=Path, help=".spacy DocBin to score them on")
-    p.add_argument("--task", nargs="+", default=["pos"], choices=("pos", "upos", "ner-type"),
-                   help="pos: token.tag_; upos: token.pos_; ner-type: entity type of tokens inside entities")
-    p.add_argument("--max-sentences", type=int, default=0, help="read at most this many sentences of each file (0 = all)")
+    p.add_argument(
+        "--task",
+        nargs="+",
+        default=["pos"],
+        choices=("pos", "upos", "ner-type"),
+        help="pos: token.tag_; upos: token.pos_; ner-type: entity type of tokens inside entities",
+    )
+    p.add_argument(
+        "--max-sentences", type=int, default=0, help="read at most this many sentences of each file (0 = all)"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the probes' initialization")
     p.add_argument("--l2", type=float, default=1e-4, help="l2 penalty on the classifier weights")
     p.add_argument("--max-iter", type=int, default=100, help="L-BFGS iterations per probe")

@@ -68,7 +68,9 @@ class FusedLstmFunction(torch.autograd.Function):
     proj_clip) → (outputs [2, B, T, proj], final h [2, B, proj], final c [2, B, hidden])."""
 
     @staticmethod
-    def forward(ctx, x, h0, c0, input_weight, hidden_weight, bias, proj_weight, lengths, forget_bias, cell_clip, proj_clip):
+    def forward(
+        ctx, x, h0, c0, input_weight, hidden_weight, bias, proj_weight, lengths, forget_bias, cell_clip, proj_clip
+    ):
         n_dir, batch, steps, in_dim = x.shape
         hidden = hidden_weight.shape[-1] // 4
         proj = hidden_weight.shape[1]
@@ -134,8 +136,18 @@ class FusedLstmFunction(torch.autograd.Function):
         ctx.needs = ctx.needs_input_grad[:7]
         if any(ctx.needs):
             ctx.save_for_backward(
-                xt if ctx.needs[3] else None, gates, hs, cs, cells_pre, proj_pre, tanh_cells, ms if ctx.needs[6] else None,
-                input_weight, hidden_weight, proj_weight, last,
+                xt if ctx.needs[3] else None,
+                gates,
+                hs,
+                cs,
+                cells_pre,
+                proj_pre,
+                tanh_cells,
+                ms if ctx.needs[6] else None,
+                input_weight,
+                hidden_weight,
+                proj_weight,
+                last,
             )
             ctx.shape = (n_dir, batch, steps, in_dim, hidden, proj)
             ctx.clips = (cell_clip, proj_clip)
@@ -149,7 +161,9 @@ class FusedLstmFunction(torch.autograd.Function):
         if getattr(ctx, "consumed", False):  # the gate buffer became the gate gradients
             raise RuntimeError("the fused LSTM's backward runs once per forward (retain_graph is not supported)")
         ctx.consumed = True
-        xt, gates, hs, cs, cells_pre, proj_pre, tanh_cells, ms, input_weight, hidden_weight, proj_weight, last = ctx.saved_tensors
+        xt, gates, hs, cs, cells_pre, proj_pre, tanh_cells, ms, input_weight, hidden_weight, proj_weight, last = (
+            ctx.saved_tensors
+        )
         n_dir, batch, steps, in_dim, hidden, proj = ctx.shape
         cell_clip, proj_clip = ctx.clips
         has_proj = proj_weight is not None
@@ -195,9 +209,13 @@ class FusedLstmFunction(torch.autograd.Function):
         while end > 0:
             start = max(0, end - chunk)
             cell_grad_scale, forget_scale, inside, proj_inside = _prepare_chunk(
-                gates[:, start:end], tanh_cells[:, start:end], cs[:, start:end],
-                cells_pre[:, start:end] if cell_clip else None, proj_pre[:, start:end] if proj_clip else None,
-                cell_clip, proj_clip,
+                gates[:, start:end],
+                tanh_cells[:, start:end],
+                cs[:, start:end],
+                cells_pre[:, start:end] if cell_clip else None,
+                proj_pre[:, start:end] if proj_clip else None,
+                cell_clip,
+                proj_clip,
             )
             scale_steps, forget_steps = cell_grad_scale.unbind(1), forget_scale.unbind(1)
             # (an empty tuple where the loop does not read them)
@@ -241,7 +259,9 @@ class FusedLstmFunction(torch.autograd.Function):
         if need_c0:
             grad_c0 = dc_carry if grad_cs is None else dc_carry.add_(grad_cs[:, 0])
         if need_x:
-            grad_x = torch.bmm(grad_gates, input_weight.transpose(1, 2)).view(n_dir, steps, batch, in_dim).transpose(1, 2)
+            grad_x = (
+                torch.bmm(grad_gates, input_weight.transpose(1, 2)).view(n_dir, steps, batch, in_dim).transpose(1, 2)
+            )
         if need_wi:
             grad_wi = torch.bmm(xt.view(n_dir, steps * batch, in_dim).transpose(1, 2), grad_gates)
         if need_wh:
@@ -280,7 +300,17 @@ def lstm_layer_fused(
     dtype = input_weight.dtype
     with torch.autocast(x.device.type, enabled=False):
         out, h, c = FusedLstmFunction.apply(
-            x.to(dtype), h0.to(dtype), c0.to(dtype), input_weight, hidden_weight, bias, proj_weight, lengths, float(forget_bias), cell_clip, proj_clip
+            x.to(dtype),
+            h0.to(dtype),
+            c0.to(dtype),
+            input_weight,
+            hidden_weight,
+            bias,
+            proj_weight,
+            lengths,
+            float(forget_bias),
+            cell_clip,
+            proj_clip,
         )
     return out, (h, c)
 

@@ -90,7 +90,9 @@ class PackedLayout:
         ranks = [r for r, length in enumerate(lengths) if length > 0]
         where = [self.offsets[lengths[r] - 1] + r for r in ranks]
         device = self.order.device
-        return torch.tensor(ranks, device=device, dtype=torch.long), torch.tensor(where, device=device, dtype=torch.long)
+        return torch.tensor(ranks, device=device, dtype=torch.long), torch.tensor(
+            where, device=device, dtype=torch.long
+        )
 
 
 # rows (per direction) of packed input projections computed by one matmul; bounds the memory of
@@ -231,7 +233,9 @@ class _DirectionPool:
             return False
         try:
             inference = torch.is_inference_mode_enabled()
-            done: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()  # this call's own: a call interrupted while waiting leaves no stale results
+            done: queue.SimpleQueue[BaseException | None] = (
+                queue.SimpleQueue()
+            )  # this call's own: a call interrupted while waiting leaves no stale results
             for k in range(n):
                 self._tasks[k].put((fn, k, inference, done))
             errors = [done.get() for _ in range(n)]
@@ -272,7 +276,11 @@ def _direction_pool() -> _DirectionPool | None:
 
 
 def run_layer_packed(
-    weights: LstmWeights, x: torch.Tensor, layout: PackedLayout, h0: torch.Tensor, c0: torch.Tensor,
+    weights: LstmWeights,
+    x: torch.Tensor,
+    layout: PackedLayout,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
     directions_in_parallel: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One LSTM layer (both directions) over packed inputs x [2, packed, input_dim].
@@ -306,10 +314,20 @@ def run_layer_packed(
     packed_proj = _prepacked(weights, "proj_weight") if onednn else None
     proj_dim = weights.proj_weight.shape[-1] if weights.proj_weight is not None else hidden
     run = _LayerRun(
-        weights=weights, x=x, layout=layout, h0=h0.to(x.dtype), c=c0.to(x.dtype).clone(),
-        out=x.new_empty(n_dir, layout.size, proj_dim), cell_out=x.new_empty(n_dir, layout.batch, hidden),
-        bias=weights.bias.detach().to(x.dtype), hidden=hidden, exact=exact, onednn=onednn,
-        onednn_input=input_weight, packed_hidden=packed_hidden, packed_proj=packed_proj,
+        weights=weights,
+        x=x,
+        layout=layout,
+        h0=h0.to(x.dtype),
+        c=c0.to(x.dtype).clone(),
+        out=x.new_empty(n_dir, layout.size, proj_dim),
+        cell_out=x.new_empty(n_dir, layout.batch, hidden),
+        bias=weights.bias.detach().to(x.dtype),
+        hidden=hidden,
+        exact=exact,
+        onednn=onednn,
+        onednn_input=input_weight,
+        packed_hidden=packed_hidden,
+        packed_proj=packed_proj,
     )
     if directions_in_parallel is None:
         directions_in_parallel = parallel_directions(x, exact)

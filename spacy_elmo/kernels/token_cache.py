@@ -64,7 +64,10 @@ class TokenEmbeddingCache:
             return compute(char_ids)
         array = char_ids.to("cpu", torch.int16).numpy()
         # one bytes object per row (tolist of a void array)
-        keys = cast(list[bytes], numpy.ascontiguousarray(array).view(numpy.dtype((numpy.void, 2 * array.shape[1]))).ravel().tolist())
+        keys = cast(
+            list[bytes],
+            numpy.ascontiguousarray(array).view(numpy.dtype((numpy.void, 2 * array.shape[1]))).ravel().tolist(),
+        )
         slots = self._slots
         hit_pos: list[int] = []
         hit_slot: list[int] = []
@@ -95,7 +98,9 @@ class TokenEmbeddingCache:
         out = fresh.new_empty(n, fresh.shape[-1])
         if hit_pos:
             assert self._store is not None, "hits are stored"
-            out[torch.tensor(hit_pos, device=device)] = self._store.index_select(0, torch.tensor(hit_slot, device=device))
+            out[torch.tensor(hit_pos, device=device)] = self._store.index_select(
+                0, torch.tensor(hit_slot, device=device)
+            )
         out[torch.tensor(miss_pos, device=device)] = fresh.index_select(0, torch.tensor(miss_idx, device=device))
         # insert the new words, evicting the least recently used ones not seen in this batch
         protected = len(set(hit_slot))

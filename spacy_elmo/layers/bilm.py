@@ -50,7 +50,9 @@ class ElmoLayerStack(torch.nn.Module):
         self.elmo = elmo
         self.tokenizer = tokenizer
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, input_word_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, input_word_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
         assert self.elmo is not None, "the biLM is loaded (get_elmo_model) before it runs"
         out = self.elmo(input_ids, attention_mask, input_word_ids)
         return torch.stack([h.float() for h in out.hidden_states])
@@ -383,7 +385,9 @@ def bilm_forward(model: Model, docs: list[Doc], is_train: bool) -> tuple[list[Fl
         for segs, shape, backprop_batch in callbacks:
             dY = ops.alloc(shape, dtype="f")
             for row, s in enumerate(segs):
-                dY[:, row, s.keep_start - s.start : s.keep_end - s.start] = d_outputs[s.doc][:, s.keep_start : s.keep_end]
+                dY[:, row, s.keep_start - s.start : s.keep_end - s.start] = d_outputs[s.doc][
+                    :, s.keep_start : s.keep_end
+                ]
             backprop_batch(dY)
         return []
 

@@ -11,8 +11,9 @@ from ..loading import load_pretrained
 from ..model_directory import save_model_directory
 
 
-def convert(source: list[str], output: str | Path, *, lang: str | None = None, license: str | None = None,
-            progress: bool = True):
+def convert(
+    source: list[str], output: str | Path, *, lang: str | None = None, license: str | None = None, progress: bool = True
+):
     """Reads `source` (one reference, or OPTIONS.json and WEIGHTS.hdf5) and writes it to `output` as a
     model directory; returns the model. `lang`: the spaCy language of the tokenizer saved with it."""
     if len(source) == 2:
@@ -25,6 +26,7 @@ def convert(source: list[str], output: str | Path, *, lang: str | None = None, l
 
 def check_legacy_order(options: Path, weights: Path) -> None:
     """OPTIONS.json WEIGHTS.hdf5 given the other way round: say so instead of "not valid JSON"."""
+
     def head(path: Path) -> bytes:
         try:
             with open(path, "rb") as handle:
@@ -33,7 +35,9 @@ def check_legacy_order(options: Path, weights: Path) -> None:
             return b""
 
     if head(options).startswith(b"\x89HDF") and head(weights).lstrip()[:1] == b"{":
-        raise ValueError(f"{options} is an HDF5 file and {weights} JSON: the order is `convert OPTIONS.json WEIGHTS.hdf5 OUTPUT`")
+        raise ValueError(
+            f"{options} is an HDF5 file and {weights} JSON: the order is `convert OPTIONS.json WEIGHTS.hdf5 OUTPUT`"
+        )
 
 
 def describe_source(source: list[str]) -> str:

@@ -95,7 +95,9 @@ def dump_embeddings(
                             out.create_dataset(str(i), data=layers[row, :, : len(words)].numpy())
                     for i, words in part:
                         if not words:
-                            out.create_dataset(str(i), shape=(model.num_layers, 0, model.config.output_dim), dtype="float32")
+                            out.create_dataset(
+                                str(i), shape=(model.num_layers, 0, model.config.output_dim), dtype="float32"
+                            )
                     written += len(part)
                 chunk.clear()
 
@@ -126,8 +128,9 @@ def dump_embeddings(
     return written
 
 
-def print_embeddings(model_ref: str | Path, *, dims: int = 6, data_format: str = "tokenized", lang: str = "en",
-                     device: str = "auto") -> None:
+def print_embeddings(
+    model_ref: str | Path, *, dims: int = 6, data_format: str = "tokenized", lang: str = "en", device: str = "auto"
+) -> None:
     """`spacy-elmo embed MODEL` (no files): each sentence of standard input (one per line) and the
     first `dims` components of its words' vectors (the mean of the layers) on standard output."""
     from ..loading import load_pretrained

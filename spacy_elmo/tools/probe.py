@@ -31,9 +31,22 @@ from typing import Any
 import torch
 
 TASKS = ("pos", "upos", "ner-type")
-LABEL_SOURCE = {"pos": "fine-grained tags (token.tag_)", "upos": "coarse tags (token.pos_)", "ner-type": "entities (doc.ents)"}
+LABEL_SOURCE = {
+    "pos": "fine-grained tags (token.tag_)",
+    "upos": "coarse tags (token.pos_)",
+    "ner-type": "entities (doc.ents)",
+}
 
-__all__ = ["TASKS", "read_examples", "layer_features", "fit_probe", "run_probe", "probe_tasks", "probe_and_report", "plot_probe"]
+__all__ = [
+    "TASKS",
+    "read_examples",
+    "layer_features",
+    "fit_probe",
+    "run_probe",
+    "probe_tasks",
+    "probe_and_report",
+    "plot_probe",
+]
 
 
 def read_examples(path: str | Path, task: str, max_sentences: int = 0) -> list[tuple[list[str], list[str | None]]]:
@@ -70,7 +83,9 @@ def read_examples(path: str | Path, task: str, max_sentences: int = 0) -> list[t
 
 
 @torch.no_grad()
-def layer_features(model, examples, batch_size: int = 32, progress: bool = False, tokenizer=None) -> tuple[torch.Tensor, list[str]]:
+def layer_features(
+    model, examples, batch_size: int = 32, progress: bool = False, tokenizer=None
+) -> tuple[torch.Tensor, list[str]]:
     """([L+1, N, dim] float32 features of the N labelled tokens, their N labels); `progress`: a bar
     on stderr (when it is a terminal); `tokenizer`: the model's (default: `default_tokenizer`)."""
     from tqdm import tqdm
@@ -82,7 +97,7 @@ def layer_features(model, examples, batch_size: int = 32, progress: bool = False
     chunks, labels = [], []
     starts = range(0, len(examples), batch_size)
     for start in tqdm(starts, unit="batch", disable=None if progress else True, mininterval=1.0, dynamic_ncols=True):
-        batch = examples[start:start + batch_size]
+        batch = examples[start : start + batch_size]
         out = model(**tokenizer([words for words, _ in batch]).to(device))
         keep = torch.tensor([label is not None for _, sent in batch for label in sent], dtype=torch.bool)
         layers = torch.stack([h[out.attention_mask] for h in out.hidden_states]).float().cpu()  # [L+1, tokens, dim]
@@ -113,7 +128,9 @@ class _Probe(torch.nn.Module):
         return self.linear(torch.einsum("l,lnd->nd", self.weights(), features))
 
 
-def fit_probe(features, y, n_classes, layer: int | None, seed: int = 0, l2: float = 1e-4, max_iter: int = 100) -> _Probe:
+def fit_probe(
+    features, y, n_classes, layer: int | None, seed: int = 0, l2: float = 1e-4, max_iter: int = 100
+) -> _Probe:
     """Fits one probe (on `layer`, or on a learned mix of all layers if None) by full-batch L-BFGS."""
     torch.manual_seed(seed)
     probe = _Probe(features.shape[0], features.shape[-1], n_classes, layer)
@@ -130,8 +147,16 @@ def fit_probe(features, y, n_classes, layer: int | None, seed: int = 0, l2: floa
     return probe.eval()
 
 
-def run_probe(model, train_examples, dev_examples, seed: int = 0, l2: float = 1e-4, max_iter: int = 100,
-              progress: bool = False, tokenizer=None) -> dict:
+def run_probe(
+    model,
+    train_examples,
+    dev_examples,
+    seed: int = 0,
+    l2: float = 1e-4,
+    max_iter: int = 100,
+    progress: bool = False,
+    tokenizer=None,
+) -> dict:
     """Dev accuracy of a probe per layer and of the learned mix, with the majority-class baseline."""
     train_x, train_labels = layer_features(model, train_examples, progress=progress, tokenizer=tokenizer)
     dev_x, dev_labels = layer_features(model, dev_examples, progress=progress, tokenizer=tokenizer)
@@ -169,8 +194,18 @@ def run_probe(model, train_examples, dev_examples, seed: int = 0, l2: float = 1e
     }
 
 
-def probe_tasks(model_ref, train, dev, tasks: Iterable[str], max_sentences: int = 0, seed: int = 0,
-                l2: float = 1e-4, max_iter: int = 100, device: str = "auto", progress: bool = False) -> dict:
+def probe_tasks(
+    model_ref,
+    train,
+    dev,
+    tasks: Iterable[str],
+    max_sentences: int = 0,
+    seed: int = 0,
+    l2: float = 1e-4,
+    max_iter: int = 100,
+    device: str = "auto",
+    progress: bool = False,
+) -> dict:
     """{"tasks": {task: run_probe(...)}} for a model reference (HF dir, hub id, legacy or EFML files,
     URL); the biLM runs on `device` ("auto": CUDA when available), the probes on the CPU."""
     from ..devices import pick_device
@@ -179,10 +214,18 @@ def probe_tasks(model_ref, train, dev, tasks: Iterable[str], max_sentences: int 
     torch.manual_seed(seed)
     tasks = list(tasks)
     check_reference(model_ref)  # a wrong reference fails before the data is read
-    data = {task: (read_examples(train, task, max_sentences), read_examples(dev, task, max_sentences)) for task in tasks}
+    data = {
+        task: (read_examples(train, task, max_sentences), read_examples(dev, task, max_sentences)) for task in tasks
+    }
     model, tokenizer = load_pretrained(model_ref)
     model = model.to(pick_device(device))
-    result: dict[str, Any] = {"model": str(model_ref), "train": str(train), "dev": str(dev), "max_sentences": max_sentences, "tasks": {}}
+    result: dict[str, Any] = {
+        "model": str(model_ref),
+        "train": str(train),
+        "dev": str(dev),
+        "max_sentences": max_sentences,
+        "tasks": {},
+    }
     for task in tasks:
         result["tasks"][task] = run_probe(
             model, *data[task], seed=seed, l2=l2, max_iter=max_iter, progress=progress, tokenizer=tokenizer
@@ -190,9 +233,20 @@ def probe_tasks(model_ref, train, dev, tasks: Iterable[str], max_sentences: int 
     return result
 
 
-def probe_and_report(model_ref, train, dev, tasks: Iterable[str], max_sentences: int = 0, seed: int = 0,
-                     l2: float = 1e-4, max_iter: int = 100, device: str = "auto", progress: bool = False,
-                     output: Path | None = None, plot: Path | None = None) -> dict:
+def probe_and_report(
+    model_ref,
+    train,
+    dev,
+    tasks: Iterable[str],
+    max_sentences: int = 0,
+    seed: int = 0,
+    l2: float = 1e-4,
+    max_iter: int = 100,
+    device: str = "auto",
+    progress: bool = False,
+    output: Path | None = None,
+    plot: Path | None = None,
+) -> dict:
     """`spacy-elmo probe`: `probe_tasks`, one line of scores per task on standard output, then the
     result with its provenance as JSON (`output`) and a plot of it (`plot`), each when asked for."""
     import json
@@ -200,11 +254,15 @@ def probe_and_report(model_ref, train, dev, tasks: Iterable[str], max_sentences:
     from ..provenance import Provenance
 
     prov = Provenance(seed=seed)
-    result = probe_tasks(model_ref, train, dev, tasks, max_sentences, seed, l2, max_iter, device=device, progress=progress)
+    result = probe_tasks(
+        model_ref, train, dev, tasks, max_sentences, seed, l2, max_iter, device=device, progress=progress
+    )
     for task, scores in result["tasks"].items():
         cells = "  ".join(f"L{e['layer']} {e['accuracy']:.2f}" for e in scores["layers"])
-        print(f"{task}: {cells}  mix {scores['mix']['accuracy']:.2f}  (majority {scores['majority_accuracy']:.2f}; "
-              f"{scores['train_tokens']:,} train / {scores['dev_tokens']:,} dev tokens)")
+        print(
+            f"{task}: {cells}  mix {scores['mix']['accuracy']:.2f}  (majority {scores['majority_accuracy']:.2f}; "
+            f"{scores['train_tokens']:,} train / {scores['dev_tokens']:,} dev tokens)"
+        )
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         result["provenance"] = prov.record()
@@ -225,8 +283,10 @@ def plot_probe(result: dict, path: str | Path) -> None:
     for task, scores in sorted(result["tasks"].items()):
         xs = [f"layer {e['layer']}" for e in scores["layers"]] + ["mix"]
         ys = [e["accuracy"] for e in scores["layers"]] + [scores["mix"]["accuracy"]]
-        line, = ax.plot(xs, ys, marker="o", label=task)
-        ax.axhline(scores["majority_accuracy"], color=line.get_color(), ls="--", lw=0.8, label=f"{task}: majority class")
+        (line,) = ax.plot(xs, ys, marker="o", label=task)
+        ax.axhline(
+            scores["majority_accuracy"], color=line.get_color(), ls="--", lw=0.8, label=f"{task}: majority class"
+        )
     ax.set_ylabel("dev accuracy (%)")
     ax.set_title("Linear probes of the frozen biLM layers")
     ax.grid(alpha=0.3)

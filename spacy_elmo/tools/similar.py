@@ -20,8 +20,17 @@ from ..vocabulary import SPECIAL_TOKENS, Vocabulary
 
 
 def nearest_words(
-    model_ref: str | Path, word: str, n: int = 10, *, vocab_file: str | Path | None = None, corpus: Path | None = None,
-    layer: int = 2, min_count: int = 2, max_sentences: int = 0, device: str = "auto", progress: bool = True,
+    model_ref: str | Path,
+    word: str,
+    n: int = 10,
+    *,
+    vocab_file: str | Path | None = None,
+    corpus: Path | None = None,
+    layer: int = 2,
+    min_count: int = 2,
+    max_sentences: int = 0,
+    device: str = "auto",
+    progress: bool = True,
 ) -> list[tuple[str, float]]:
     """`spacy-elmo similar`: the `n` (word, cosine) nearest to `word`: among the vocabulary
     (`vocab_file`, else the model's vocab.txt) by context-independent vectors, or, given a `corpus`,
@@ -95,7 +104,12 @@ def most_similar(model, word: str, vocab: Vocabulary, n: int = 10, tokenizer=Non
 
 @torch.no_grad()
 def contextual_word_vectors(
-    model, sentences: Iterable[list[str]], layer: int, min_count: int = 2, batch_size: int = 32, progress: bool = False,
+    model,
+    sentences: Iterable[list[str]],
+    layer: int,
+    min_count: int = 2,
+    batch_size: int = 32,
+    progress: bool = False,
     tokenizer=None,
 ) -> tuple[list[str], torch.Tensor]:
     """(words, [len(words), dim]): each word's layer-`layer` vectors averaged over its occurrences
@@ -171,4 +185,12 @@ def read_sentences(path: str | Path, max_sentences: int = 0) -> Iterator[list[st
             yield line.split()
 
 
-__all__ = ["nearest_words", "find_vocab", "token_vectors", "most_similar", "contextual_word_vectors", "most_similar_in_context", "read_sentences"]
+__all__ = [
+    "nearest_words",
+    "find_vocab",
+    "token_vectors",
+    "most_similar",
+    "contextual_word_vectors",
+    "most_similar_in_context",
+    "read_sentences",
+]

@@ -17,4 +17,15 @@
 Submodules are imported lazily: `import spacy_elmo.training` stays cheap.
 """
 
-__all__ = ["vocabulary", "text", "batches", "sampled_softmax", "settings", "checkpoints", "start", "run", "steps", "pretrain"]
+__all__ = [
+    "vocabulary",
+    "text",
+    "batches",
+    "sampled_softmax",
+    "settings",
+    "checkpoints",
+    "start",
+    "run",
+    "steps",
+    "pretrain",
+]

@@ -156,7 +156,10 @@ class Corpus:
             mine, weight = [rows[0]], 0.0
         char_ids, mask, word_ids, input_word_ids = self.encode(mine)
         return Batch(
-            char_ids, mask, word_ids, input_word_ids,
+            char_ids,
+            mask,
+            word_ids,
+            input_word_ids,
             targets=int(weight) * sum(len(s) + 1 for s in mine),
             global_targets=sum(len(s) + 1 for s in rows),
             global_words=sum(len(s) for s in rows),
@@ -174,7 +177,9 @@ class Corpus:
             produced = False
             order = self.shard_order(pos.epoch)
             while pos.shard < len(order):
-                lines, next_offset = read_block(self.files[order[pos.shard]], pos.offset, self.block_lines, self.max_line_bytes)
+                lines, next_offset = read_block(
+                    self.files[order[pos.shard]], pos.offset, self.block_lines, self.max_line_bytes
+                )
                 if not lines:  # end of this shard
                     pos = DataPosition(pos.epoch, pos.shard + 1, 0, 0)
                     continue

@@ -145,11 +145,21 @@ class TrainState:
     position: DataPosition = field(default_factory=DataPosition)
 
     def to_dict(self) -> dict:
-        return {"step": self.step, "words": self.words, "train_seconds": self.train_seconds, "position": self.position.to_dict()}
+        return {
+            "step": self.step,
+            "words": self.words,
+            "train_seconds": self.train_seconds,
+            "position": self.position.to_dict(),
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> TrainState:
-        return cls(int(data["step"]), int(data["words"]), float(data["train_seconds"]), DataPosition.from_dict(data["position"]))
+        return cls(
+            int(data["step"]),
+            int(data["words"]),
+            float(data["train_seconds"]),
+            DataPosition.from_dict(data["position"]),
+        )
 
 
 class Checkpoints:
@@ -246,7 +256,9 @@ class Checkpoints:
         expected = torch.get_rng_state()
         if not isinstance(cpu, torch.Tensor) or cpu.dtype != expected.dtype or cpu.shape[1:] != expected.shape:
             found = f"{cpu.dtype} {list(cpu.shape)}" if isinstance(cpu, torch.Tensor) else type(cpu).__name__
-            raise CheckpointError(f"{file}: expected 'cpu': a uint8 tensor [processes, {expected.numel()}], found {found}")
+            raise CheckpointError(
+                f"{file}: expected 'cpu': a uint8 tensor [processes, {expected.numel()}], found {found}"
+            )
         if rank >= cpu.shape[0]:
             return None
         return {key: saved[key][rank].clone() for key in ("cpu", "cuda") if key in saved}
@@ -330,7 +342,9 @@ class MetricsLog:
             try:
                 out.append(json.loads(line))
             except json.JSONDecodeError as err:
-                raise PretrainError(f"{self.path}, line {number}: not a JSON record ({err.msg}): {line[:80]!r}") from None
+                raise PretrainError(
+                    f"{self.path}, line {number}: not a JSON record ({err.msg}): {line[:80]!r}"
+                ) from None
         if torn:
             try:
                 out.append(json.loads(torn))  # complete, only its newline is missing
@@ -345,6 +359,15 @@ class MetricsLog:
 
 
 __all__ = [
-    "CheckpointError", "Checkpoints", "TrainState", "MetricsLog", "check_writable",
-    "check_free_space", "fault_point", "fsync_dir", "interrupted_message", "read_tensor_file", "write_tensor_file",
+    "CheckpointError",
+    "Checkpoints",
+    "TrainState",
+    "MetricsLog",
+    "check_writable",
+    "check_free_space",
+    "fault_point",
+    "fsync_dir",
+    "interrupted_message",
+    "read_tensor_file",
+    "write_tensor_file",
 ]

@@ -39,7 +39,11 @@ def save_checkpoint(run: Run) -> Path | None:
         return None
     state = run.state.to_dict() | {"world_size": dist.world_size, "threads": run.threads}
     return run.checkpoints.save(
-        run.state.step, run.model, run.tokenizer, run.optimizer.state_dict(), rng,
+        run.state.step,
+        run.model,
+        run.tokenizer,
+        run.optimizer.state_dict(),
+        rng,
         {"pretrain.cfg": run.settings.to_config().to_str(), "state.json": json.dumps(state, indent=2)},
     )
 
@@ -72,10 +76,16 @@ class LogWindow:
         fwd, bwd = self.fwd / steps, self.bwd / steps
         loss = (fwd + bwd) / 2
         return {
-            "step": info.step, "epoch": info.epoch, "loss": loss, "ppl": math.exp(min(loss, 50.0)),
-            "forward_ppl": math.exp(min(fwd, 50.0)), "backward_ppl": math.exp(min(bwd, 50.0)),
-            "grad_norm": info.grad_norm, "lr": info.lr,
-            "words": run.state.words, "words_per_s": self.words / max(self.seconds, 1e-9),
+            "step": info.step,
+            "epoch": info.epoch,
+            "loss": loss,
+            "ppl": math.exp(min(loss, 50.0)),
+            "forward_ppl": math.exp(min(fwd, 50.0)),
+            "backward_ppl": math.exp(min(bwd, 50.0)),
+            "grad_norm": info.grad_norm,
+            "lr": info.lr,
+            "words": run.state.words,
+            "words_per_s": self.words / max(self.seconds, 1e-9),
             "train_seconds": round(run.state.train_seconds, 3),
         }
 
@@ -89,11 +99,18 @@ def train(run: Run, *, progress: bool = True) -> dict:
 
         bar = tqdm(total=t.max_steps or None, initial=run.state.step, unit="step", dynamic_ncols=True, mininterval=1.0)
     if main:
-        run.metrics.write({
-            "event": "start", "step": run.state.step, "resumed": run.resumed,
-            "world_size": run.dist.world_size, "parameters": run.n_params, "vocab_size": len(run.vocab),
-            "softmax": run.softmax_name, "device": str(run.dist.device),
-        })
+        run.metrics.write(
+            {
+                "event": "start",
+                "step": run.state.step,
+                "resumed": run.resumed,
+                "world_size": run.dist.world_size,
+                "parameters": run.n_params,
+                "vocab_size": len(run.vocab),
+                "softmax": run.softmax_name,
+                "device": str(run.dist.device),
+            }
+        )
     window, last_eval = LogWindow(), {}
     last_saved = run.state.step if run.resumed else -1
     try:
@@ -104,7 +121,12 @@ def train(run: Run, *, progress: bool = True) -> dict:
                 run.metrics.write(record)
                 window = LogWindow()
                 if bar is not None:
-                    bar.set_postfix(loss=f"{record['loss']:.3f}", ppl=f"{record['ppl']:.1f}", tok_s=f"{record['words_per_s']:.0f}", refresh=False)
+                    bar.set_postfix(
+                        loss=f"{record['loss']:.3f}",
+                        ppl=f"{record['ppl']:.1f}",
+                        tok_s=f"{record['words_per_s']:.0f}",
+                        refresh=False,
+                    )
             if bar is not None:
                 bar.update(1)
             if info.step % t.checkpoint_every == 0:
@@ -124,7 +146,12 @@ def train(run: Run, *, progress: bool = True) -> dict:
         raise PretrainError("no training step was run (is training.max_epochs reached already?)")
     if last_saved != state.step:
         save_checkpoint(run)
-    final = {"step": state.step, "words": state.words, "train_seconds": round(state.train_seconds, 3), "rank": run.dist.rank}
+    final = {
+        "step": state.step,
+        "words": state.words,
+        "train_seconds": round(state.train_seconds, 3),
+        "rank": run.dist.rank,
+    }
     if run.heldout_files:  # not again if the last periodic evaluation was at this step
         final |= last_eval if last_eval.get("step") == state.step else _eval_record(run)
     export(run, final)
@@ -146,9 +173,13 @@ def write_summary(run: Run, final: dict) -> None:
     summary = {k: v for k, v in final.items() if k not in ("rank", "event")}
     seconds = max(run.state.train_seconds, 1e-9)
     summary |= {
-        "words_per_s": run.state.words / seconds, "steps_per_s": run.state.step / seconds,
-        "parameters": run.n_params, "vocab_size": len(run.vocab), "softmax": run.softmax_name,
-        "world_size": run.dist.world_size, "device": str(run.dist.device),
+        "words_per_s": run.state.words / seconds,
+        "steps_per_s": run.state.step / seconds,
+        "parameters": run.n_params,
+        "vocab_size": len(run.vocab),
+        "softmax": run.softmax_name,
+        "world_size": run.dist.world_size,
+        "device": str(run.dist.device),
     }
     for record in run.metrics.records():
         if record.get("event") == "vocab" and "unigram_heldout_ppl" in record:
@@ -175,7 +206,9 @@ def export(run: Run, final: dict) -> None:
     run.model.train()
 
 
-def pretrain(config_path, output, overrides: dict | None = None, *, resume: bool = False, init_from=None, progress: bool = True) -> dict:
+def pretrain(
+    config_path, output, overrides: dict | None = None, *, resume: bool = False, init_from=None, progress: bool = True
+) -> dict:
     """Runs `spacy-elmo pretrain`: returns the final metrics (held-out perplexity when paths.heldout is set)."""
     overrides = dict(overrides or {})
     if init_from is not None:

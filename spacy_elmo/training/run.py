@@ -75,11 +75,19 @@ class Run:
         """The batches of `files` as this run reads text (training: `corpus`; held-out evaluation)."""
         data = self.settings.data
         return Corpus(
-            files, self.vocab, self.tokenize,
-            encoder=self.tokenizer.encoder, batch_tokens=batch_tokens,
-            max_tokens=data.max_tokens, block_lines=data.block_lines, max_line_bytes=data.max_line_bytes,
-            shuffle=data.shuffle, seed=self.settings.system.seed, max_epochs=max_epochs,
-            world_size=self.dist.world_size, rank=self.dist.rank,
+            files,
+            self.vocab,
+            self.tokenize,
+            encoder=self.tokenizer.encoder,
+            batch_tokens=batch_tokens,
+            max_tokens=data.max_tokens,
+            block_lines=data.block_lines,
+            max_line_bytes=data.max_line_bytes,
+            shuffle=data.shuffle,
+            seed=self.settings.system.seed,
+            max_epochs=max_epochs,
+            world_size=self.dist.world_size,
+            rank=self.dist.rank,
         )
 
 
@@ -99,7 +107,14 @@ def build_run(settings: PretrainSettings, output: str | Path, *, resume: bool = 
     metrics = MetricsLog(output / "metrics.jsonl", dist.is_main)
     check_writable(output)  # before any slow work
     chosen = choose_start(
-        settings, output, checkpoints, metrics, resume=resume, is_main=dist.is_main, threads=threads, device_type=dist.device.type,
+        settings,
+        output,
+        checkpoints,
+        metrics,
+        resume=resume,
+        is_main=dist.is_main,
+        threads=threads,
+        device_type=dist.device.type,
     )
     tokenize = make_tokenizer(data.format, data.lang)
     if settings.paths.train is None:
@@ -134,8 +149,26 @@ def build_run(settings: PretrainSettings, output: str | Path, *, resume: bool = 
         device_ids = [dist.device.index] if dist.device.type == "cuda" else None
         train_model = DistributedDataParallel(model, device_ids=device_ids)
     run = Run(
-        settings, output, start, dist, threads, checkpoints, metrics, state, train_files, heldout_files, tokenize,
-        vocab, tokenizer, model, train_model, params, optimizer, softmax_fn, softmax_name, n_params,
+        settings,
+        output,
+        start,
+        dist,
+        threads,
+        checkpoints,
+        metrics,
+        state,
+        train_files,
+        heldout_files,
+        tokenize,
+        vocab,
+        tokenizer,
+        model,
+        train_model,
+        params,
+        optimizer,
+        softmax_fn,
+        softmax_name,
+        n_params,
         corpus=None,  # type: ignore[arg-type]  # (set next, by make_corpus, which reads the run's other fields)
     )
     run.corpus = run.make_corpus(train_files, data.batch_tokens, max_epochs=training.max_epochs)
@@ -168,7 +201,9 @@ def _vocabulary(start: Start, output: Path, text: _Text) -> Vocabulary:
     if isinstance(start, FromLanguageModel):
         vocab = Vocabulary.load(start.vocab)
         if len(vocab) != start.config.vocab_size:
-            raise PretrainError(f"{start.vocab} has {len(vocab)} ids but the model's softmax has {start.config.vocab_size}")
+            raise PretrainError(
+                f"{start.vocab} has {len(vocab)} ids but the model's softmax has {start.config.vocab_size}"
+            )
     elif text.settings.paths.vocab:
         vocab = Vocabulary.load(text.settings.paths.vocab)
     else:
@@ -206,7 +241,9 @@ def _model_config(start: Start, settings: PretrainSettings, vocab: Vocabulary, t
         return config, None
     lexicon = None
     if settings.data.characters == "lexicon":  # every process counts the same text: the same lexicon
-        lexicon = build_char_lexicon(text.sequences(text.train_files), chosen.get("max_characters_per_token", 50), settings.data.char_min_count)
+        lexicon = build_char_lexicon(
+            text.sequences(text.train_files), chosen.get("max_characters_per_token", 50), settings.data.char_min_count
+        )
         if text.is_main:
             text.metrics.write({"event": "char_lexicon", "size": len(lexicon)})
     sizes: dict[str, Any] = {"vocab_size": len(vocab)}
@@ -233,8 +270,10 @@ def _tokenizer(start: Start, settings: PretrainSettings, config, vocab: Vocabula
         return ElmoTokenizer.from_pretrained(str(start.path))
     words = {word: i for i, word in enumerate(vocab.words)} if config.word_vocab_size else None
     return ElmoTokenizer(
-        max_characters_per_token=config.max_characters_per_token, lang=settings.data.lang,
-        char_vocab=char_lexicon, word_vocab=words,
+        max_characters_per_token=config.max_characters_per_token,
+        lang=settings.data.lang,
+        char_vocab=char_lexicon,
+        word_vocab=words,
     )
 
 
@@ -269,11 +308,19 @@ def _model(start: Start, config, checkpoints: Checkpoints, device: torch.device)
 def _optimizer(t, params: list) -> torch.optim.Optimizer:
     kind: type[torch.optim.Optimizer]
     if t.optimizer == "adagrad":
-        kind, options = torch.optim.Adagrad, dict(
-            lr=t.learning_rate, initial_accumulator_value=t.adagrad_initial_accumulator, weight_decay=t.weight_decay,
+        kind, options = (
+            torch.optim.Adagrad,
+            dict(
+                lr=t.learning_rate,
+                initial_accumulator_value=t.adagrad_initial_accumulator,
+                weight_decay=t.weight_decay,
+            ),
         )
     else:
-        kind, options = torch.optim.Adam, dict(lr=t.learning_rate, betas=tuple(t.adam_betas), eps=t.adam_eps, weight_decay=t.weight_decay)
+        kind, options = (
+            torch.optim.Adam,
+            dict(lr=t.learning_rate, betas=tuple(t.adam_betas), eps=t.adam_eps, weight_decay=t.weight_decay),
+        )
     # torch's fused kernel: the same update in one pass per tensor (~5x faster on a CPU than the
     # op-by-op loop; tests/test_training_step.py holds it to the loop's float32 accuracy). It writes
     # the parameters without bumping their version counters, which the model's derived-weight
@@ -296,10 +343,14 @@ def _softmax(t, model, n_vocab: int):
     if not sampled:
         return None, "full"
     # "auto": the fused implementation (same loss and gradients), eager under autocast
-    return SampledSoftmax(model.lm_head, t.n_negative_samples, implementation="auto"), f"sampled({t.n_negative_samples})"
+    return SampledSoftmax(
+        model.lm_head, t.n_negative_samples, implementation="auto"
+    ), f"sampled({t.n_negative_samples})"
 
 
-def _load_checkpoint(path: Path, settings: PretrainSettings, checkpoints: Checkpoints, metrics: MetricsLog, optimizer, dist) -> TrainState:
+def _load_checkpoint(
+    path: Path, settings: PretrainSettings, checkpoints: Checkpoints, metrics: MetricsLog, optimizer, dist
+) -> TrainState:
     """Optimizer, RNG and train state of checkpoint `path` (its model was loaded by `_model`)."""
     optimizer.load_state_dict(checkpoints.load_optimizer(path, dist.device))
     state, saved = checkpoints.load_state(path)
@@ -308,8 +359,11 @@ def _load_checkpoint(path: Path, settings: PretrainSettings, checkpoints: Checkp
         # batches: continue from the start of the current block (it may be partly seen again)
         state.position.batch = 0
         if dist.is_main:
-            print(f"resuming {saved.get('world_size', 1)}-process checkpoint on {dist.world_size} processes: "
-                  "the global batch size changes; the current data block restarts", file=sys.stderr)
+            print(
+                f"resuming {saved.get('world_size', 1)}-process checkpoint on {dist.world_size} processes: "
+                "the global batch size changes; the current data block restarts",
+                file=sys.stderr,
+            )
     rng = checkpoints.load_rng(path, dist.rank)
     if rng is not None:
         torch.set_rng_state(rng["cpu"])

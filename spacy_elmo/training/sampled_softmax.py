@@ -34,7 +34,7 @@ class LogUniformSampler:
 
     def probability(self, ids: torch.Tensor) -> torch.Tensor:
         ids = ids.double()
-        return (torch.log1p(1.0 / (ids + 1.0)) / self.log_range)
+        return torch.log1p(1.0 / (ids + 1.0)) / self.log_range
 
     def expected_count(self, ids: torch.Tensor, tries: int) -> torch.Tensor:
         """Expected number of times each id shows up in `tries` draws: 1 − (1 − P)^tries."""
@@ -76,8 +76,15 @@ class LogUniformSampler:
 
 
 def sampled_softmax_loss(
-    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor, sampled: torch.Tensor,
-    log_q_targets: torch.Tensor, log_q_sampled: torch.Tensor, hit_rows: torch.Tensor, hit_cols: torch.Tensor,
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    targets: torch.Tensor,
+    sampled: torch.Tensor,
+    log_q_targets: torch.Tensor,
+    log_q_sampled: torch.Tensor,
+    hit_rows: torch.Tensor,
+    hit_cols: torch.Tensor,
 ) -> torch.Tensor:
     """The definition: Σ_rows −log softmax([true logit, sampled logits])[0], logits corrected by −log Q
     and row `hit_rows[k]`'s sampled logit `hit_cols[k]` (its own target, drawn) removed."""
@@ -120,7 +127,9 @@ class SampledSoftmaxLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         if getattr(ctx, "consumed", False):
-            raise RuntimeError("the fused sampled softmax's backward runs once per forward (retain_graph is not supported)")
+            raise RuntimeError(
+                "the fused sampled softmax's backward runs once per forward (retain_graph is not supported)"
+            )
         ctx.consumed = True
         hidden, weight, targets, sampled, w_sampled, w_targets, exp_logits, exp_true, total = ctx.saved_tensors
         need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
@@ -181,7 +190,9 @@ class SampledSoftmax:
         if self.resolve(hidden.device) == "eager":
             return sampled_softmax_loss(*args)
         with torch.autocast(hidden.device.type, enabled=False):  # computes in the head's dtype
-            return SampledSoftmaxLoss.apply(hidden.to(weight.dtype), *args[1:5], *(t.to(weight.dtype) for t in args[5:7]), *args[7:])
+            return SampledSoftmaxLoss.apply(
+                hidden.to(weight.dtype), *args[1:5], *(t.to(weight.dtype) for t in args[5:7]), *args[7:]
+            )
 
 
 __all__ = ["LogUniformSampler", "SampledSoftmax", "SampledSoftmaxLoss", "sampled_softmax_loss", "IMPLEMENTATIONS"]

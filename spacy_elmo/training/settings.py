@@ -111,7 +111,9 @@ class TrainingSettings(_Section):
         if self.max_steps <= 0 and self.max_epochs <= 0:
             raise ValueError("training.max_steps: expected > 0 or training.max_epochs > 0, found both 0")
         if self.lr_schedule == "linear" and self.max_steps <= 0:
-            raise ValueError("training.lr_schedule: 'linear' expected training.max_steps > 0 (it decays to 0 there), found 0")
+            raise ValueError(
+                "training.lr_schedule: 'linear' expected training.max_steps > 0 (it decays to 0 there), found 0"
+            )
         return self
 
 
@@ -125,7 +127,7 @@ MODEL_EXCLUDED = {
     "num_output_representations": "the LM loss uses no scalar mix",
     "scalar_mix_layer_norm": "the LM loss uses no scalar mix",
     "lstm_implementation": "training takes the auto rule (the fused kernel, eager under autocast)",
-    "char_vocab_size": "set from the character lexicon (data.characters = \"lexicon\")",
+    "char_vocab_size": 'set from the character lexicon (data.characters = "lexicon")',
     "word_vocab_size": "set from the vocabulary when word_embedding_dim > 0",
 }
 
@@ -168,7 +170,9 @@ def _check_model(self):
 
 # (pydantic types __validators__ as plain functions; its documented use passes decorated ones, as here)
 ModelSettings = create_model(  # type: ignore[call-overload]
-    "ModelSettings", __base__=_Section, __validators__={"_valid_elmo": model_validator(mode="after")(_check_model)},
+    "ModelSettings",
+    __base__=_Section,
+    __validators__={"_valid_elmo": model_validator(mode="after")(_check_model)},
     **_model_fields(),
 )
 MODEL_KEYS = tuple(ModelSettings.model_fields)
@@ -245,11 +249,11 @@ def _describe(errors: list[dict]) -> list[str]:
                 known = ", ".join(SECTIONS[section].model_fields) if section in SECTIONS else ""
                 message = f"unknown setting (expected one of {known})"
         elif message.startswith("Value error, "):  # our validators' messages name setting and values
-            message = " ".join(message[len("Value error, "):].split())
+            message = " ".join(message[len("Value error, ") :].split())
             merged.setdefault(message, ([], None))
             continue
         elif message.startswith("Input should be "):
-            message = "expected " + message[len("Input should be "):]
+            message = "expected " + message[len("Input should be ") :]
         expected, _ = merged.setdefault(loc, ([], found))
         expected.append(message.removeprefix("expected ") if expected else message)
     return [f"{loc}: {' or '.join(parts)}, found {found!r}" if parts else loc for loc, (parts, found) in merged.items()]
@@ -268,7 +272,9 @@ def validate(config) -> PretrainSettings:
     return PretrainSettings.model_validate(dict(config))
 
 
-def read_settings(config_path: str | Path | None, overrides: dict[str, Any] | None = None, text: str | None = None) -> PretrainSettings:
+def read_settings(
+    config_path: str | Path | None, overrides: dict[str, Any] | None = None, text: str | None = None
+) -> PretrainSettings:
     """Reads a pretraining config (file or `text`), applies dotted overrides and validates it: the
     typed settings a run reads (`settings.training.max_steps`), defaults filled in."""
     from confection import Config
@@ -325,7 +331,10 @@ def learning_rate_at(training: TrainingSettings | dict, step: int) -> float:
     A pure function of the step, so a resumed run follows the same schedule exactly.
     """
     if isinstance(training, TrainingSettings):
-        training = {key: getattr(training, key) for key in ("learning_rate", "warmup_steps", "lr_schedule", "max_steps", "lr_decay_start")}
+        training = {
+            key: getattr(training, key)
+            for key in ("learning_rate", "warmup_steps", "lr_schedule", "max_steps", "lr_decay_start")
+        }
     rate = float(training["learning_rate"])
     warmup = training["warmup_steps"]
     if warmup and step <= warmup:
@@ -339,6 +348,16 @@ def learning_rate_at(training: TrainingSettings | dict, step: int) -> float:
 
 
 __all__ = [
-    "PretrainError", "TrainingDiverged", "PretrainSettings", "MODEL_KEYS", "DEFAULTS", "RESUME_FIXED",
-    "parse_overrides", "read_settings", "load_settings", "validate", "check_resumable", "learning_rate_at",
+    "PretrainError",
+    "TrainingDiverged",
+    "PretrainSettings",
+    "MODEL_KEYS",
+    "DEFAULTS",
+    "RESUME_FIXED",
+    "parse_overrides",
+    "read_settings",
+    "load_settings",
+    "validate",
+    "check_resumable",
+    "learning_rate_at",
 ]

@@ -58,8 +58,15 @@ Start = Fresh | Resume | FromLanguageModel | FromElmo
 
 
 def choose_start(
-    settings: PretrainSettings, output: Path, checkpoints: Checkpoints, metrics: MetricsLog, *,
-    resume: bool, is_main: bool, threads: dict, device_type: str,
+    settings: PretrainSettings,
+    output: Path,
+    checkpoints: Checkpoints,
+    metrics: MetricsLog,
+    *,
+    resume: bool,
+    is_main: bool,
+    threads: dict,
+    device_type: str,
 ) -> Fresh | Resume:
     """Resume (the latest checkpoint, checked against these settings) or a new run (its metrics log
     emptied). `FromLanguageModel` / `FromElmo` are chosen later by `pretrained_start`, once the data is checked."""
@@ -98,7 +105,9 @@ def pretrained_start(settings: PretrainSettings, start: Fresh | Resume) -> Start
     return FromElmo(path, elmo.config, elmo, tokenizer)
 
 
-def _check_resumable(settings: PretrainSettings, checkpoints: Checkpoints, checkpoint: Path, threads: dict, device_type: str) -> None:
+def _check_resumable(
+    settings: PretrainSettings, checkpoints: Checkpoints, checkpoint: Path, threads: dict, device_type: str
+) -> None:
     from confection import Config
 
     saved = Config().from_disk(checkpoint / "pretrain.cfg", interpolate=False)

@@ -66,8 +66,17 @@ def train_steps(run: Run, batches: Iterator | None = None) -> Iterator[StepInfo]
         state.position = position
         fault_point("step", state.step)
         yield StepInfo(
-            state.step, position.epoch, position, fwd, bwd, norm, run.optimizer.param_groups[0]["lr"],
-            batch.global_words, seconds, fetched - started, batch,
+            state.step,
+            position.epoch,
+            position,
+            fwd,
+            bwd,
+            norm,
+            run.optimizer.param_groups[0]["lr"],
+            batch.global_words,
+            seconds,
+            fetched - started,
+            batch,
         )
 
 
@@ -78,7 +87,10 @@ def train_step(run: Run, batch) -> tuple[float, float, float]:
     batch.to(dist.device)
     with torch.autocast(dist.device.type, dtype=torch.bfloat16, enabled=training.precision == "bf16"):
         out = run.train_model(
-            input_ids=batch.char_ids, attention_mask=batch.mask, labels=batch.word_ids, softmax_fn=run.softmax_fn,
+            input_ids=batch.char_ids,
+            attention_mask=batch.mask,
+            labels=batch.word_ids,
+            softmax_fn=run.softmax_fn,
             input_word_ids=batch.input_word_ids,
         )
     # sums over this process's targets; scaled so DDP's gradient average is the global mean's gradient
@@ -130,7 +142,12 @@ def evaluate(run: Run, files=None) -> dict[str, float]:
     sums = torch.zeros(3, dtype=torch.float64)
     for batch in corpus.eval_batches():
         batch.to(device)
-        out = model(input_ids=batch.char_ids, attention_mask=batch.mask, labels=batch.word_ids, input_word_ids=batch.input_word_ids)
+        out = model(
+            input_ids=batch.char_ids,
+            attention_mask=batch.mask,
+            labels=batch.word_ids,
+            input_word_ids=batch.input_word_ids,
+        )
         n = float(out.num_targets)
         sums += torch.tensor([float(out.forward_loss) * n, float(out.backward_loss) * n, n], dtype=torch.float64)
     model.train()
