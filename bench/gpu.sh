@@ -35,10 +35,10 @@ out=${1:-gpu.json}
 install
 "$python" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0), torch.__version__)" || exit 1
 status=0
-"$python" -m pytest -q -p no:cacheprovider -x tests/test_kernel_equivalence.py tests/test_performance_paths.py tests/test_parity.py \
-    tests/test_training_step.py || status=$?
+"$python" -m pytest -q -p no:cacheprovider -x tests/kernels/test_kernel_equivalence.py tests/kernels/test_performance_paths.py tests/kernels/test_parity.py \
+    tests/training/test_training_step.py || status=$?
 # the spaCy component, its serialization, `spacy train` and fine-tuning with thinc's ops on the GPU (cupy)
-"$python" -m pytest -q -p no:cacheprovider --spacy-gpu tests/test_spacy_training.py tests/test_spacy_component.py \
-    tests/test_serialization.py || status=$?
+"$python" -m pytest -q -p no:cacheprovider --spacy-gpu tests/spacy/test_spacy_training.py tests/spacy/test_spacy_component.py \
+    tests/hf/test_serialization.py || status=$?
 "$python" -m bench.gpu --json "$out" ${2:+--profile "$2"} || status=$?
 exit $status

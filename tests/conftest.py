@@ -27,7 +27,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    # tests that draw a random case (test_pretrain_faults.py's crash step) draw it from this seed, set
+    # tests that draw a random case (tests/training/test_pretrain_faults.py's crash step) draw it from this seed, set
     # once here, in the process that starts pytest-xdist's workers, so that every worker collects the
     # same tests; set it yourself to repeat a run's draw
     os.environ.setdefault("SPACY_ELMO_TEST_SEED", str(time.time_ns()))
@@ -46,10 +46,12 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The tests marked `slow` (the project smoke test, most of the suite's time) go first, so that with
-    `-n` workers (pytest-xdist, as `make test` runs) it starts at once and the other tests run beside it,
-    instead of it starting late and running alone."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: file order otherwise
+    """The tests marked `slow` go first, the lab's (tests/project/: the project smoke test, most of the
+    suite's time) first of all, so that with `-n` workers (pytest-xdist, as `make test` runs) it starts at
+    once and the other tests run beside it, instead of it starting late and running alone. (`make test-fast`
+    leaves the `slow` tests out.)"""
+    # stable: file order otherwise
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, item.path.parent.name != "project"))
 
 
 @pytest.fixture(scope="session")

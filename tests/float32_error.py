@@ -8,7 +8,7 @@ Per tensor, with scale = max|exact| and eps the float32 machine epsilon:
 
     max|got − exact| ≤ RATIO · max(max|reference − exact|, floor_ulps(terms) · eps · scale)
 
-RATIO = 10, measured on the LSTM kernels (tests/test_kernel_equivalence.py) over the whole
+RATIO = 10, measured on the LSTM kernels (tests/kernels/test_kernel_equivalence.py) over the whole
 configuration space for 50 seeds (forward values) and 40 seeds (gradients), with the floor of
 that test (66 terms, 4.1 ulps): the largest kernel / eager error ratios were 4.9 in 10,800 tensors
 (packed forward: its tanh is 2σ(2x) − 1, ~1e-7 off per step), 5.2 in 57,600 (fused gradients)

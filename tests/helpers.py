@@ -1,0 +1,65 @@
+"""Helpers the test folders share (tests/ is on sys.path: the rootdir conftest): the tiny pretraining config, the
+generated corpora the tests train on, and running a command as a user types it."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import spacy
+from spacy.tokens import Doc, DocBin
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "configs" / "pretrain_tiny.cfg"
+
+
+def write_grammar_corpus(path: Path, n_sentences: int, seed: int) -> Path:
+    """Sentences of a small grammar: a biLM can predict them far better than word frequencies can."""
+    rng = random.Random(seed)
+    dets, adjs = ["the", "a", "this", "every"], ["big", "small", "red", "old", "quick", "lazy", "happy"]
+    nouns = ["cat", "dog", "bird", "man", "woman", "child", "horse", "fox"]
+    verbs, preps = ["sees", "likes", "chases", "follows", "hears", "finds"], ["near", "behind", "under", "with"]
+    places = ["house", "garden", "river", "tree", "park"]
+
+    def noun_phrase():
+        return [rng.choice(dets)] + ([rng.choice(adjs)] if rng.random() < 0.5 else []) + [rng.choice(nouns)]
+
+    lines = []
+    for _ in range(n_sentences):
+        words = noun_phrase() + [rng.choice(verbs)] + noun_phrase()
+        if rng.random() < 0.4:
+            words += [rng.choice(preps), "the", rng.choice(places)]
+        lines.append(" ".join(words + ["."]))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def make_corpus(path: Path, n: int = 16) -> Path:
+    """Tiny DocBin with entities, tags and categories, enough for every shipped config."""
+    nlp = spacy.blank("en")
+    rng = random.Random(0)
+    names = {"Alice": "PER", "Bob": "PER", "Paris": "LOC", "Acme": "ORG"}
+    db = DocBin()
+    for i in range(n):
+        name = rng.choice(sorted(names))
+        doc = Doc(nlp.vocab, words=["Yesterday", name, "went", "to", "see", "the", "sea", "."])
+        doc.ents = [doc.char_span(doc[1].idx, doc[1].idx + len(name), label=names[name])]
+        for token, tag in zip(doc, ["RB", "NNP", "VBD", "TO", "VB", "DT", "NN", "."]):
+            token.tag_ = tag
+        doc.cats = {"SPORT": float(i % 2 == 0), "POLITICS": float(i % 2 == 1)}
+        db.add(doc)
+    db.to_disk(path)
+    return path
+
+
+def lm_text(path: Path, lines: int = 200) -> Path:
+    words = "the cat sat on a mat while dogs ran to the big red house".split()
+    path.write_text("\n".join(" ".join(words[(i + j) % len(words)] for j in range(4 + i % 7)) for i in range(lines)) + "\n")
+    return path
+
+
+def run(*args, timeout=600, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **kwargs.pop("env", {})}
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout, env=env, **kwargs)

@@ -1,0 +1,116 @@
+"""The docs run: every python block of README.md and docs/*.md runs (blocks of one file in order,
+sharing names, in a fresh folder holding tests/fixtures/allennlp_elmo, converted to build/fixture_elmo,
+and the ELMoForManyLangs fixture as build/efml_zh), every
+ini block parses and names registered architectures, and every `spacy-elmo X` command exists.
+A block that cannot run offline is marked by an HTML comment `<!-- no-test ... -->` just before it."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import spacy
+from confection import Config
+
+from spacy_elmo.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"(<!--\s*no-test[^>]*-->\s*\n)?^```(\w*)\n(.*?)^```", re.S | re.M)
+
+
+def blocks(path: Path, lang: str):
+    """(code, skipped) of each `lang` block in `path`."""
+    return [(code, bool(skip)) for skip, kind, code in BLOCK.findall(path.read_text()) if kind == lang]
+
+
+def test_few_blocks_are_skipped():
+    skipped = [(p.name, code[:40]) for p in DOCS for lang in ("python", "ini") for code, skip in blocks(p, lang) if skip]
+    assert len(skipped) <= 3, skipped
+
+
+@pytest.mark.parametrize("doc", [p for p in DOCS if any(not s for _, s in blocks(p, "python"))], ids=lambda p: p.name)
+def test_python_blocks_run(doc, allennlp_dir, tmp_path, monkeypatch, one_torch_thread):
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(allennlp_dir, tmp_path / "tests" / "fixtures" / "allennlp_elmo")  # as the docs name it
+    assert main(["convert", str(allennlp_dir / "options.json"), str(allennlp_dir / "lm_weights.hdf5"), "build/fixture_elmo"]) == 0
+    shutil.copytree(allennlp_dir.parent / "efml_tiny", "build/efml_zh")  # stands for an unzipped ELMoForManyLangs model
+    namespace: dict = {"__name__": "__docs__"}
+    for i, (code, skipped) in enumerate(blocks(doc, "python")):
+        if not skipped:
+            exec(compile(code, f"{doc.name} python block {i + 1}", "exec"), namespace)
+
+
+def _architecture_blocks(config) -> list[dict]:
+    found = []
+    for value in config.values():
+        if isinstance(value, dict):
+            found += [value] if "@architectures" in value else []
+            found += _architecture_blocks(value)
+    return found
+
+
+@pytest.mark.parametrize("doc", [p for p in DOCS if blocks(p, "ini")], ids=lambda p: p.name)
+def test_config_blocks_parse(doc):
+    for code, skipped in blocks(doc, "ini"):
+        if skipped:
+            continue
+        # a fragment: declare the parents of its sections ([a.b.c] needs [a] and [a.b])
+        sections = re.findall(r"^\[([^\]]+)\]", code, re.M)
+        parents = {".".join(s.split(".")[:i]) for s in sections for i in range(1, s.count(".") + 1)} - set(sections)
+        config = Config().from_str("".join(f"[{p}]\n" for p in sorted(parents)) + code, interpolate=False)
+        found = _architecture_blocks(config)
+        assert found, code
+        for block in found:
+            # raises if the docs name an unknown architecture
+            accepts = inspect.signature(spacy.registry.get("architectures", block["@architectures"])).parameters
+            for key, value in block.items():
+                if key.startswith("@") or isinstance(value, dict):
+                    continue
+                assert key in accepts, f"{doc.name}: {block['@architectures']} has no setting {key!r}"
+                # confection keeps `value   # comment` as a string, which then fails validation
+                assert not (isinstance(value, str) and re.search(r"\s#", value)), (
+                    f"{doc.name}: {key} = {value!r}: put the comment on its own line"
+                )
+
+
+def test_documented_commands_exist():
+    subcommands = set(build_parser()._subparsers._group_actions[0].choices)
+    for doc in DOCS:
+        for code, _ in blocks(doc, "bash"):
+            for used in re.findall(r"(?:spacy-elmo|-m spacy_elmo)\s+([\w-]+)", code):
+                assert used in subcommands, f"{doc.name}: `spacy-elmo {used}` is not a command"
+            # an unquoted glob is expanded by the shell into several arguments
+            unquoted = re.findall(r"(?<=\s)([^'\"\s]*[*?][^'\"\s]*)", code)
+            assert not unquoted, f"{doc.name}: quote the glob(s) {unquoted}"
+
+
+LINKED = [*DOCS, ROOT / "results" / "README.md"]  # the user's pages and the experiment's report
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's heading anchors of a Markdown file: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+\s+(.+?)\s*$", FENCE.sub("", path.read_text(encoding="utf-8")), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("doc", LINKED, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_relative_links_resolve(doc):
+    """Every relative link (and image) of README.md, docs/*.md and results/README.md names a file of the
+    repository, and every #anchor a heading of the page it points to."""
+    broken = []
+    for target in LINK.findall(FENCE.sub("", doc.read_text(encoding="utf-8"))):
+        if re.match(r"[a-z]+:", target):  # http(s), mailto: not checked offline
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (doc.parent / path).resolve() if path else doc
+        if not linked.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(f"{target}: no such heading")
+    assert not broken, f"{doc.relative_to(ROOT)}: {broken}"
