@@ -256,7 +256,7 @@ def render(runs: list[Run]) -> str:
     """What goes between the perf-results markers."""
     return "\n".join([
         "",
-        "<!-- Written by `python -m bench.performance_doc` from bench/RESULTS.md; tests/test_performance_doc.py fails "
+        "<!-- Written by `python -m bench.performance_doc` from bench/RESULTS.md; tests/bench/test_performance_doc.py fails "
         "if this differs from what it would write. -->",
         "",
         "Targets (exact fp32, 2 threads, token cache off, nearly all-distinct words), each judged on the newest run "

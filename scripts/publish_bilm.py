@@ -4,7 +4,7 @@ same bytes (issue 33).
     python scripts/publish_bilm.py work/bilm results/bilm
 
 Why a committed copy: a rebuild of the project biLM from a clean clone is bit-for-bit equal on the
-machine that pretrained it (tests/test_workflows_pretrain.py: a resumed 2-process run ends with the
+machine that pretrained it (tests/project/test_workflows_pretrain.py: a resumed 2-process run ends with the
 same sha256 as an uninterrupted one), but not across the CPUs machines of this kind come with
 (results/bilm_rebuild.json: the same commit's code, config and corpus gave other weights on an
 Intel Xeon than on an AMD EPYC). Runs that read the biLM are comparable across sessions only when

@@ -19,7 +19,7 @@ typed): the experiment's report into the results page (`--page`, by default the 
 i.e. results/README.md) between `<!-- results:start -->` and `<!-- results:end -->`, and its summary lines into
 `--readme` (README.md) between `<!-- results-summary:start -->` and `<!-- results-summary:end -->` (with the
 set-up's sentence on `make main`'s time); `--check` only compares, and exits 1 if either differs from what it
-would write (tests/test_report.py runs it). `publish` copies a run's results folder into results/ and then does
+would write (tests/project/test_report.py runs it). `publish` copies a run's results folder into results/ and then does
 `readme`.
 """
 
