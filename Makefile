@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test time-test bench main demo clean
+.PHONY: install test test-fast time-test bench main demo clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt requirements-test.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,13 @@ TEST_WORKERS ?= 2
 
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal tests
+
+# for a change to the package alone: its test folders (tests/ mirrors spacy_elmo/; tests/project and tests/bench
+# are the lab's) without the tests marked `slow` (end-to-end and multi-process runs); `make test` runs everything
+FAST_TESTS := tests/hf tests/spacy tests/formats tests/kernels tests/training tests/cli
+
+test-fast: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal -m "not slow" $(FAST_TESTS)
 
 # `make test` in a fresh clone of HEAD, timed: writes bench/results/make_test.txt (the duration the README cites)
 time-test: install
