@@ -69,7 +69,7 @@ def build_elmo_features(
     This is concatenate(chain(source, mix), tok2vec), but as one node over [source, mix, tok2vec]:
     a saved downstream model stores its thinc nodes in order, and thinc's combinators would add a
     node, so models trained with the v1 architectures would no longer load
-    (tests/test_serialization.py::test_downstream_models_trained_by_0_1_load_with_the_same_scores).
+    (tests/hf/test_serialization.py::test_downstream_models_trained_by_0_1_load_with_the_same_scores).
     """
     layers: list[Model] = [source, mix]
     if tok2vec is not None:

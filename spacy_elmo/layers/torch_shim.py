@@ -3,7 +3,7 @@ parameters in place.
 
 thinc's `PyTorchShim.finish_update` runs the thinc optimizer on numpy (or cupy) views of each
 parameter and its gradient, then rebinds `parameter.data` to a tensor made from the array the
-optimizer returned. For the biLM that goes wrong twice (the fine-tuning tests in tests/test_spacy_training.py):
+optimizer returned. For the biLM that goes wrong twice (the fine-tuning tests in tests/spacy/test_spacy_training.py):
 
 - the weights change but their version counters do not, so the inference kernel's derived copies
   (prepacked weights) and the token cache, rebuilt when a weight's (address, version) changes,

@@ -322,7 +322,7 @@ def _optimizer(t, params: list) -> torch.optim.Optimizer:
             dict(lr=t.learning_rate, betas=tuple(t.adam_betas), eps=t.adam_eps, weight_decay=t.weight_decay),
         )
     # torch's fused kernel: the same update in one pass per tensor (~5x faster on a CPU than the
-    # op-by-op loop; tests/test_training_step.py holds it to the loop's float32 accuracy). It writes
+    # op-by-op loop; tests/training/test_training_step.py holds it to the loop's float32 accuracy). It writes
     # the parameters without bumping their version counters, which the model's derived-weight
     # and token caches key on: `steps.train_step` bumps them after each step (`mark_updated`).
     if fused_optimizer(t.optimizer, params[0].device):

@@ -13,7 +13,7 @@ Function (`SampledSoftmaxLoss`) with the same value and gradients up to float ro
 fewer passes over the [targets, negatives] logits: the −log Q correction folded into the bias of
 the one matrix product, accidental hits masked in place, the softmax's probabilities kept in the
 logits buffer and turned into their gradient in place, and the gradient of the head's weight and
-bias written by two `index_add_`s per call instead of four dense scatters (tests/test_sampled_softmax.py).
+bias written by two `index_add_`s per call instead of four dense scatters (tests/training/test_sampled_softmax.py).
 """
 
 from __future__ import annotations
