@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
 import statistics
@@ -37,7 +36,6 @@ sys.path.insert(0, str(ROOT))
 from bench import flops  # noqa: E402
 from bench.run import config_for  # noqa: E402
 from bench.worker import make_sentences  # noqa: E402
-
 
 DEVICE = "cuda"  # `--device cpu` runs the same code on the CPU (a check of the script itself)
 PROFILE_DIR: Path | None = None  # `--profile DIR`: torch.profiler tables of one batch / step

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 from report import find_provenance, own_provenance
-
 from spacy_elmo.provenance import sha256
 
 

@@ -24,6 +24,7 @@ why it is scored again (the reason goes into the ledger). With `--records DIR`, 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import sys
@@ -31,8 +32,6 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
-
-import json
 
 import looks_ledger  # scripts/, beside this one
 from train_ner import move_aside

@@ -18,8 +18,8 @@ import argparse
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 SETTINGS_HELP = ("space-separated section.key=value settings, added to the command as `--section.key value` "
                  "(a project variable cannot carry them with their dashes: spaCy's `project run` strips them)")

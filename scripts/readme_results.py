@@ -441,7 +441,6 @@ def test_looks_lines(results: Path, page: Path) -> list[str]:
 def _look_before(looks: list[dict], entries: list[dict]) -> str:
     """The looks at the same cell and system published last before `entries`, with another recipe (the look
     that missed), their scores and their paired gain over the baseline's latest looks of the same seeds."""
-    import looks_ledger
 
     first = min(entry["look"] for entry in entries)
     key = lambda entry: (entry["task"], str(entry["fraction"]))  # noqa: E731

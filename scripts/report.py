@@ -33,12 +33,11 @@ import statistics
 import sys
 from pathlib import Path
 
-from spacy_elmo.provenance import sha256 as _sha256
+import matplotlib
 
 import doc_regions
 from readme_results import TASK_SCORE, make_main_time_lines, markdown_table, pages
-
-import matplotlib
+from spacy_elmo.provenance import sha256 as _sha256
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -10,14 +10,17 @@ top-layer vectors averaged over that text (candidates: its words seen --min-coun
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
-import time
-
-from spacy_elmo.tools.similar import (
-    contextual_word_vectors, find_vocab, most_similar, most_similar_in_context, read_sentences,
-)
 from spacy_elmo.loading import load_model
+from spacy_elmo.tools.similar import (
+    contextual_word_vectors,
+    find_vocab,
+    most_similar,
+    most_similar_in_context,
+    read_sentences,
+)
 
 
 def main() -> None:

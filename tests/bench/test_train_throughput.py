@@ -5,16 +5,14 @@ checkouts step by step on the same batches."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import torch
 
 from bench import flops, train_throughput
+from helpers import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo import ElmoConfig
 from spacy_elmo.characters import batch_to_char_ids
-
-from helpers import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir conftest)
 
 ROOT = Path(__file__).resolve().parents[2]
 

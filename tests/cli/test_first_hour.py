@@ -18,7 +18,6 @@ from spacy.tokens import Doc, DocBin
 from helpers import TINY, lm_text, run  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo.cli import main
 
-
 # --- 5. text that is not UTF-8, and empty input ------------------------------------------------------
 
 

@@ -11,9 +11,17 @@ import numpy
 import pytest
 import torch
 
-from spacy_elmo import ElmoConfig, ElmoForBidirectionalLM, ElmoModel, ElmoTokenizer, LegacyFormatError, load_legacy, save_legacy
-from spacy_elmo.legacy import config_from_options, read_legacy_state_dict, weight_table
+from spacy_elmo import (
+    ElmoConfig,
+    ElmoForBidirectionalLM,
+    ElmoModel,
+    ElmoTokenizer,
+    LegacyFormatError,
+    load_legacy,
+    save_legacy,
+)
 from spacy_elmo.cli import main as cli_main
+from spacy_elmo.legacy import config_from_options, read_legacy_state_dict, weight_table
 
 WORDS = [["Legacy", "weights", "load", "."], ["ok"]]
 

@@ -165,8 +165,8 @@ def test_tokenizer_inputs_and_settings(tmp_path):
     assert ElmoTokenizer.from_pretrained(tmp_path).max_characters_per_token == 10
     with pytest.raises(ValueError, match="tokens must be str"):
         tokenizer([["a", 3]])
-    assert callable(getattr(ElmoModel, "push_to_hub"))
-    assert callable(getattr(ElmoTokenizer, "push_to_hub"))
+    assert callable(ElmoModel.push_to_hub)
+    assert callable(ElmoTokenizer.push_to_hub)
 
 
 def test_fresh_model_starts_with_bilm_tf_initialization():

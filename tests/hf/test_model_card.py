@@ -4,17 +4,13 @@ and uploaded by push_to_hub (captured at the network call; everything before it 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.hf_api import RepoUrl
 
-from spacy_elmo import ElmoConfig, ElmoForBidirectionalLM, ElmoModel, ElmoTokenizer
+from spacy_elmo import ElmoConfig, ElmoForBidirectionalLM, ElmoTokenizer
 from spacy_elmo.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

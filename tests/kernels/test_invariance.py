@@ -12,9 +12,9 @@ import spacy
 import torch
 
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
-from spacy_elmo.loading import load_model
 from spacy_elmo.characters import batch_to_char_ids
 from spacy_elmo.layers.bilm import window_spans
+from spacy_elmo.loading import load_model
 
 
 def _close(got, want, exact, config) -> None:

@@ -217,7 +217,7 @@ def test_variants_pair_dev_gains_by_seed_and_render(variants, readme_results, tm
                                                   (("base", "012"), ("elmo", "012"), ("elmo1", "01")) for s in seeds}
     assert (out / "ppl_vs_gain.png").read_bytes()[:4] == b"\x89PNG"
     section = readme_results.render_section(out, tmp_path / "README.md")
-    assert f"| untrained (1 step) | 0.0 | 20931.0 | 72.50 ± 0.71 (n=2) | -2.08 ± 1.39 (n=2) |" in section
+    assert "| untrained (1 step) | 0.0 | 20931.0 | 72.50 ± 0.71 (n=2) | -2.08 ± 1.39 (n=2) |" in section
     assert "](results/ppl_vs_gain.png)" in section and "dev only" in section
     assert (f"Largest mean dev gain: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)); "
             "lowest held-out perplexity: 3,500 steps (128.9).") in section

@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spacy_elmo.provenance import sha256
-
 from helpers import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir conftest)
+from spacy_elmo.provenance import sha256
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN_2 = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]

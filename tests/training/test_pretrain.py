@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import signal
 import subprocess
@@ -24,8 +23,8 @@ from safetensors.torch import load_file
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
 from helpers import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo import ElmoForBidirectionalLM, ElmoModel, load_legacy
-from spacy_elmo.cli import main
 from spacy_elmo.characters import TokenEncoder, Utf8Characters
+from spacy_elmo.cli import main
 from spacy_elmo.file_sets import resolve_files
 from spacy_elmo.text_input import read_block
 from spacy_elmo.training.batches import Corpus, DataPosition

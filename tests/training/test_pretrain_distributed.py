@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from spacy_elmo.training.pretrain import pretrain
-
 from helpers import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir conftest)
+from spacy_elmo.training.pretrain import pretrain
 
 ROOT = Path(__file__).resolve().parents[2]
 

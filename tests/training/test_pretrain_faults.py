@@ -21,12 +21,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from helpers import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo.cli import main
 from spacy_elmo.training.checkpoints import CRASH_EXIT_CODE, CheckpointError, Checkpoints, MetricsLog
 from spacy_elmo.training.pretrain import pretrain
 from spacy_elmo.training.settings import PretrainError
-
-from helpers import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir conftest)
 
 ROOT = Path(__file__).resolve().parents[2]
 # dropout and a sampled softmax draw random numbers: an exact resume needs RNG state and data position

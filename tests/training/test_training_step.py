@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo import ElmoConfig, ElmoModel
 from spacy_elmo.characters import batch_to_char_ids
 from spacy_elmo.training.run import build_run, fused_optimizer
 from spacy_elmo.training.settings import learning_rate_at, read_settings
 from spacy_elmo.training.steps import evaluate, train_step, train_steps
-
-from helpers import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir conftest)
 
 SHAPES = [(300, 24), (300,), (2, 24, 64), (16, 8, 3)]
 SETTINGS = {
