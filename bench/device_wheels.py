@@ -25,9 +25,14 @@ ROOT = Path(__file__).resolve().parent.parent
 IMAGE = ROOT / "bench" / "device_image.txt"
 # the image's interpreter: for requirement markers and wheel tags
 DEVICE_PYTHON = {
-    "python_version": "3.12", "python_full_version": "3.12.3", "implementation_name": "cpython",
-    "platform_python_implementation": "CPython", "sys_platform": "linux", "platform_system": "Linux",
-    "platform_machine": "x86_64", "os_name": "posix",
+    "python_version": "3.12",
+    "python_full_version": "3.12.3",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "os_name": "posix",
 }
 PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(39, 16, -1)] + ["manylinux2014_x86_64", "manylinux1_x86_64"]
 
@@ -67,7 +72,9 @@ def carried() -> dict[str, str]:
         try:
             dist = importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
-            raise SystemExit(f"device_wheels: {requirement} is needed on the device but not installed here: no tested version to carry")
+            raise SystemExit(
+                f"device_wheels: {requirement} is needed on the device but not installed here: no tested version to carry"
+            )
         out[name] = dist.version
         todo += [(Requirement(line), set(requirement.extras)) for line in dist.requires or []]
     return dict(sorted(out.items()))
@@ -78,15 +85,34 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(argv[0] if argv else ".whl")
     wanted = [f"{name}=={version}" for name, version in carried().items()]
     platforms = [option for platform in PLATFORMS for option in ("--platform", platform)]
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-               "--implementation", "cp", *platforms, "--dest", str(folder), *wanted]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "cp",
+        *platforms,
+        "--dest",
+        str(folder),
+        *wanted,
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
-        errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")] or done.stderr.splitlines()[-1:]
+        errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")] or done.stderr.splitlines()[
+            -1:
+        ]
         print(f"device_wheels: pip download failed: {errors[0] if errors else done.returncode}", file=sys.stderr)
         return 1
     size = sum(path.stat().st_size for path in folder.glob("*.whl"))
-    print(f"{len(wanted)} wheels in {folder} ({size / 2**20:.1f} MiB; the device tool carries 64 MiB with the tree): {' '.join(wanted)}")
+    print(
+        f"{len(wanted)} wheels in {folder} ({size / 2**20:.1f} MiB; the device tool carries 64 MiB with the tree): {' '.join(wanted)}"
+    )
     return 0
 
 

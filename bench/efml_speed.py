@@ -54,8 +54,12 @@ def build_models(size: str, sentences: list[list[str]], seed: int = 0):
         "legacy": (ElmoConfig(char_embedding_dim=legacy_dim, **shared), ElmoTokenizer()),
         "efml": (
             ElmoConfig(
-                char_embedding_dim=efml_dim, char_vocab_size=len(char_vocab) + 1, word_vocab_size=n_words,
-                word_embedding_dim=100 if size == "released" else 8, forget_bias=0.0, **shared,
+                char_embedding_dim=efml_dim,
+                char_vocab_size=len(char_vocab) + 1,
+                word_vocab_size=n_words,
+                word_embedding_dim=100 if size == "released" else 8,
+                forget_bias=0.0,
+                **shared,
             ),
             ElmoTokenizer(char_vocab=char_vocab, word_vocab=word_vocab),
         ),
@@ -107,7 +111,11 @@ def word_part_share(models: dict, batches: list[list[list[str]]]) -> float:
         return statistics.median(runs)
 
     with torch.no_grad():
-        word = timed(lambda inputs: encoder.word_projection(encoder.word_embedding(inputs["input_word_ids"][inputs["attention_mask"]])))
+        word = timed(
+            lambda inputs: encoder.word_projection(
+                encoder.word_embedding(inputs["input_word_ids"][inputs["attention_mask"]])
+            )
+        )
         whole = timed(lambda inputs: model(**inputs))
     return word / whole
 
@@ -135,10 +143,15 @@ def main(argv=None) -> int:
     share = word_part_share(models, batches)
     ratios = [e / l for e, l in zip(rates["efml"], rates["legacy"])]
     result = {
-        "size": args.size, "batch": args.batch, "batches": args.batches, "rounds": args.rounds, "threads": args.threads,
+        "size": args.size,
+        "batch": args.batch,
+        "batches": args.batches,
+        "rounds": args.rounds,
+        "threads": args.threads,
         "words_per_s": {name: statistics.median(values) for name, values in rates.items()},
         "words_per_s_by_round": rates,
-        "efml_over_legacy": statistics.median(ratios), "ratio_by_round": ratios,
+        "efml_over_legacy": statistics.median(ratios),
+        "ratio_by_round": ratios,
         "word_part_share": share,
         "within_10_percent": statistics.median(ratios) >= 0.9,
         "provenance": prov.record(),
@@ -159,26 +172,32 @@ def render(result: dict, json_path: str | None) -> str:
     machine = prov["machine"]
     rates = result["words_per_s"]
     met = "met" if result["within_10_percent"] else "**not met**"
-    return "\n".join([
-        f"## ELMoForManyLangs vs legacy inference speed, {prov['started_utc'][:16].replace('T', ' ')} UTC (issue 18 item 7)",
-        "",
-        f"`python bench/efml_speed.py --size {result['size']}` at commit {prov['git']['commit'][:7]}"
-        f"{' (dirty tree)' if prov['git'].get('dirty') else ''}, {machine['cpu']}, {machine['cores']} cores, "
-        f"{result['threads']} threads; {result['rounds']} rounds of {result['batches']} batches of {result['batch']} "
-        f"Zipfian sentences, each batch run by both models in turn"
-        + (f"; record: [{json_path}]({Path(json_path).relative_to('bench') if json_path.startswith('bench/') else json_path})." if json_path else "."),
-        "",
-        "| model | words/s (median of rounds) |",
-        "| --- | ---: |",
-        f"| legacy ({'AllenNLP original' if result['size'] == 'released' else result['size']}) | {rates['legacy']:,.0f} |",
-        f"| ELMoForManyLangs ({'released architecture' if result['size'] == 'released' else result['size']}) | {rates['efml']:,.0f} |",
-        "",
-        f"EFML / legacy: {result['efml_over_legacy']:.3f} (per round: "
-        + ", ".join(f"{r:.3f}" for r in result["ratio_by_round"])
-        + f"); within 10%: {met}. The word embedding and its block of the projection take "
-        f"{100 * result['word_part_share']:.2f}% of the EFML model's forward time.",
-        "",
-    ])
+    return "\n".join(
+        [
+            f"## ELMoForManyLangs vs legacy inference speed, {prov['started_utc'][:16].replace('T', ' ')} UTC (issue 18 item 7)",
+            "",
+            f"`python bench/efml_speed.py --size {result['size']}` at commit {prov['git']['commit'][:7]}"
+            f"{' (dirty tree)' if prov['git'].get('dirty') else ''}, {machine['cpu']}, {machine['cores']} cores, "
+            f"{result['threads']} threads; {result['rounds']} rounds of {result['batches']} batches of {result['batch']} "
+            f"Zipfian sentences, each batch run by both models in turn"
+            + (
+                f"; record: [{json_path}]({Path(json_path).relative_to('bench') if json_path.startswith('bench/') else json_path})."
+                if json_path
+                else "."
+            ),
+            "",
+            "| model | words/s (median of rounds) |",
+            "| --- | ---: |",
+            f"| legacy ({'AllenNLP original' if result['size'] == 'released' else result['size']}) | {rates['legacy']:,.0f} |",
+            f"| ELMoForManyLangs ({'released architecture' if result['size'] == 'released' else result['size']}) | {rates['efml']:,.0f} |",
+            "",
+            f"EFML / legacy: {result['efml_over_legacy']:.3f} (per round: "
+            + ", ".join(f"{r:.3f}" for r in result["ratio_by_round"])
+            + f"); within 10%: {met}. The word embedding and its block of the projection take "
+            f"{100 * result['word_part_share']:.2f}% of the EFML model's forward time.",
+            "",
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -99,8 +99,13 @@ def inference(model, batch_size: int, batches: int, repeats: int, rates: dict) -
             def run_all():
                 outs = []
                 for ids, mask in encoded:  # host → device copies are part of the work
-                    with torch.inference_mode(), torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=precision == "bf16"):
-                        outs.append(model(ids.to(DEVICE, non_blocking=True), mask.to(DEVICE, non_blocking=True)).hidden_states)
+                    with (
+                        torch.inference_mode(),
+                        torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=precision == "bf16"),
+                    ):
+                        outs.append(
+                            model(ids.to(DEVICE, non_blocking=True), mask.to(DEVICE, non_blocking=True)).hidden_states
+                        )
                 return outs
 
             try:
@@ -118,7 +123,11 @@ def inference(model, batch_size: int, batches: int, repeats: int, rates: dict) -
             if reference is None:
                 reference = outs  # packed fp32
             else:
-                worst = max(float((r.float() - o.float()).abs().max()) for rs, os_ in zip(reference, outs) for r, o in zip(rs, os_))
+                worst = max(
+                    float((r.float() - o.float()).abs().max())
+                    for rs, os_ in zip(reference, outs)
+                    for r, o in zip(rs, os_)
+                )
                 scale = max(float(r.abs().max()) for rs in reference for r in rs)
                 entry.update(max_abs_error_vs_packed_fp32=worst, relative_error_vs_packed_fp32=worst / scale)
             results[name] = entry
@@ -154,7 +163,10 @@ def inference(model, batch_size: int, batches: int, repeats: int, rates: dict) -
                 )
     model.config.lstm_implementation = "auto"
     return {
-        "batch": batch_size, "words_per_batch": words, "flops_per_position": per_position, "modes": results,
+        "batch": batch_size,
+        "words_per_batch": words,
+        "flops_per_position": per_position,
+        "modes": results,
         "breakdown_bf16": breakdown,
     }
 
@@ -234,20 +246,36 @@ def pretrain_cli(workdir: Path, precision: str, steps: int, batch_tokens: int, q
     out = workdir / f"run-{precision}"
     config = ROOT / "configs" / ("pretrain_tiny.cfg" if quick else "pretrain_original.cfg")
     try:
-        pretrain(config, out, {
-            "paths.train": str(train), "data.min_count": 1, "data.batch_tokens": batch_tokens,
-            "training.max_steps": steps, "training.log_every": 5, "training.checkpoint_every": 100_000,
-            "training.softmax": "sampled", "training.n_negative_samples": 8192 if not quick else 512,
-            "training.precision": precision, "system.device": DEVICE, "export.legacy": False,
-        }, progress=False)
+        pretrain(
+            config,
+            out,
+            {
+                "paths.train": str(train),
+                "data.min_count": 1,
+                "data.batch_tokens": batch_tokens,
+                "training.max_steps": steps,
+                "training.log_every": 5,
+                "training.checkpoint_every": 100_000,
+                "training.softmax": "sampled",
+                "training.n_negative_samples": 8192 if not quick else 512,
+                "training.precision": precision,
+                "system.device": DEVICE,
+                "export.legacy": False,
+            },
+            progress=False,
+        )
     except Exception as err:  # noqa: BLE001
         return {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()[-3000:]}
     summary = json.loads((out / "pretrain_summary.json").read_text(encoding="utf-8"))
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rates = [r["words_per_s"] for r in records if "words_per_s" in r][1:]
     return {
-        "precision": precision, "steps": steps, "batch_tokens": batch_tokens, "vocab": summary.get("vocab_size"),
-        "softmax": summary.get("softmax"), "words_per_s_median_window": statistics.median(rates) if rates else None,
+        "precision": precision,
+        "steps": steps,
+        "batch_tokens": batch_tokens,
+        "vocab": summary.get("vocab_size"),
+        "softmax": summary.get("softmax"),
+        "words_per_s_median_window": statistics.median(rates) if rates else None,
         "words_per_s_whole_run": summary.get("words_per_s"),
     }
 
@@ -352,7 +380,9 @@ def main(argv=None) -> int:
     if "pretrain" in parts:
         with tempfile.TemporaryDirectory() as tmp:
             report["pretrain_cli"] = [
-                pretrain_cli(Path(tmp), precision, 40 if not args.quick else 6, 10240 if not args.quick else 1024, args.quick)
+                pretrain_cli(
+                    Path(tmp), precision, 40 if not args.quick else 6, 10240 if not args.quick else 1024, args.quick
+                )
                 for precision in ("bf16", "fp32")
             ]
         save()

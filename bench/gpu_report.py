@@ -1,6 +1,6 @@
 """Markdown tables of a `python -m bench.gpu` result file (appended to bench/RESULTS.md).
 
-    python -m bench.gpu_report bench/results/gpu_h100_<commit>.json [--append bench/RESULTS.md]
+python -m bench.gpu_report bench/results/gpu_h100_<commit>.json [--append bench/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def render(report: dict, source: str) -> str:
                 continue
             error = (
                 f"{entry['max_abs_error_vs_packed_fp32']:.2e} ({entry['relative_error_vs_packed_fp32']:.1e})"
-                if "max_abs_error_vs_packed_fp32" in entry else "reference"
+                if "max_abs_error_vs_packed_fp32" in entry
+                else "reference"
             )
             lines.append(
                 f"| {kernel} | {precision} | {_num(entry['words_per_s'])} | {_num(entry['positions_per_s'])} | "
@@ -66,7 +67,9 @@ def render(report: dict, source: str) -> str:
             if "error" in entry:
                 lines.append(f"| {kernel} | {precision} | failed: {entry['error'][:80]} | |")
             else:
-                lines.append(f"| {kernel} | {precision} | {_num(entry['words_per_s'])} | {entry['seconds_per_step']:.3f} |")
+                lines.append(
+                    f"| {kernel} | {precision} | {_num(entry['words_per_s'])} | {entry['seconds_per_step']:.3f} |"
+                )
         lines.append("")
     runs = report.get("pretrain_cli")
     if runs:

@@ -33,7 +33,9 @@ def gemm_rate(sizes=(1024, 2048, 3072), repeats: int = 7) -> dict:
         if onednn:
             try:
                 packed = torch.ops.mkldnn._reorder_linear_weight(b, n)
-                seconds = _median_seconds(lambda: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], ""), repeats)
+                seconds = _median_seconds(
+                    lambda: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], ""), repeats
+                )
                 rates[f"onednn {n}"] = 2.0 * n**3 / seconds / 1e9
             except RuntimeError:
                 onednn = False

@@ -69,16 +69,51 @@ class Target:
 
 
 TARGETS = (
-    Target("original, batch 32: compute roofline (executed FLOPs)", "original", 32, "exact", "roofline_executed",
-           ((0.65, "≥ 65% (issue 13 part 2)"), (0.60, "≥ 60% (part 1)"))),
-    Target("original, batch 1: bandwidth bound", "original", 1, "exact", "bandwidth_bound",
-           ((0.70, "≥ 70% (issue 13 part 2)"), (0.80, "≥ 80% (part 1)"))),
-    Target("small, batch 32: compute roofline (executed FLOPs)", "small", 32, "exact", "roofline_executed", ((0.50, "≥ 50%"),)),
-    Target("small, batch 128: compute roofline (executed FLOPs)", "small", 128, "exact", "roofline_executed", ((0.50, "≥ 50%"),)),
-    Target("original, batch 32: peak RSS during inference", "original", 32, "exact", "rss_infer",
-           ((1.2 * GIB_MIB, "≤ 1.2 GiB (1,228.8 MiB)"),), at_most=True),
-    *(Target(f"{arch}: `nlp.pipe` words/s vs the raw model's", arch, 32, "pipe", "pipe_over_raw", ((0.90, "≥ 90%"),))
-      for arch in ("small", "medium", "original")),
+    Target(
+        "original, batch 32: compute roofline (executed FLOPs)",
+        "original",
+        32,
+        "exact",
+        "roofline_executed",
+        ((0.65, "≥ 65% (issue 13 part 2)"), (0.60, "≥ 60% (part 1)")),
+    ),
+    Target(
+        "original, batch 1: bandwidth bound",
+        "original",
+        1,
+        "exact",
+        "bandwidth_bound",
+        ((0.70, "≥ 70% (issue 13 part 2)"), (0.80, "≥ 80% (part 1)")),
+    ),
+    Target(
+        "small, batch 32: compute roofline (executed FLOPs)",
+        "small",
+        32,
+        "exact",
+        "roofline_executed",
+        ((0.50, "≥ 50%"),),
+    ),
+    Target(
+        "small, batch 128: compute roofline (executed FLOPs)",
+        "small",
+        128,
+        "exact",
+        "roofline_executed",
+        ((0.50, "≥ 50%"),),
+    ),
+    Target(
+        "original, batch 32: peak RSS during inference",
+        "original",
+        32,
+        "exact",
+        "rss_infer",
+        ((1.2 * GIB_MIB, "≤ 1.2 GiB (1,228.8 MiB)"),),
+        at_most=True,
+    ),
+    *(
+        Target(f"{arch}: `nlp.pipe` words/s vs the raw model's", arch, 32, "pipe", "pipe_over_raw", ((0.90, "≥ 90%"),))
+        for arch in ("small", "medium", "original")
+    ),
 )
 
 
@@ -101,9 +136,18 @@ def _inference_row(cells: list[str]) -> dict | None:
     if len(cells) != 10 or not cells[1].isdigit():
         return None
     rss = [_number(x) for x in cells[8].split("/")] if "/" in cells[8] else [None, None]
-    row = {"arch": cells[0], "batch": int(cells[1]), "mode": cells[2], "words_per_s": _number(cells[3]),
-           "roofline": _percent(cells[5]), "roofline_executed": _percent(cells[6]), "bandwidth_bound": _percent(cells[7]),
-           "rss_infer": rss[0], "rss_load": rss[1], "notes": cells[9]}
+    row = {
+        "arch": cells[0],
+        "batch": int(cells[1]),
+        "mode": cells[2],
+        "words_per_s": _number(cells[3]),
+        "roofline": _percent(cells[5]),
+        "roofline_executed": _percent(cells[6]),
+        "bandwidth_bound": _percent(cells[7]),
+        "rss_infer": rss[0],
+        "rss_load": rss[1],
+        "notes": cells[9],
+    }
     pipe = re.search(r"nlp\.pipe = (\d+)% of raw model \((\d+) words/s\)", cells[9])
     if pipe:
         row["pipe_over_raw"], row["raw_words_per_s"] = int(pipe[1]) / 100, float(pipe[2])
@@ -113,8 +157,13 @@ def _inference_row(cells: list[str]) -> dict | None:
 def _training_row(cells: list[str]) -> dict | None:
     if len(cells) != 6 or _number(cells[1]) is None:
         return None
-    return {"implementation": cells[0], "seconds_per_step": _number(cells[1]), "words_per_s": _number(cells[2]),
-            "training_roofline": _percent(cells[4]), "vs_eager": _number(cells[5])}
+    return {
+        "implementation": cells[0],
+        "seconds_per_step": _number(cells[1]),
+        "words_per_s": _number(cells[2]),
+        "training_roofline": _percent(cells[4]),
+        "vs_eager": _number(cells[5]),
+    }
 
 
 def _commit(run: Run, text: str) -> None:
@@ -131,7 +180,9 @@ def _commit(run: Run, text: str) -> None:
 
 def parse_section(heading: str, text: str) -> Run | None:
     """A Run from one `## ...` section, or None for sections that are not benchmark runs."""
-    match = re.match(r"## (Inference benchmark|Training throughput), (\d{4}-\d\d-\d\d \d\d:\d\d \w+)(?: \((.*)\))?$", heading)
+    match = re.match(
+        r"## (Inference benchmark|Training throughput), (\d{4}-\d\d-\d\d \d\d:\d\d \w+)(?: \((.*)\))?$", heading
+    )
     if not match:
         return None
     run = Run("inference" if match[1] == "Inference benchmark" else "training", match[2], match[3] or "")
@@ -144,7 +195,9 @@ def parse_section(heading: str, text: str) -> Run | None:
         run.load = f"load average {load[1]} at start, {load[2]} at end" if load else ""
     _commit(run, text)
     run.other_source = "(`--source`)" in text
-    gemm = re.search(r"roofline = ([\d.]+)\)", text) or re.search(r"fp32 GEMM rate measured in this run \(([\d.]+) GFLOP/s", text)
+    gemm = re.search(r"roofline = ([\d.]+)\)", text) or re.search(
+        r"fp32 GEMM rate measured in this run \(([\d.]+) GFLOP/s", text
+    )
     run.gemm = float(gemm[1]) if gemm else None
     parse = _inference_row if run.kind == "inference" else _training_row
     for line in text.splitlines():
@@ -174,7 +227,9 @@ def read_runs(results: Path = RESULTS) -> list[Run]:
 def _row(run: Run, target: Target) -> dict | None:
     """The run's row of this checkout's code for the target (baseline rows are other code)."""
     for row in run.rows:
-        if (row["arch"], row["batch"], row["mode"]) == (target.arch, target.batch, target.mode) and row.get(target.metric) is not None:
+        if (row["arch"], row["batch"], row["mode"]) == (target.arch, target.batch, target.mode) and row.get(
+            target.metric
+        ) is not None:
             return row
     return None
 
@@ -221,17 +276,27 @@ def target_lines(runs: list[Run]) -> list[str]:
             continue
         run, row = found
         cited[run.started] = run
-        out.append(f"| {target.name} | {'; '.join(text for _, text in target.goals)} | {run.cite()} | "
-                   f"{_measured(target, row)} | {verdict(target, row[target.metric])} |")
+        out.append(
+            f"| {target.name} | {'; '.join(text for _, text in target.goals)} | {run.cite()} | "
+            f"{_measured(target, row)} | {verdict(target, row[target.metric])} |"
+        )
     out.append("")
     for run in cited.values():
-        out.append(f"The run of {run.cite()}: {run.machine}, {run.threads} threads; {run.load}; fp32 GEMM roofline "
-                   f"{run.gemm} GFLOP/s measured in the same run.")
+        out.append(
+            f"The run of {run.cite()}: {run.machine}, {run.threads} threads; {run.load}; fp32 GEMM roofline "
+            f"{run.gemm} GFLOP/s measured in the same run."
+        )
     if unmeasured:
-        out += ["", "Not measured by any run that records a clean commit of this code (so no figure is given; "
-                "`python -m bench` measures them all):", ""]
-        out += [f"- {t.name}: the newest run that measured it is {run.cite() if run else 'none'} (bench/RESULTS.md)"
-                for t, run in unmeasured]
+        out += [
+            "",
+            "Not measured by any run that records a clean commit of this code (so no figure is given; "
+            "`python -m bench` measures them all):",
+            "",
+        ]
+        out += [
+            f"- {t.name}: the newest run that measured it is {run.cite() if run else 'none'} (bench/RESULTS.md)"
+            for t, run in unmeasured
+        ]
     return out + [""]
 
 
@@ -242,29 +307,40 @@ def training_lines(runs: list[Run]) -> list[str]:
             latest_per_config[run.label] = run
     if not latest_per_config:
         return ["No `bench/train_throughput.py` run records a clean commit.", ""]
-    out = ["Training steps (`bench/train_throughput.py`, the newest run per config that records a clean commit; each "
-           "batch trained once per LSTM kernel, alternating):", "",
-           "| config | run | threads | kernel | words/s | training roofline | vs eager |", "| --- | --- | ---: | --- | ---: | ---: | ---: |"]
+    out = [
+        "Training steps (`bench/train_throughput.py`, the newest run per config that records a clean commit; each "
+        "batch trained once per LSTM kernel, alternating):",
+        "",
+        "| config | run | threads | kernel | words/s | training roofline | vs eager |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: |",
+    ]
     for label, run in sorted(latest_per_config.items()):
         for row in run.rows:
-            out.append(f"| {label} | {run.cite()} | {run.threads} | {row['implementation']} | {row['words_per_s']:,.0f} | "
-                       f"{row['training_roofline']:.0%} | {row['vs_eager']:.2f}× |")
+            out.append(
+                f"| {label} | {run.cite()} | {run.threads} | {row['implementation']} | {row['words_per_s']:,.0f} | "
+                f"{row['training_roofline']:.0%} | {row['vs_eager']:.2f}× |"
+            )
     return out + [""]
 
 
 def render(runs: list[Run]) -> str:
     """What goes between the perf-results markers."""
-    return "\n".join([
-        "",
-        "<!-- Written by `python -m bench.performance_doc` from bench/RESULTS.md; tests/bench/test_performance_doc.py fails "
-        "if this differs from what it would write. -->",
-        "",
-        "Targets (exact fp32, 2 threads, token cache off, nearly all-distinct words), each judged on the newest run "
-        "in bench/RESULTS.md that measured it and records a clean commit of this checkout's code:",
-        "",
-        *target_lines(runs),
-        *training_lines(runs),
-    ]).rstrip("\n") + "\n"
+    return (
+        "\n".join(
+            [
+                "",
+                "<!-- Written by `python -m bench.performance_doc` from bench/RESULTS.md; tests/bench/test_performance_doc.py fails "
+                "if this differs from what it would write. -->",
+                "",
+                "Targets (exact fp32, 2 threads, token cache off, nearly all-distinct words), each judged on the newest run "
+                "in bench/RESULTS.md that measured it and records a clean commit of this checkout's code:",
+                "",
+                *target_lines(runs),
+                *training_lines(runs),
+            ]
+        ).rstrip("\n")
+        + "\n"
+    )
 
 
 def rewrite(text: str, block: str) -> str:
@@ -276,8 +352,9 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 if docs/performance.md is stale")
     args = parser.parse_args(argv)
     current = DOC.read_text(encoding="utf-8")
-    return doc_regions.write_or_check({DOC: (current, rewrite(current, render(read_runs())))}, args.check,
-                                      "python -m bench.performance_doc")
+    return doc_regions.write_or_check(
+        {DOC: (current, rewrite(current, render(read_runs())))}, args.check, "python -m bench.performance_doc"
+    )
 
 
 if __name__ == "__main__":

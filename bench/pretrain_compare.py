@@ -48,8 +48,11 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="elmo-pretrain-compare-") as tmp:
         corpus = Path(args.corpus) if args.corpus else synthetic_corpus(Path(tmp) / "corpus.txt")
         overrides = {
-            "paths.train": str(corpus), "paths.heldout": None, "training.max_steps": args.steps,
-            "training.checkpoint_every": 10**9, **parse_overrides(extra),
+            "paths.train": str(corpus),
+            "paths.heldout": None,
+            "training.max_steps": args.steps,
+            "training.checkpoint_every": 10**9,
+            **parse_overrides(extra),
         }
         for round_index in range(args.rounds):
             order = implementations if round_index % 2 == 0 else implementations[::-1]
@@ -82,13 +85,19 @@ def main(argv=None) -> int:
         "threads": torch.get_num_threads(),
     }
     base = result["implementations"][implementations[0]]["words_per_s"]
-    result["speedup_over_" + implementations[0]] = {n: r["words_per_s"] / base for n, r in result["implementations"].items()}
+    result["speedup_over_" + implementations[0]] = {
+        n: r["words_per_s"] / base for n, r in result["implementations"].items()
+    }
     print(json.dumps(result, indent=2))
     if args.append_results:
         import subprocess
 
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
         from bench.machine import describe
 
         load_end = os.getloadavg()
@@ -110,7 +119,9 @@ def main(argv=None) -> int:
             rounds = ", ".join(f"{x:.0f}" for x in r["per_round_words_per_s"])
             lines.append(f"| {name} | {r['words_per_s']:.0f} | {rounds} | {r['words_per_s'] / base:.2f}× |")
         path = Path(args.append_results)
-        path.write_text(path.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + "\n".join(lines) + "\n", encoding="utf-8")
+        path.write_text(
+            path.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + "\n".join(lines) + "\n", encoding="utf-8"
+        )
         print(f"appended to {path}")
     return 0
 

@@ -80,7 +80,7 @@ def _inference_line(report: dict) -> str:
     return (
         f"- **inference** (the model called on batches of {report['inference']['batch']} sentences under bf16 autocast, "
         f"host→device copies included): **{auto_bf16:,.0f} words/s** with the default kernel (`auto` → eager), "
-        f"{modes['cuda_graphs_bf16']['words_per_s']:,.0f} with `lstm_implementation=\"cuda_graphs\"`; fp32 (packed): "
+        f'{modes["cuda_graphs_bf16"]["words_per_s"]:,.0f} with `lstm_implementation="cuda_graphs"`; fp32 (packed): '
         f"{modes['packed_fp32']['words_per_s']:,.0f}; bf16's largest error is "
         f"{modes['eager_bf16']['relative_error_vs_packed_fp32']:.1%} of the largest fp32 value. "
         f"Target {TARGETS['inference']:,} words/s: {_verdict(auto_bf16, TARGETS['inference'])}."
@@ -92,11 +92,13 @@ def _pretrain_line(report: dict) -> str:
     target = f"Target {TARGETS['pretrain']:,} words/s over the whole run of `spacy-elmo pretrain`"
     bf16 = _cli(report).get("bf16")
     if bf16 is None:
-        return (f"- **pretraining**: `spacy-elmo pretrain` was not measured (or failed) in this run. {target}: "
-                "**not judged** (the training-step benchmark below does not stand in for the command).")
+        return (
+            f"- **pretraining**: `spacy-elmo pretrain` was not measured (or failed) in this run. {target}: "
+            "**not judged** (the training-step benchmark below does not stand in for the command)."
+        )
     fp32 = _cli(report).get("fp32")
     text = (
-        f"- **pretraining** (`spacy-elmo pretrain configs/pretrain_original.cfg` with `training.precision = \"bf16\"`, "
+        f'- **pretraining** (`spacy-elmo pretrain configs/pretrain_original.cfg` with `training.precision = "bf16"`, '
         f"end to end on generated text: {bf16['steps']} steps of {bf16['batch_tokens']:,} words, {bf16['softmax']} "
         f"softmax over {bf16['vocab']:,} words): **{bf16['words_per_s_whole_run']:,.0f} words/s over the whole run** "
         f"({bf16['words_per_s_median_window']:,.0f} once warm: the median of the logged windows after the first)"
@@ -132,32 +134,36 @@ def _pipe_line(report: dict) -> str:
 
 def render(path: Path, report: dict) -> str:
     """docs/performance.md's GPU summary (what goes between the gpu-speed markers)."""
-    return "\n".join([
-        "",
-        f"On one {report['device']} (`bash bench/gpu.sh`, {_source(path, report, 'docs/performance.md')}), the original "
-        "architecture with seeded random weights; each target is judged on what a user runs:",
-        "",
-        _inference_line(report),
-        _pretrain_line(report),
-        _step_line(report),
-        _pipe_line(report),
-        "",
-    ])
+    return "\n".join(
+        [
+            "",
+            f"On one {report['device']} (`bash bench/gpu.sh`, {_source(path, report, 'docs/performance.md')}), the original "
+            "architecture with seeded random weights; each target is judged on what a user runs:",
+            "",
+            _inference_line(report),
+            _pretrain_line(report),
+            _step_line(report),
+            _pipe_line(report),
+            "",
+        ]
+    )
 
 
 def render_bf16(path: Path, report: dict) -> str:
     """docs/pretraining.md's measured speed-up of `training.precision = "bf16"` over fp32, end to end."""
     cli = _cli(report)
     if "bf16" not in cli or "fp32" not in cli:
-        body = (f"The speed of `training.precision = \"bf16\"` against fp32 is not measured end to end in the newest GPU "
-                f"result ({_source(path, report, 'docs/pretraining.md')}).")
+        body = (
+            f'The speed of `training.precision = "bf16"` against fp32 is not measured end to end in the newest GPU '
+            f"result ({_source(path, report, 'docs/pretraining.md')})."
+        )
     else:
         bf16, fp32 = cli["bf16"], cli["fp32"]
         whole = bf16["words_per_s_whole_run"] / fp32["words_per_s_whole_run"]
         warm = bf16["words_per_s_median_window"] / fp32["words_per_s_median_window"]
         low, high = sorted((whole, warm))
         body = (
-            f"Measured speed of `training.precision = \"bf16\"` against fp32: {low:.2f}–{high:.2f}× the words/s. On one "
+            f'Measured speed of `training.precision = "bf16"` against fp32: {low:.2f}–{high:.2f}× the words/s. On one '
             f"{report['device']}, `spacy-elmo pretrain configs/pretrain_original.cfg` end to end ({bf16['steps']} steps of "
             f"{bf16['batch_tokens']:,} words, {bf16['softmax']} softmax) ran {whole:.2f}× fp32's words/s over the whole run "
             f"({bf16['words_per_s_whole_run']:,.0f} vs {fp32['words_per_s_whole_run']:,.0f}) and {warm:.2f}× once warm "

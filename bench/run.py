@@ -27,10 +27,16 @@ ARCHITECTURES = {
     "medium": ("2x2048_256_2048cnn_1xhighway", dict(lstm_dim=2048, projection_dim=256, n_highway=1)),
     "original": ("2x4096_512_2048cnn_2xhighway", dict(lstm_dim=4096, projection_dim=512, n_highway=2)),
     # a few-MB model for smoke runs (`--quick`)
-    "tiny": ("2x256_32_small-cnn_1xhighway", dict(
-        lstm_dim=256, projection_dim=32, n_highway=1,
-        filters=[[1, 16], [2, 16], [3, 32], [4, 64]], char_embedding_dim=8,
-    )),
+    "tiny": (
+        "2x256_32_small-cnn_1xhighway",
+        dict(
+            lstm_dim=256,
+            projection_dim=32,
+            n_highway=1,
+            filters=[[1, 16], [2, 16], [3, 32], [4, 64]],
+            char_embedding_dim=8,
+        ),
+    ),
 }
 FILTERS_2048 = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 HERE = Path(__file__).resolve().parent
@@ -63,10 +69,15 @@ def code_version(directory: Path) -> str:
     """The git commit of the checkout holding the measured spacy_elmo (`-dirty` with uncommitted
     changes to tracked files), or 'unknown'."""
     try:
-        commit = subprocess.run(["git", "-C", str(directory), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(directory), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return commit + ("-dirty" if dirty else "")
@@ -74,8 +85,19 @@ def code_version(directory: Path) -> str:
 
 def run_worker(model_dir: Path, batch: int, mode: str, args, source: str | None = None) -> dict:
     command = [
-        sys.executable, "-m", "bench.worker", "--model-dir", str(model_dir), "--batch", str(batch),
-        "--mode", mode, "--threads", str(args.threads), "--min-seconds", str(args.min_seconds),
+        sys.executable,
+        "-m",
+        "bench.worker",
+        "--model-dir",
+        str(model_dir),
+        "--batch",
+        str(batch),
+        "--mode",
+        mode,
+        "--threads",
+        str(args.threads),
+        "--min-seconds",
+        str(args.min_seconds),
     ]
     if batch == 1:
         command += ["--batches", "8"]
@@ -88,7 +110,7 @@ def run_worker(model_dir: Path, batch: int, mode: str, args, source: str | None 
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=source or ROOT)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        return {"batch": batch, "mode": mode, "error": (proc.stderr or proc.stdout).strip().splitlines()[-1:] }
+        return {"batch": batch, "mode": mode, "error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
     return json.loads(lines[-1])
 
 
@@ -122,7 +144,9 @@ def train_throughput(args) -> str:
         out = Path(tmp) / "train.json"
         command = [sys.executable, str(script), "--threads", str(args.threads), "--json", str(out)]
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=args.train_timeout)
+            proc = subprocess.run(
+                command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=args.train_timeout
+            )
         except subprocess.TimeoutExpired:
             return f"bench/train_throughput.py did not finish within {args.train_timeout} s."
         if proc.returncode != 0 or not out.is_file():
@@ -147,23 +171,36 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--archs", default="small,medium,original")
     parser.add_argument("--batches", default="1,32,128")
-    parser.add_argument("--extras", default="cache,int8,bf16,pipe,train",
-                        help="extra rows at batch 32: cache (token cache, Zipfian text), int8, bf16 (CPU autocast), pipe, train")
+    parser.add_argument(
+        "--extras",
+        default="cache,int8,bf16,pipe,train",
+        help="extra rows at batch 32: cache (token cache, Zipfian text), int8, bf16 (CPU autocast), pipe, train",
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--min-seconds", type=float, default=4.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--models", default=os.environ.get("SPACY_ELMO_BENCH_MODELS", str(Path(tempfile.gettempdir()) / "spacy_elmo_bench")))
+    parser.add_argument(
+        "--models",
+        default=os.environ.get("SPACY_ELMO_BENCH_MODELS", str(Path(tempfile.gettempdir()) / "spacy_elmo_bench")),
+    )
     parser.add_argument("--results", default=str(HERE / "RESULTS.md"))
     parser.add_argument("--no-write", action="store_true", help="print only, do not append to RESULTS.md")
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny model, short timings")
     parser.add_argument("--train-timeout", type=int, default=900)
     parser.add_argument("--source", help="directory holding the spacy_elmo package to measure (default: this checkout)")
-    parser.add_argument("--baseline", help="also measure the spacy_elmo package in this directory (e.g. `git worktree add "
-                        "DIR <commit>`), job by job alternating with the measured code, in the same run")
+    parser.add_argument(
+        "--baseline",
+        help="also measure the spacy_elmo package in this directory (e.g. `git worktree add "
+        "DIR <commit>`), job by job alternating with the measured code, in the same run",
+    )
     parser.add_argument("--label", default="", help="text added to the report's heading (e.g. 'baseline')")
-    parser.add_argument("--omp-wait-policy", default="passive", choices=["passive", "active", "default"],
-                        help="OMP_WAIT_POLICY for this run (read by `python -m bench` before torch loads); "
-                        "passive keeps a shared machine's load from stalling every parallel region")
+    parser.add_argument(
+        "--omp-wait-policy",
+        default="passive",
+        choices=["passive", "active", "default"],
+        help="OMP_WAIT_POLICY for this run (read by `python -m bench` before torch loads); "
+        "passive keeps a shared machine's load from stalling every parallel region",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.archs, args.batches, args.min_seconds = "tiny", "1,32", 0.5
@@ -208,7 +245,11 @@ def main(argv=None) -> int:
     print(report)
     if not args.no_write:
         path = Path(args.results)
-        previous = path.read_text(encoding="utf-8") if path.is_file() else "# Benchmark results\n\nAppended by `python -m bench` (and other benchmarks); newest last.\n"
+        previous = (
+            path.read_text(encoding="utf-8")
+            if path.is_file()
+            else "# Benchmark results\n\nAppended by `python -m bench` (and other benchmarks); newest last.\n"
+        )
         path.write_text(previous.rstrip("\n") + "\n\n" + report, encoding="utf-8")
         print(f"appended to {path}")
         if path.resolve() == (HERE / "RESULTS.md").resolve():
@@ -230,17 +271,24 @@ def render(started, info, before, after, limits, rows, train, args) -> str:
         f"Load average at start {_load(info['loadavg'])}, at end {_load(load_end)}"
         + (f"; run at niceness {info['niceness']} (shared machine)." if info.get("niceness") else "."),
         "",
-        *( [f"spacy_elmo measured from `{args.source}` (`--source`).", ""] if args.source else [] ),
+        *([f"spacy_elmo measured from `{args.source}` (`--source`).", ""] if args.source else []),
         f"Code: {code_version(Path(args.source) if args.source else ROOT)}"
-        + (f"; baseline rows (`--baseline {args.baseline}`): {code_version(Path(args.baseline))}, "
-           "each job run for both codes in turn" if args.baseline else "") + ".",
+        + (
+            f"; baseline rows (`--baseline {args.baseline}`): {code_version(Path(args.baseline))}, "
+            "each job run for both codes in turn"
+            if args.baseline
+            else ""
+        )
+        + ".",
         "",
         f"Measured in this run: fp32 GEMM {before['gemm']['peak']:.1f} / {after['gemm']['peak']:.1f} GFLOP/s (before/after; "
         f"roofline = {limits['gemm_peak']:.1f}), read bandwidth {before['bandwidth']['peak']:.1f} / "
         f"{after['bandwidth']['peak']:.1f} GB/s (bound uses {limits['bandwidth']:.1f}).",
     ]
     if before.get("skinny"):
-        skinny = ", ".join(f"M={m}: {r:.1f} ({100 * r / limits['gemm_peak']:.0f}%)" for m, r in before["skinny"].items())
+        skinny = ", ".join(
+            f"M={m}: {r:.1f} ({100 * r / limits['gemm_peak']:.0f}%)" for m, r in before["skinny"].items()
+        )
         lines.append(f"Recurrent-shape GEMM [2,M,512]·[2,512,16384]: {skinny} GFLOP/s.")
     lines += [
         "",
@@ -251,11 +299,15 @@ def render(started, info, before, after, limits, rows, train, args) -> str:
         if row.get("code"):
             row = dict(row, mode=f"{row['mode']} ({row['code']})")
         if "error" in row or "pipe_error" in row:
-            lines.append(f"| {row['arch']} | {row['batch']} | {row['mode']} | | | | | | | {row.get('error') or row.get('pipe_error')} |")
+            lines.append(
+                f"| {row['arch']} | {row['batch']} | {row['mode']} | | | | | | | {row.get('error') or row.get('pipe_error')} |"
+            )
             continue
         notes = []
         if "relative_error" in row:
-            notes.append(f"max abs err {row['max_abs_error']:.2e} (rel {row['relative_error']:.1e}), mean {row['mean_abs_error']:.1e}")
+            notes.append(
+                f"max abs err {row['max_abs_error']:.2e} (rel {row['relative_error']:.1e}), mean {row['mean_abs_error']:.1e}"
+            )
         if "cache_hit_rate" in row:
             notes.append(f"cache hit rate {100 * row['cache_hit_rate']:.0f}% (Zipf text)")
         if "pipe_over_raw" in row:

@@ -59,14 +59,26 @@ def run(repo: Path, command: str, workdir: Path) -> dict:
     env = dict(os.environ, PYTEST_ADDOPTS=f"{os.environ.get('PYTEST_ADDOPTS', '')} --durations={SLOWEST}".strip())
     env.pop("VIRTUAL_ENV", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    record = {"commit": state["commit"], "uncommitted": state["dirty_paths"], "command": command, "started": utc_now(),
-              "load_start": _load(), "machine": machine(), "assets": (checkout / "assets").exists()}
+    record = {
+        "commit": state["commit"],
+        "uncommitted": state["dirty_paths"],
+        "command": command,
+        "started": utc_now(),
+        "load_start": _load(),
+        "machine": machine(),
+        "assets": (checkout / "assets").exists(),
+    }
     start = time.monotonic()
     done = subprocess.run(shlex.split(command), cwd=checkout, env=env, capture_output=True, text=True)
     record["wall_s"] = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    record.update(ended=utc_now(), load_end=_load(), exit_status=done.returncode,
-                  user_s=after.ru_utime - before.ru_utime, sys_s=after.ru_stime - before.ru_stime)
+    record.update(
+        ended=utc_now(),
+        load_end=_load(),
+        exit_status=done.returncode,
+        user_s=after.ru_utime - before.ru_utime,
+        sys_s=after.ru_stime - before.ru_stime,
+    )
     record["summary"], record["durations"], record["failures"] = pytest_lines(done.stdout + "\n" + done.stderr)
     (workdir / "output.txt").write_text(done.stdout + done.stderr, encoding="utf-8")
     return record
@@ -74,8 +86,11 @@ def run(repo: Path, command: str, workdir: Path) -> dict:
 
 def render(record: dict) -> str:
     m = record["machine"]
-    uncommitted = (f" (the checkout also had uncommitted changes, not measured: {', '.join(record['uncommitted'])})"
-                   if record["uncommitted"] else "")
+    uncommitted = (
+        f" (the checkout also had uncommitted changes, not measured: {', '.join(record['uncommitted'])})"
+        if record["uncommitted"]
+        else ""
+    )
     lines = [
         f"# `{record['command']}` in a fresh clone with nothing beside it (no assets/, no ../shared, a new .venv); "
         "written by bench/time_make_test.py",
@@ -84,7 +99,8 @@ def render(record: dict) -> str:
         f"started: {record['started']}; ended: {record['ended']} (UTC)",
         f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Python {m['python']}; "
         f"load average {record['load_start']} at start, {record['load_end']} at end",
-        "assets/: " + ("present" if record["assets"] else "absent, so the project smoke test fetched its corpora from PyPI"),
+        "assets/: "
+        + ("present" if record["assets"] else "absent, so the project smoke test fetched its corpora from PyPI"),
         "",
         f"wall time (whole command, venv build included): {_minutes(record['wall_s'])} ({record['wall_s']:.1f} s)",
         f"CPU time of the command and its children: user {record['user_s']:.1f} s, sys {record['sys_s']:.1f} s",

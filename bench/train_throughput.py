@@ -118,10 +118,14 @@ def batch_stats(char_ids, mask, config, softmax_width: int) -> dict:
     _, chunks = char_cnn.column_plan(words, max(width for width, _ in config.filters))
     minimum = getattr(char_cnn, "MIN_ROWS", 1)  # every call is padded to this many rows
     return {
-        "rows": int(ids.shape[0]), "positions": int(ids.shape[1]), "tokens": int(full_mask.sum()),
-        "distinct": int(words.shape[0]), "encoder_rows": max(int(words.shape[0]), minimum),
+        "rows": int(ids.shape[0]),
+        "positions": int(ids.shape[1]),
+        "tokens": int(full_mask.sum()),
+        "distinct": int(words.shape[0]),
+        "encoder_rows": max(int(words.shape[0]), minimum),
         "cnn_chunks": [(max(stop - start, minimum), columns) for start, stop, columns in chunks],
-        "targets": int(mask.sum()) + int(mask.shape[0]), "softmax_width": softmax_width,
+        "targets": int(mask.sum()) + int(mask.shape[0]),
+        "softmax_width": softmax_width,
     }
 
 
@@ -167,19 +171,37 @@ def worker(spec: dict) -> int:
         info = next(steps)
         cpu = time.process_time() - cpu  # every thread of this process
         return {
-            "seconds": info.seconds, "data_seconds": info.data_seconds, "cpu_seconds": cpu, "loss": info.loss,
-            "global_words": info.batch.global_words, "global_targets": info.batch.global_targets,
+            "seconds": info.seconds,
+            "data_seconds": info.data_seconds,
+            "cpu_seconds": cpu,
+            "loss": info.loss,
+            "global_words": info.batch.global_words,
+            "global_targets": info.batch.global_targets,
             "executed": batch_stats(info.batch.char_ids, info.batch.mask, config, softmax_width),
         }
 
-    reply({
-        "ready": True, "softmax": run.softmax_name, "vocab_size": len(run.vocab), "threads": torch.get_num_threads(),
-        "world_size": run.dist.world_size,
-        "config": {k: getattr(config, k) for k in (
-            "max_characters_per_token", "char_embedding_dim", "filters", "n_highway", "num_layers", "lstm_dim", "projection_dim",
-        )},
-        "architecture": f"{config.num_layers}x{config.lstm_dim}_{config.projection_dim}_{config.n_filters}cnn_{config.n_highway}xhighway",
-    })
+    reply(
+        {
+            "ready": True,
+            "softmax": run.softmax_name,
+            "vocab_size": len(run.vocab),
+            "threads": torch.get_num_threads(),
+            "world_size": run.dist.world_size,
+            "config": {
+                k: getattr(config, k)
+                for k in (
+                    "max_characters_per_token",
+                    "char_embedding_dim",
+                    "filters",
+                    "n_highway",
+                    "num_layers",
+                    "lstm_dim",
+                    "projection_dim",
+                )
+            },
+            "architecture": f"{config.num_layers}x{config.lstm_dim}_{config.projection_dim}_{config.n_filters}cnn_{config.n_highway}xhighway",
+        }
+    )
     for line in sys.stdin:
         command = line.strip()
         if command == "step":
@@ -241,7 +263,11 @@ def profile_step(run, step) -> dict:
 
     def part_of(event):
         for r in ranges:
-            if r.thread == event.thread and r.time_range.start <= event.time_range.start and event.time_range.end <= r.time_range.end:
+            if (
+                r.thread == event.thread
+                and r.time_range.start <= event.time_range.start
+                and event.time_range.end <= r.time_range.end
+            ):
                 return r.name[5:]
         return None
 
@@ -249,7 +275,9 @@ def profile_step(run, step) -> dict:
     # last forward op (in time) reporting a number is the one that created that node; ops run by
     # the backward pass report numbers too and are skipped
     backward_ranges = sorted(
-        (e.time_range.start, e.time_range.end) for e in events if e.name.startswith("autograd::engine::evaluate_function:")
+        (e.time_range.start, e.time_range.end)
+        for e in events
+        if e.name.startswith("autograd::engine::evaluate_function:")
     )
     starts = [start for start, _ in backward_ranges]
 
@@ -285,7 +313,9 @@ def profile_step(run, step) -> dict:
 class Variant:
     """The worker processes (ranks) of one (code, implementation, layout) variant."""
 
-    def __init__(self, name: str, code: Path, implementation: str, spec: dict, procs: int, threads: int, tmp: Path, env: dict):
+    def __init__(
+        self, name: str, code: Path, implementation: str, spec: dict, procs: int, threads: int, tmp: Path, env: dict
+    ):
         self.name, self.code, self.implementation = name, code, implementation
         self.layout = (procs, threads)
         self.records: list[dict] = []
@@ -294,17 +324,34 @@ class Variant:
         port = _free_port()
         for rank in range(procs):
             log = open(tmp / f"{name.replace(' ', '_')}-rank{rank}.log", "w+", encoding="utf-8")
-            rank_env = dict(env, OMP_NUM_THREADS=str(threads), PYTHONPATH=os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")])))
+            rank_env = dict(
+                env,
+                OMP_NUM_THREADS=str(threads),
+                PYTHONPATH=os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")])),
+            )
             if procs > 1:
-                rank_env.update(WORLD_SIZE=str(procs), RANK=str(rank), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(procs),
-                                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                rank_env.update(
+                    WORLD_SIZE=str(procs),
+                    RANK=str(rank),
+                    LOCAL_RANK=str(rank),
+                    LOCAL_WORLD_SIZE=str(procs),
+                    MASTER_ADDR="127.0.0.1",
+                    MASTER_PORT=str(port),
+                )
             else:
                 for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
                     rank_env.pop(key, None)
-            worker_spec = dict(spec, code=str(code), implementation=implementation, output=str(tmp / f"out-{name.replace(' ', '_')}"))
+            worker_spec = dict(
+                spec, code=str(code), implementation=implementation, output=str(tmp / f"out-{name.replace(' ', '_')}")
+            )
             proc = subprocess.Popen(
                 [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(worker_spec)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=rank_env, cwd=str(code),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env=rank_env,
+                cwd=str(code),
             )
             self.procs.append(proc)
             self.logs.append(log)
@@ -320,7 +367,7 @@ class Variant:
                     tail = "\n".join(log.read().strip().splitlines()[-15:])
                     raise RuntimeError(f"variant {self.name!r}: a worker stopped (exit {proc.poll()}):\n{tail}")
                 if line.startswith(PROTOCOL):
-                    replies.append(json.loads(line[len(PROTOCOL):]))
+                    replies.append(json.loads(line[len(PROTOCOL) :]))
                     break
         return replies
 
@@ -435,9 +482,13 @@ def summarize(variant: Variant, config, warmup: int, gemm: float) -> dict:
             tokens += stats["tokens"]
     training = 3 * sum(executed.values())
     return {
-        "code": str(variant.code), "implementation": variant.implementation, "steps": len(measured),
-        "seconds_per_step": seconds / len(measured), "data_seconds_per_step": sum(r["data_seconds"] for r in measured) / len(measured),
-        "words_per_s": words / seconds, "words_per_step": words / len(measured),
+        "code": str(variant.code),
+        "implementation": variant.implementation,
+        "steps": len(measured),
+        "seconds_per_step": seconds / len(measured),
+        "data_seconds_per_step": sum(r["data_seconds"] for r in measured) / len(measured),
+        "words_per_s": words / seconds,
+        "words_per_step": words / len(measured),
         "words_per_cpu_s": words / sum(r["cpu_seconds"] for r in measured),
         "distinct_words_per_token": distinct / tokens,
         "executed_training_gflop_per_step": training / len(measured) / 1e9,
@@ -457,23 +508,47 @@ def main(argv=None) -> int:
         return worker(json.loads(argv[1]))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=str(ROOT / "configs" / "pretrain_small.cfg"))
-    parser.add_argument("--corpus", help="training text (default: the project's work/corpus/lm/train.txt or "
-                        "assets/corpus/lm/train.txt when present, else generated Zipfian text)")
+    parser.add_argument(
+        "--corpus",
+        help="training text (default: the project's work/corpus/lm/train.txt or "
+        "assets/corpus/lm/train.txt when present, else generated Zipfian text)",
+    )
     parser.add_argument("--steps", type=int, default=20, help="measured steps per variant")
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--layouts", default=None, help="comma-separated PxT: P data-parallel processes (gloo, as torchrun's "
-                        "--nproc_per_node) × T torch threads each; every layout trains on the same global batch (default 1x1)")
-    parser.add_argument("--procs", type=int, default=1, help="shorthand for one layout: --procs P --threads T = --layouts PxT")
+    parser.add_argument(
+        "--layouts",
+        default=None,
+        help="comma-separated PxT: P data-parallel processes (gloo, as torchrun's "
+        "--nproc_per_node) × T torch threads each; every layout trains on the same global batch (default 1x1)",
+    )
+    parser.add_argument(
+        "--procs", type=int, default=1, help="shorthand for one layout: --procs P --threads T = --layouts PxT"
+    )
     parser.add_argument("--threads", type=int, default=1, help="see --procs")
-    parser.add_argument("--baseline", help="also measure the spacy_elmo package in this directory (e.g. `git worktree add DIR <commit>`), "
-                        "step by step alternating with this checkout's; ratios are taken against it")
-    parser.add_argument("--implementations", default="auto", help="comma-separated lstm_implementation values (each one a variant)")
-    parser.add_argument("--profile", action="store_true", help="after the measured steps, one step per variant under torch.profiler, split into parts")
-    parser.add_argument("--omp-wait-policy", default="passive", choices=["passive", "active", "default"],
-                        help="OMP_WAIT_POLICY for the workers (passive: a shared machine's load does not stall every parallel region)")
+    parser.add_argument(
+        "--baseline",
+        help="also measure the spacy_elmo package in this directory (e.g. `git worktree add DIR <commit>`), "
+        "step by step alternating with this checkout's; ratios are taken against it",
+    )
+    parser.add_argument(
+        "--implementations", default="auto", help="comma-separated lstm_implementation values (each one a variant)"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="after the measured steps, one step per variant under torch.profiler, split into parts",
+    )
+    parser.add_argument(
+        "--omp-wait-policy",
+        default="passive",
+        choices=["passive", "active", "default"],
+        help="OMP_WAIT_POLICY for the workers (passive: a shared machine's load does not stall every parallel region)",
+    )
     parser.add_argument("--json", help="also write the result here")
     parser.add_argument("--label", default="", help="text added to the report's heading")
-    parser.add_argument("--append-results", help="append a Markdown section with the result to this file (e.g. bench/RESULTS.md)")
+    parser.add_argument(
+        "--append-results", help="append a Markdown section with the result to this file (e.g. bench/RESULTS.md)"
+    )
     args, extra = parser.parse_known_args(argv)
     overrides_extra = _parse_overrides(extra)
     implementations = [name.strip() for name in args.implementations.split(",") if name.strip()]
@@ -492,19 +567,30 @@ def main(argv=None) -> int:
     codes = ([("baseline", Path(args.baseline).resolve())] if args.baseline else []) + [("this", ROOT)]
     with tempfile.TemporaryDirectory(prefix="elmo-train-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        candidates = [Path(args.corpus)] if args.corpus else [ROOT / "work" / "corpus" / "lm" / "train.txt", ROOT / "assets" / "corpus" / "lm" / "train.txt"]
+        candidates = (
+            [Path(args.corpus)]
+            if args.corpus
+            else [ROOT / "work" / "corpus" / "lm" / "train.txt", ROOT / "assets" / "corpus" / "lm" / "train.txt"]
+        )
         corpus = next((path for path in candidates if path.is_file()), None)
         if corpus is None and args.corpus:
             parser.error(f"--corpus: {args.corpus} is not a file")
         corpus = corpus or synthetic_corpus(tmp / "corpus.txt")
         overrides = {
-            "paths.train": str(corpus.resolve()), "paths.heldout": None, "export.legacy": False,
-            "training.max_steps": 10**6, "training.checkpoint_every": 10**9, "training.eval_every": 0,
+            "paths.train": str(corpus.resolve()),
+            "paths.heldout": None,
+            "export.legacy": False,
+            "training.max_steps": 10**6,
+            "training.checkpoint_every": 10**9,
+            "training.eval_every": 0,
             **overrides_extra,
         }
         from confection import Config
 
-        batch_tokens = overrides.get("data.batch_tokens") or Config().from_disk(args.config, interpolate=False)["data"]["batch_tokens"]
+        batch_tokens = (
+            overrides.get("data.batch_tokens")
+            or Config().from_disk(args.config, interpolate=False)["data"]["batch_tokens"]
+        )
         global_batch = batch_tokens * layouts[0][0]
         gemm_before = gemm_gflops(1)
         variants = []
@@ -512,20 +598,31 @@ def main(argv=None) -> int:
             for code_name, code in codes:
                 for implementation in implementations:
                     for procs, threads in layouts:
-                        name = " ".join([code_name] + ([implementation] if len(implementations) > 1 else [])
-                                        + ([f"{procs}x{threads}"] if len(layouts) > 1 else []))
+                        name = " ".join(
+                            [code_name]
+                            + ([implementation] if len(implementations) > 1 else [])
+                            + ([f"{procs}x{threads}"] if len(layouts) > 1 else [])
+                        )
                         layout = {"system.threads": threads, "data.batch_tokens": global_batch // procs}
                         spec = {"config": str(Path(args.config).resolve()), "overrides": overrides | layout}
                         variants.append(Variant(name, code, implementation, spec, procs, threads, tmp, env))
-                    print(f"{name}: ready ({variants[-1].info['architecture']}, {variants[-1].info['softmax']} softmax)", file=sys.stderr)
+                    print(
+                        f"{name}: ready ({variants[-1].info['architecture']}, {variants[-1].info['softmax']} softmax)",
+                        file=sys.stderr,
+                    )
             for index in range(args.warmup + args.steps):
                 order = variants if index % 2 == 0 else variants[::-1]
                 for variant in order:
                     variant.records.append(variant.step())
                 words = {v.records[-1]["global_words"] for v in variants}
                 if len(words) != 1:
-                    raise RuntimeError(f"step {index}: the variants trained on different batches ({sorted(words)} words)")
-                print(f"step {index}: " + ", ".join(f"{v.name} {v.records[-1]['seconds']:.3f} s" for v in variants), file=sys.stderr)
+                    raise RuntimeError(
+                        f"step {index}: the variants trained on different batches ({sorted(words)} words)"
+                    )
+                print(
+                    f"step {index}: " + ", ".join(f"{v.name} {v.records[-1]['seconds']:.3f} s" for v in variants),
+                    file=sys.stderr,
+                )
             profiles = {}
             if args.profile:
                 for variant in variants:
@@ -542,14 +639,17 @@ def main(argv=None) -> int:
     reference = variants[0]
     ratios = {}
     for variant in variants[1:]:
-        pairs = list(zip(reference.records[args.warmup:], variant.records[args.warmup:]))
+        pairs = list(zip(reference.records[args.warmup :], variant.records[args.warmup :]))
         per_step = [a["seconds"] / b["seconds"] for a, b in pairs]
         per_step_cpu = [a["cpu_seconds"] / b["cpu_seconds"] for a, b in pairs]
         ratios[variant.name] = {
             "words_per_s_ratio": results[variant.name]["words_per_s"] / results[reference.name]["words_per_s"],
-            "words_per_cpu_s_ratio": results[variant.name]["words_per_cpu_s"] / results[reference.name]["words_per_cpu_s"],
+            "words_per_cpu_s_ratio": results[variant.name]["words_per_cpu_s"]
+            / results[reference.name]["words_per_cpu_s"],
             "per_step_cpu_median": statistics.median(per_step_cpu),
-            "per_step_cpu_quartiles": statistics.quantiles(per_step_cpu, n=4) if len(per_step_cpu) > 1 else per_step_cpu * 3,
+            "per_step_cpu_quartiles": statistics.quantiles(per_step_cpu, n=4)
+            if len(per_step_cpu) > 1
+            else per_step_cpu * 3,
             "per_step_median": statistics.median(per_step),
             "per_step_quartiles": statistics.quantiles(per_step, n=4) if len(per_step) > 1 else per_step * 3,
             "per_step_min_max": [min(per_step), max(per_step)],
@@ -575,7 +675,9 @@ def main(argv=None) -> int:
     }
     last = results[variants[-1].name]
     # the last variant's figures at the top level, as `python -m bench` reads them
-    result.update(words_per_s=last["words_per_s"], fraction_of_gemm=last["roofline_executed"], threads=variants[-1].layout[1])
+    result.update(
+        words_per_s=last["words_per_s"], fraction_of_gemm=last["roofline_executed"], threads=variants[-1].layout[1]
+    )
     print(json.dumps(result, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -590,9 +692,15 @@ def main(argv=None) -> int:
 
 def _commit(directory: Path) -> str:
     try:
-        commit = subprocess.run(["git", "-C", str(directory), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(directory), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return commit + (" (with uncommitted changes)" if dirty else "")
@@ -615,7 +723,8 @@ def render_section(result: dict, argv: list[str], started: str, load_start, labe
     names = list(result["variants"])
     code_lines = "; ".join(f"{name}: `{codes[name]}` at {_commit(codes[name])}" for name in names)
     lines = [
-        f"## Training throughput, {started} ({result['config']}, {result['architecture']})" + (f" ({label})" if label else ""),
+        f"## Training throughput, {started} ({result['config']}, {result['architecture']})"
+        + (f" ({label})" if label else ""),
         "",
         f"Machine: {cpu}, {os.cpu_count()} cores; torch {torch.__version__}; processes × threads per variant: "
         f"{result['layouts']} (global batch {result['global_batch_tokens']} padded words), fp32, OMP_WAIT_POLICY={result['omp_wait_policy']}. "
@@ -655,7 +764,10 @@ def render_section(result: dict, argv: list[str], started: str, load_start, labe
         ]
     first = result["variants"][names[-1]]
     share = ", ".join(f"{part} {100 * value:.0f}%" for part, value in first["executed_forward_share"].items())
-    lines += ["", f"Executed forward FLOPs by part ({names[-1]}): {share}; distinct words per position {first['distinct_words_per_token']:.2f}."]
+    lines += [
+        "",
+        f"Executed forward FLOPs by part ({names[-1]}): {share}; distinct words per position {first['distinct_words_per_token']:.2f}.",
+    ]
     if result["profiles"]:
         profiled = list(result["profiles"])
         lines += [
@@ -672,7 +784,9 @@ def render_section(result: dict, argv: list[str], started: str, load_start, labe
                 p = result["profiles"][n]["profile"][part]
                 cells += [f"{p['forward_ms']:.1f}", f"{p['backward_ms']:.1f}" if p["backward_ms"] else ""]
             lines.append(f"| {part} | " + " | ".join(cells) + " |")
-        lines.append("| whole step | " + " | ".join(f"{result['profiles'][n]['step_ms']:.1f} | " for n in profiled) + " |")
+        lines.append(
+            "| whole step | " + " | ".join(f"{result['profiles'][n]['step_ms']:.1f} | " for n in profiled) + " |"
+        )
     return "\n".join(lines) + "\n"
 
 

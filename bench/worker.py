@@ -77,7 +77,12 @@ def _errors(reference, approx) -> dict:
         worst = max(worst, float(diff.max()))
         mean = max(mean, float(diff.mean()))
         scale = max(scale, float(ref.abs().max()))
-    return {"max_abs_error": worst, "mean_abs_error": mean, "max_abs_value": scale, "relative_error": worst / max(scale, 1e-30)}
+    return {
+        "max_abs_error": worst,
+        "mean_abs_error": mean,
+        "max_abs_value": scale,
+        "relative_error": worst / max(scale, 1e-30),
+    }
 
 
 def _time_batches(run, batches, min_seconds: float) -> list[float]:

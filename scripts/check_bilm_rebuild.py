@@ -52,7 +52,8 @@ def check(model: Path, seeds: dict, metrics: dict) -> dict:
         "published_bilm_commit": published_step["git"]["commit"],
         "cpu": {"published": published_step.get("machine", {}).get("cpu"), "rebuilt": pretrained_on.get("cpu")},
         "published_pretraining": {
-            "started_utc": published_step.get("started_utc"), "ended_utc": published_step.get("ended_utc"),
+            "started_utc": published_step.get("started_utc"),
+            "ended_utc": published_step.get("ended_utc"),
             "machine": published_step.get("machine"),
         },
         "rebuild": {
@@ -82,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     record = check(args.model, json.loads(args.published.read_text()), json.loads(args.published_metrics.read_text()))
     args.out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"{args.out}: model.safetensors {'matches' if record['match'] else 'DIFFERS FROM'} the published biLM "
-          f"({record['model_safetensors_sha256']['rebuilt'][:12]} vs {record['model_safetensors_sha256']['published'][:12]})")
+    print(
+        f"{args.out}: model.safetensors {'matches' if record['match'] else 'DIFFERS FROM'} the published biLM "
+        f"({record['model_safetensors_sha256']['rebuilt'][:12]} vs {record['model_safetensors_sha256']['published'][:12]})"
+    )
     return 0
 
 

@@ -23,7 +23,7 @@ TOOLS = {"pip": "pip"}
 
 def _install_hint(extras: list[str]) -> str:
     spec = f"{PACKAGE}[{','.join(extras)}]" if extras else PACKAGE
-    return f"pip install '{spec}' (in a checkout: pip install -e '.{spec[len(PACKAGE):]}')"
+    return f"pip install '{spec}' (in a checkout: pip install -e '.{spec[len(PACKAGE) :]}')"
 
 
 def problems(extras: list[str]) -> tuple[list[str], str]:

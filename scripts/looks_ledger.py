@@ -18,9 +18,11 @@ import re
 from pathlib import Path
 
 LEDGER = "test_looks.json"
-ABOUT = ("One entry per scoring of a trained model on the CoNLL-2003 test set, appended by scripts/evaluate_runs.py "
-         "(entries whose source starts with 'reconstructed' were rebuilt from git history by "
-         "scripts/reconstruct_test_looks.py). Never edited by hand.")
+ABOUT = (
+    "One entry per scoring of a trained model on the CoNLL-2003 test set, appended by scripts/evaluate_runs.py "
+    "(entries whose source starts with 'reconstructed' were rebuilt from git history by "
+    "scripts/reconstruct_test_looks.py). Never edited by hand."
+)
 # per task: the score `spacy evaluate` writes for it
 TASK_SCORE = {"ner": "ents_f", "pos": "tag_acc"}
 # run names of scripts/train_ner.py: [task_]system_pct[_sSEED] (the `all` workflow's runs have no task: NER)
@@ -36,8 +38,12 @@ def parse_run(name: str) -> dict | None:
     match = RUN_NAME.match(name)
     if not match:
         return None
-    return {"task": match["task"] or "ner", "system": match["system"], "fraction": match["pct"],
-            "seed": int(match["seed"]) if match["seed"] is not None else None}
+    return {
+        "task": match["task"] or "ner",
+        "system": match["system"],
+        "fraction": match["pct"],
+        "seed": int(match["seed"]) if match["seed"] is not None else None,
+    }
 
 
 def recipe(train_record: dict | None) -> dict:
@@ -50,10 +56,12 @@ def recipe(train_record: dict | None) -> dict:
     if "train" not in command or command.index("train") + 1 >= len(command):
         return {"config": None, "config_sha256": None, "settings": None, "train_sha256": None, "bilm_sha256": None}
     at = command.index("train")
-    config, options = command[at + 1], command[at + 2:]
+    config, options = command[at + 1], command[at + 2 :]
     pairs = [(options[i], options[i + 1]) for i in range(0, len(options) - 1, 2) if options[i].startswith("--")]
     given = dict(pairs)
-    config_sha = inputs.get(config) or next((c.get("sha256") for c in record.get("configs") or [] if c.get("path") == config), None)
+    config_sha = inputs.get(config) or next(
+        (c.get("sha256") for c in record.get("configs") or [] if c.get("path") == config), None
+    )
     elmo = given.get("--paths.elmo")
     return {
         "config": Path(config).name,
@@ -76,9 +84,13 @@ def same_recipe_looks(ledger: dict, look: dict) -> list[dict]:
     if not recipe_known(look):
         return []
     keys = ("task", "fraction", "system", "seed")
-    return [entry for entry in ledger.get("looks", [])
-            if all(entry.get(k) == look.get(k) for k in keys) and recipe_known(entry)
-            and all((entry["recipe"].get(k) == look["recipe"].get(k)) for k in RECIPE_KEYS)]
+    return [
+        entry
+        for entry in ledger.get("looks", [])
+        if all(entry.get(k) == look.get(k) for k in keys)
+        and recipe_known(entry)
+        and all((entry["recipe"].get(k) == look["recipe"].get(k)) for k in RECIPE_KEYS)
+    ]
 
 
 def load(path: Path) -> dict:

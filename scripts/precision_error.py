@@ -23,14 +23,22 @@ import doc_regions  # scripts/, beside this one: the lab's one marker-splicing h
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = {  # name: (options, weights, sentences file)
-    "AllenNLP": ("tests/fixtures/allennlp_elmo/options.json", "tests/fixtures/allennlp_elmo/lm_weights.hdf5",
-                 "tests/fixtures/allennlp_elmo/sentences.json"),
-    "bilm-tf": ("tests/fixtures/bilm_tf/model/options.json", "tests/fixtures/bilm_tf/model/lm_weights.hdf5",
-                "tests/fixtures/bilm_tf/model/lm_embeddings_sentences.json"),
+    "AllenNLP": (
+        "tests/fixtures/allennlp_elmo/options.json",
+        "tests/fixtures/allennlp_elmo/lm_weights.hdf5",
+        "tests/fixtures/allennlp_elmo/sentences.json",
+    ),
+    "bilm-tf": (
+        "tests/fixtures/bilm_tf/model/options.json",
+        "tests/fixtures/bilm_tf/model/lm_weights.hdf5",
+        "tests/fixtures/bilm_tf/model/lm_embeddings_sentences.json",
+    ),
 }
 OPTIONS = {  # name: (how, in the doc)
-    "int8": ("int8 dynamic quantization (CPU)",
-             "`spacy_elmo.quantization.quantize_int8(model)`; undo with `quantization.dequantize(model)`"),
+    "int8": (
+        "int8 dynamic quantization (CPU)",
+        "`spacy_elmo.quantization.quantize_int8(model)`; undo with `quantization.dequantize(model)`",
+    ),
     "bf16": ("bf16 autocast", '`with torch.autocast("cuda", dtype=torch.bfloat16):` (also `"cpu"`)'),
     "fp16": ("fp16 autocast", '`with torch.autocast("cuda", dtype=torch.float16):`'),
 }
@@ -49,7 +57,11 @@ def _error(got, exact, mask) -> dict:
     keep = mask.bool()
     diffs = torch.cat([(g.float() - e)[keep].abs().flatten() for g, e in zip(got, exact)])
     top = max(e[keep].abs().max().item() for e in exact)
-    return {"max_abs": diffs.max().item(), "mean_abs": diffs.mean().item(), "max_rel_percent": 100 * diffs.max().item() / top}
+    return {
+        "max_abs": diffs.max().item(),
+        "mean_abs": diffs.mean().item(),
+        "max_rel_percent": 100 * diffs.max().item() / top,
+    }
 
 
 def measure_fixture(name: str) -> dict:
@@ -83,8 +95,10 @@ def cmd_measure(args) -> int:
     import torch
 
     torch.manual_seed(0)
-    result = {"about": "Error of int8 / bf16 / fp16 against fp32 on the fixture biLMs (CPU), written by scripts/precision_error.py",
-              "fixtures": {name: measure_fixture(name) for name in FIXTURES}}
+    result = {
+        "about": "Error of int8 / bf16 / fp16 against fp32 on the fixture biLMs (CPU), written by scripts/precision_error.py",
+        "fixtures": {name: measure_fixture(name) for name in FIXTURES},
+    }
     result["provenance"] = prov.record(torch_threads=torch.get_num_threads())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf8")
@@ -96,16 +110,25 @@ def render(result: dict) -> str:
     """The table's rows, from a results file."""
     prov = result.get("provenance") or {}
     git = prov.get("git") or {}
-    commit = (git.get("commit") or "unknown")[:7] + (" with uncommitted changes elsewhere in the tree" if git.get("dirty") else "")
+    commit = (git.get("commit") or "unknown")[:7] + (
+        " with uncommitted changes elsewhere in the tree" if git.get("dirty") else ""
+    )
     machine = (prov.get("machine") or {}).get("cpu") or "?"
-    lines = ["| option | how | measured error (fixtures: trained biLMs, max abs / mean abs / max abs ÷ max \\|h\\|) |",
-             "| --- | --- | --- |"]
+    lines = [
+        "| option | how | measured error (fixtures: trained biLMs, max abs / mean abs / max abs ÷ max \\|h\\|) |",
+        "| --- | --- | --- |",
+    ]
     for option, (title, how) in OPTIONS.items():
-        parts = [f"{name} {e[option]['max_abs']:.1e} / {e[option]['mean_abs']:.1e} / {e[option]['max_rel_percent']:.2f}%"
-                 for name, e in result["fixtures"].items()]
+        parts = [
+            f"{name} {e[option]['max_abs']:.1e} / {e[option]['mean_abs']:.1e} / {e[option]['max_rel_percent']:.2f}%"
+            for name, e in result["fixtures"].items()
+        ]
         lines.append(f"| {title} | {how} | {'; '.join(parts)} |")
-    lines += ["", f"(Measured on CPU by `python scripts/precision_error.py measure`, {prov.get('ended_utc', '?')}, commit {commit}, "
-                  f"{machine}: [results/precision_error.json](../results/precision_error.json).)"]
+    lines += [
+        "",
+        f"(Measured on CPU by `python scripts/precision_error.py measure`, {prov.get('ended_utc', '?')}, commit {commit}, "
+        f"{machine}: [results/precision_error.json](../results/precision_error.json).)",
+    ]
     return "\n".join(lines)
 
 
@@ -117,7 +140,9 @@ def cmd_doc(args) -> int:
     result = json.loads(args.results.read_text(encoding="utf8"))
     current = args.doc.read_text(encoding="utf8")
     updated = splice(current, render(result), where=str(args.doc))
-    done = doc_regions.write_or_check({args.doc: (current, updated)}, args.check, "python scripts/precision_error.py doc")
+    done = doc_regions.write_or_check(
+        {args.doc: (current, updated)}, args.check, "python scripts/precision_error.py doc"
+    )
     if done == 0 and not args.check:
         print(f"wrote the precision table of {args.doc} from {args.results}")
     return done

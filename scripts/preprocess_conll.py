@@ -24,6 +24,7 @@ Usage:
     python scripts/preprocess_conll.py assets/conll2003/train.txt corpus/train_10pct.spacy \\
         --fraction 0.1 --seed 0
 """
+
 import argparse
 import random
 from pathlib import Path

@@ -17,6 +17,7 @@ Usage:
     python scripts/preprocess_lm_text.py --bbc-dir assets/bbcnews \\
         --conll-text corpus/conll_train.txt --output-dir corpus/lm
 """
+
 import argparse
 import random
 import re
@@ -29,10 +30,7 @@ from spacy.util import compile_infix_regex
 def make_nlp():
     """Blank English tokenizer that keeps hyphenated tokens, plus sentencizer."""
     nlp = spacy.blank("en")
-    infixes = [
-        rule for rule in nlp.Defaults.infixes
-        if not re.search(rule, "a-b") and not re.search(rule, "1-2")
-    ]
+    infixes = [rule for rule in nlp.Defaults.infixes if not re.search(rule, "a-b") and not re.search(rule, "1-2")]
     nlp.tokenizer.infix_finditer = compile_infix_regex(infixes).finditer
     nlp.add_pipe("sentencizer")
     return nlp
@@ -63,13 +61,13 @@ def article_sentences(nlp, paragraphs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bbc-dir", type=Path, default=Path("assets/bbcnews"))
-    parser.add_argument("--conll-text", type=Path, required=True,
-                        help="CoNLL train sentences, one per line")
+    parser.add_argument("--conll-text", type=Path, required=True, help="CoNLL train sentences, one per line")
     parser.add_argument("--output-dir", type=Path, required=True)
     parser.add_argument("--heldout-fraction", type=float, default=0.02)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--limit-sents", type=int, default=0,
-                        help="keep at most N sentences from each source (smoke tests)")
+    parser.add_argument(
+        "--limit-sents", type=int, default=0, help="keep at most N sentences from each source (smoke tests)"
+    )
     args = parser.parse_args()
 
     nlp = make_nlp()

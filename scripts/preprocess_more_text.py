@@ -17,6 +17,7 @@ Usage:
     python scripts/preprocess_more_text.py --sotu-dir assets/sotu --from-year 1900 \\
         --lm-dir corpus/lm --output-dir corpus/lm_more
 """
+
 import argparse
 import heapq
 import re
@@ -79,10 +80,14 @@ def main(argv=None):
     args.output_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(args.lm_dir / "heldout.txt", args.output_dir / "heldout.txt")
     base = args.lm_dir.joinpath("train.txt").read_text(encoding="utf8").splitlines()
-    args.output_dir.joinpath("train.txt").write_text("".join(line + "\n" for line in spread(base, added)), encoding="utf8")
+    args.output_dir.joinpath("train.txt").write_text(
+        "".join(line + "\n" for line in spread(base, added)), encoding="utf8"
+    )
     words = sum(len(sent.split()) for sent in added)
-    print(f"{args.output_dir / 'train.txt'}: {args.lm_dir / 'train.txt'} with {len(added)} sentences ({words} tokens) "
-          f"of {len(files)} addresses from {args.from_year} on; {dropped} equal to a held-out sentence dropped")
+    print(
+        f"{args.output_dir / 'train.txt'}: {args.lm_dir / 'train.txt'} with {len(added)} sentences ({words} tokens) "
+        f"of {len(files)} addresses from {args.from_year} on; {dropped} equal to a held-out sentence dropped"
+    )
     return 0
 
 

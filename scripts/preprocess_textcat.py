@@ -10,6 +10,7 @@ so the biLM has seen the dev/test article text (not their labels).
 Usage:
     python scripts/preprocess_textcat.py assets/bbcnews corpus/textcat
 """
+
 import argparse
 import random
 from pathlib import Path

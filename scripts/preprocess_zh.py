@@ -19,6 +19,7 @@ CNN sees at most 50 byte ids per token (48 bytes plus begin/end markers).
 Usage:
     python scripts/preprocess_zh.py assets/zh/199801.txt corpus/zh
 """
+
 import argparse
 import random
 import re
@@ -71,8 +72,11 @@ def join_person_names(words, tags):
     out, i = [], 0
     while i < len(words):
         if (
-            i + 1 < len(words) and tags[i] == "nr" and tags[i + 1] == "nr"
-            and 1 <= len(words[i]) <= 2 and 1 <= len(words[i + 1]) <= 2
+            i + 1 < len(words)
+            and tags[i] == "nr"
+            and tags[i + 1] == "nr"
+            and 1 <= len(words[i]) <= 2
+            and 1 <= len(words[i + 1]) <= 2
         ):
             out.append(words[i] + words[i + 1])
             i += 2

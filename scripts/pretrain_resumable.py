@@ -87,7 +87,7 @@ def finished(output: Path) -> bool:
 
 
 def plan(output: Path, record: dict) -> str:
-    """"skip" (finished with this record), "resume" (unfinished, a checkpoint kept) or "start"."""
+    """ "skip" (finished with this record), "resume" (unfinished, a checkpoint kept) or "start"."""
     try:
         same = json.loads((output / RECORD).read_text(encoding="utf-8")) == record
     except (OSError, ValueError):
@@ -137,8 +137,11 @@ def run(command: list[str], output: Path, env: dict[str, str] | None = None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, command = wrapper_arguments(sys.argv[1:] if argv is None else argv, "pretrain_resumable.py",
-                                      ("--output", "the pretraining's output directory"))
+    args, command = wrapper_arguments(
+        sys.argv[1:] if argv is None else argv,
+        "pretrain_resumable.py",
+        ("--output", "the pretraining's output directory"),
+    )
     from spacy_elmo.provenance import Provenance
 
     output = args.output
@@ -146,13 +149,22 @@ def main(argv: list[str] | None = None) -> int:
     record = run_record(command, output, env)
     step = plan(output, record)
     if step == "skip":
-        print(f"{output}: finished earlier with the same command, settings, data and thread settings; not run again", file=sys.stderr)
+        print(
+            f"{output}: finished earlier with the same command, settings, data and thread settings; not run again",
+            file=sys.stderr,
+        )
         return 0
     if step == "resume":
-        print(f"{output}: resuming from {latest_checkpoint(output)} (same command, settings, data and thread settings)", file=sys.stderr)
+        print(
+            f"{output}: resuming from {latest_checkpoint(output)} (same command, settings, data and thread settings)",
+            file=sys.stderr,
+        )
         command = [*command, "--resume"]
     elif output.exists():
-        print(f"{output}: starting over (the command, its settings, its data or its thread settings changed)", file=sys.stderr)
+        print(
+            f"{output}: starting over (the command, its settings, its data or its thread settings changed)",
+            file=sys.stderr,
+        )
         shutil.rmtree(output)
     output.mkdir(parents=True, exist_ok=True)
     (output / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

@@ -21,8 +21,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-SETTINGS_HELP = ("space-separated section.key=value settings, added to the command as `--section.key value` "
-                 "(a project variable cannot carry them with their dashes: spaCy's `project run` strips them)")
+SETTINGS_HELP = (
+    "space-separated section.key=value settings, added to the command as `--section.key value` "
+    "(a project variable cannot carry them with their dashes: spaCy's `project run` strips them)"
+)
 
 
 def settings_as_options(text: str | None) -> list[str]:
@@ -51,7 +53,7 @@ def wrapper_arguments(argv: Sequence[str], prog: str, output: tuple[str, str]) -
     parser.add_argument("--config", action="append", default=[], help="config file the command uses (repeatable)")
     parser.add_argument("--settings", default="", help=SETTINGS_HELP)
     args = parser.parse_args(argv[:cut])
-    command = argv[cut + 1:]
+    command = argv[cut + 1 :]
     if not command:
         parser.error("no command after --")
     command += settings_as_options(args.settings)
@@ -61,8 +63,9 @@ def wrapper_arguments(argv: Sequence[str], prog: str, output: tuple[str, str]) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, command = wrapper_arguments(sys.argv[1:] if argv is None else argv, "scripts/provenance_step.py",
-                                      ("--out", "provenance JSON to write"))
+    args, command = wrapper_arguments(
+        sys.argv[1:] if argv is None else argv, "scripts/provenance_step.py", ("--out", "provenance JSON to write")
+    )
     from spacy_elmo.provenance import Provenance  # here: importing the package loads transformers (seconds)
 
     prov = Provenance(command=command, seed=args.seed, configs=args.config)

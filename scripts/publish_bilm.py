@@ -39,8 +39,10 @@ def publish(source: Path, dest: Path, replace: bool = False) -> dict:
     digest = sha256(weights)
     publisher = git_state()  # before DEST changes the tree
     if (dest / "model.safetensors").is_file() and sha256(dest / "model.safetensors") != digest and not replace:
-        raise SystemExit(f"{dest}/model.safetensors: holds other weights than {weights}; "
-                         "pass --replace to publish these (the runs that read the old ones must be redone)")
+        raise SystemExit(
+            f"{dest}/model.safetensors: holds other weights than {weights}; "
+            "pass --replace to publish these (the runs that read the old ones must be redone)"
+        )
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
@@ -66,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replace", action="store_true", help="publish over a DEST holding other weights")
     args = parser.parse_args(argv)
     record = publish(args.source, args.dest, args.replace)
-    print(f"{args.dest}: model.safetensors {record['files']['model.safetensors'][:12]} "
-          f"({len(record['files'])} files from {args.source})")
+    print(
+        f"{args.dest}: model.safetensors {record['files']['model.safetensors'][:12]} "
+        f"({len(record['files'])} files from {args.source})"
+    )
     return 0
 
 

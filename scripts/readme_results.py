@@ -60,11 +60,19 @@ def markdown_table(results: dict) -> str:
 
 
 def _pm(cell: dict) -> str:
-    return f"{cell['mean']:.2f} ± {cell['std']:.2f} (n={cell['n']})" if cell["std"] is not None else f"{cell['mean']:.2f} (n=1, no spread)"
+    return (
+        f"{cell['mean']:.2f} ± {cell['std']:.2f} (n={cell['n']})"
+        if cell["std"] is not None
+        else f"{cell['mean']:.2f} (n=1, no spread)"
+    )
 
 
 def _gain_pm(cell: dict) -> str:
-    return f"{cell['mean']:+.2f} ± {cell['std']:.2f} (n={cell['n']})" if cell["std"] is not None else f"{cell['mean']:+.2f} (n=1, no spread)"
+    return (
+        f"{cell['mean']:+.2f} ± {cell['std']:.2f} (n={cell['n']})"
+        if cell["std"] is not None
+        else f"{cell['mean']:+.2f} (n=1, no spread)"
+    )
 
 
 def _commit(record: dict) -> str:
@@ -83,8 +91,10 @@ def _commit(record: dict) -> str:
 def _machine(record: dict) -> str:
     m = record.get("machine") or {}
     gpu = f", GPU {m['gpu']}" if m.get("gpu") else ", CPU only"
-    return (f"{m.get('cpu')}, {m.get('cores')} cores, {m.get('memory_gib')} GiB{gpu}; Python {m.get('python')}, "
-            f"torch {m.get('torch')}, spaCy {m.get('spacy')}, transformers {m.get('transformers')}")
+    return (
+        f"{m.get('cpu')}, {m.get('cores')} cores, {m.get('memory_gib')} GiB{gpu}; Python {m.get('python')}, "
+        f"torch {m.get('torch')}, spaCy {m.get('spacy')}, transformers {m.get('transformers')}"
+    )
 
 
 def _minutes(record: dict) -> float | None:
@@ -100,8 +110,11 @@ def _minutes(record: dict) -> float | None:
 def provenance_lines(what: str, block: dict | None) -> list[str]:
     """Plain statement of where `what` came from; says so when it was not recorded or the tree was dirty."""
     if not block:
-        return [f"**{what}: provenance not recorded** (these results predate provenance recording: commit, "
-                "exact configs and step times are unknown).", ""]
+        return [
+            f"**{what}: provenance not recorded** (these results predate provenance recording: commit, "
+            "exact configs and step times are unknown).",
+            "",
+        ]
     records = [block["report"]] if "report" in block else [block]
     records += list(block.get("steps", {}).values())
     commits = sorted({_commit(r) for r in records})
@@ -116,7 +129,11 @@ def provenance_lines(what: str, block: dict | None) -> list[str]:
         lines[0] += f" Seeds: {', '.join(map(str, seeds))}."
     configs = block.get("configs")
     if configs:
-        lines[0] += " Configs as run: " + ", ".join(f"`configs/{name}` (sha256 {digest[:12]})" for name, digest in sorted(configs.items())) + "."
+        lines[0] += (
+            " Configs as run: "
+            + ", ".join(f"`configs/{name}` (sha256 {digest[:12]})" for name, digest in sorted(configs.items()))
+            + "."
+        )
     return lines + [""]
 
 
@@ -130,8 +147,10 @@ def goal_lines(summary: dict) -> list[str]:
             parts.append(f"{task} {pct}%: ≥ {goal:+.2f} — not measured")
             continue
         if gain["n"] < GOAL_SEEDS:
-            parts.append(f"{task} {pct}%: ≥ {goal:+.2f} — not judged ({gain['mean']:+.2f} from {gain['n']} seed(s); "
-                         f"the goal is a mean over {GOAL_SEEDS})")
+            parts.append(
+                f"{task} {pct}%: ≥ {goal:+.2f} — not judged ({gain['mean']:+.2f} from {gain['n']} seed(s); "
+                f"the goal is a mean over {GOAL_SEEDS})"
+            )
             continue
         met = "met" if gain["mean"] >= goal else "**not met**"
         parts.append(f"{task} {pct}%: ≥ {goal:+.2f} — {met} ({gain['mean']:+.2f}, mean of {gain['n']} seed(s))")
@@ -140,7 +159,9 @@ def goal_lines(summary: dict) -> list[str]:
 
 def _span_minutes(records: list[dict]) -> float | None:
     """Minutes from the first record's start to the last one's end."""
-    return _minutes({"started_utc": min(r["started_utc"] for r in records), "ended_utc": max(r["ended_utc"] for r in records)})
+    return _minutes(
+        {"started_utc": min(r["started_utc"] for r in records), "ended_utc": max(r["ended_utc"] for r in records)}
+    )
 
 
 def _pretrain_records(block: dict | None) -> list[dict]:
@@ -156,8 +177,11 @@ def _reused_records(block: dict | None) -> dict[str, dict]:
     if not pretrain:
         return {}
     first = min(r["started_utc"] for r in pretrain)
-    return {label: r for label, r in (block or {}).get("steps", {}).items()
-            if r not in pretrain and r.get("started_utc") and r.get("ended_utc") and r["ended_utc"] <= first}
+    return {
+        label: r
+        for label, r in (block or {}).get("steps", {}).items()
+        if r not in pretrain and r.get("started_utc") and r.get("ended_utc") and r["ended_utc"] <= first
+    }
 
 
 def _busy_minutes(records: list[dict]) -> float:
@@ -179,8 +203,10 @@ def _reused_clause(reused: dict[str, dict]) -> tuple[str, float]:
     """The words naming the reused steps, and the minutes they add (the time while any of them ran)."""
     minutes = _busy_minutes(list(reused.values()))
     since = min(r["started_utc"] for r in reused.values())
-    return (f"reused {', '.join(sorted(reused))}, finished earlier with the same command and inputs "
-            f"({minutes:.1f} min while any of them ran, from {since})"), minutes
+    return (
+        f"reused {', '.join(sorted(reused))}, finished earlier with the same command and inputs "
+        f"({minutes:.1f} min while any of them ran, from {since})"
+    ), minutes
 
 
 def seeds_time_lines(block: dict | None) -> list[str]:
@@ -189,7 +215,11 @@ def seeds_time_lines(block: dict | None) -> list[str]:
     steps = (block or {}).get("steps", {})
     pretrain = _pretrain_records(block)
     reused = _reused_records(block)
-    rest = [r for label, r in steps.items() if r not in pretrain and label not in reused and r.get("started_utc") and r.get("ended_utc")]
+    rest = [
+        r
+        for label, r in steps.items()
+        if r not in pretrain and label not in reused and r.get("started_utc") and r.get("ended_utc")
+    ]
     if not rest:
         return []
     span, busy = _span_minutes(rest), _busy_minutes(rest)
@@ -198,8 +228,10 @@ def seeds_time_lines(block: dict | None) -> list[str]:
         text = f"Wall time: the seeds trainings and evaluations ran {span:.1f} min (first start to last end of their records)"
     else:  # run in more than one sitting (a changed cell retrained later): the time between sittings is not the run's
         total = busy
-        text = (f"Wall time: the seeds trainings and evaluations ran {busy:.1f} min (while any of their records ran: they ran in "
-                f"more than one sitting, {span:.1f} min from first start to last end)")
+        text = (
+            f"Wall time: the seeds trainings and evaluations ran {busy:.1f} min (while any of their records ran: they ran in "
+            f"more than one sitting, {span:.1f} min from first start to last end)"
+        )
     if reused:
         clause, minutes = _reused_clause(reused)
         text += f"; they {clause}"
@@ -208,9 +240,11 @@ def seeds_time_lines(block: dict | None) -> list[str]:
     if minutes:
         total += sum(minutes)
         verdict = "within" if total <= SEEDS_BUDGET_MIN else "**over**"
-        text += (f"; the biLM they share was pretrained in {sum(minutes):.1f} min ({_commit(pretrain[0])}); "
-                 f"{total:.1f} min together, {verdict} the {SEEDS_BUDGET_MIN}-minute budget (data preparation adds about a "
-                 "minute and records no time)")
+        text += (
+            f"; the biLM they share was pretrained in {sum(minutes):.1f} min ({_commit(pretrain[0])}); "
+            f"{total:.1f} min together, {verdict} the {SEEDS_BUDGET_MIN}-minute budget (data preparation adds about a "
+            "minute and records no time)"
+        )
     return [text + ".", ""]
 
 
@@ -219,16 +253,21 @@ def all_time_lines(block: dict | None) -> list[str]:
     time of any step it reused from an earlier run (so the verdict is for a run from scratch)."""
     block = block or {}
     reused = _reused_records(block)
-    records = [r for label, r in [("report", block.get("report")), *block.get("steps", {}).items()]
-               if r and label not in reused and r.get("started_utc") and r.get("ended_utc")]
+    records = [
+        r
+        for label, r in [("report", block.get("report")), *block.get("steps", {}).items()]
+        if r and label not in reused and r.get("started_utc") and r.get("ended_utc")
+    ]
     if not records:
         return []
     span = _span_minutes(records)
     if span is None:
         return []
     seconds = round(span * 60)  # to the second: a run near the budget must not read "60.0 min, within"
-    text = (f"Wall time of this `all` run: {seconds // 60} min {seconds % 60} s from the first recorded start to the report's end (fetching the "
-            "data and preprocessing record no time: about a minute)")
+    text = (
+        f"Wall time of this `all` run: {seconds // 60} min {seconds % 60} s from the first recorded start to the report's end (fetching the "
+        "data and preprocessing record no time: about a minute)"
+    )
     total = span
     if reused:
         clause, minutes = _reused_clause(reused)
@@ -243,14 +282,16 @@ def make_main_time_lines(metrics: dict) -> list[str]:
     """`make main`'s own wall time, from the start the Makefile records (before it builds .venv) to the report's
     end, and the pretraining speed it reached; nothing for a run not started by `make main` (or before it recorded this)."""
     started = (metrics.get("make_main") or {}).get("started_utc")
-    report = ((metrics.get("provenance") or {}).get("report") or {})
+    report = (metrics.get("provenance") or {}).get("report") or {}
     minutes = _minutes({"started_utc": started, "ended_utc": report.get("ended_utc")}) if started else None
     if minutes is None:
         return []
     seconds = round(minutes * 60)
     speed = (metrics.get("pretrain_summary") or {}).get("words_per_s")
-    text = (f"`make main` itself, from its start ({started}, before building `.venv`) to the report's end: {seconds // 60} min "
-            f"{seconds % 60} s, building the environment, fetching the data and preprocessing included")
+    text = (
+        f"`make main` itself, from its start ({started}, before building `.venv`) to the report's end: {seconds // 60} min "
+        f"{seconds % 60} s, building the environment, fetching the data and preprocessing included"
+    )
     if isinstance(speed, (int, float)):
         text += f"; its pretraining ran at {speed:,.0f} words/s"
     verdict = "within" if minutes <= ALL_BUDGET_MIN else "**over**"
@@ -265,12 +306,16 @@ def _pretraining_speeds(results: Path) -> list[tuple[str, float]]:
     bilm = _read_json(results / "metrics.json").get("pretrain_summary") or {}
     if bilm.get("step", 0) >= 1000 and bilm.get("train_seconds"):
         seen[(bilm["step"], round(bilm["train_seconds"] / 60, 1), round(bilm.get("heldout_ppl", 0), 2))] = (
-            "the last `all` run", bilm["step"] / (bilm["train_seconds"] / 60))
+            "the last `all` run",
+            bilm["step"] / (bilm["train_seconds"] / 60),
+        )
     for path in sorted(results.glob("*.json")):
         for variant in _read_json(path).get("variants") or [] if path.name != "metrics.json" else []:
             steps, minutes = variant.get("pretrain_steps"), variant.get("pretrain_minutes")
             if isinstance(steps, int) and steps >= 1000 and minutes:
-                seen.setdefault((steps, minutes, variant.get("heldout_ppl")), (f"{path.stem}: {variant['name']}", steps / minutes))
+                seen.setdefault(
+                    (steps, minutes, variant.get("heldout_ppl")), (f"{path.stem}: {variant['name']}", steps / minutes)
+                )
     return list(seen.values())
 
 
@@ -279,28 +324,40 @@ def make_main_claim(results: Path) -> str:
     machine and pretraining speed, and the range of pretraining speeds recorded in results/ (nothing typed)."""
     metrics = _read_json(results / "metrics.json")
     block = metrics.get("provenance") or {}
-    records = [r for r in [block.get("report"), *(block.get("steps") or {}).values()] if r and r.get("started_utc") and r.get("ended_utc")]
+    records = [
+        r
+        for r in [block.get("report"), *(block.get("steps") or {}).values()]
+        if r and r.get("started_utc") and r.get("ended_utc")
+    ]
     if not records:
         return "No `all` run is recorded yet, so how long it takes is not stated."
     m = (block.get("report") or records[0]).get("machine") or {}
     machine = f"{m.get('cpu')}, {m.get('cores')} cores, " + (f"GPU {m['gpu']}" if m.get("gpu") else "CPU only")
     own = make_main_time_lines(metrics)
     if own:
-        text = own[0].rstrip(".").replace("`make main` itself, from its start", f"The last recorded run ({machine}) took, from its start")
+        text = (
+            own[0]
+            .rstrip(".")
+            .replace("`make main` itself, from its start", f"The last recorded run ({machine}) took, from its start")
+        )
     else:
         seconds = round(_span_minutes(records) * 60)
         speed = (metrics.get("pretrain_summary") or {}).get("words_per_s")
-        text = (f"The last recorded run took {seconds // 60} min {seconds % 60} s on {machine}, from its pretraining's start to its "
-                "report, with building `.venv`, fetching the data and preprocessing not counted (it predates `make main` "
-                "recording its own start)")
+        text = (
+            f"The last recorded run took {seconds // 60} min {seconds % 60} s on {machine}, from its pretraining's start to its "
+            "report, with building `.venv`, fetching the data and preprocessing not counted (it predates `make main` "
+            "recording its own start)"
+        )
         if isinstance(speed, (int, float)):
             text += f"; its pretraining ran at {speed:,.0f} words/s"
     speeds = _pretraining_speeds(results)
     if len(speeds) > 1:
         low, high = min(rate for _, rate in speeds), max(rate for _, rate in speeds)
         steps = (metrics.get("pretrain_summary") or {}).get("step")
-        text += (f". The {len(speeds)} pretrainings recorded in `results/` (this machine kind, other loads) ran at "
-                 f"{low:.0f}–{high:.0f} steps per minute")
+        text += (
+            f". The {len(speeds)} pretrainings recorded in `results/` (this machine kind, other loads) ran at "
+            f"{low:.0f}–{high:.0f} steps per minute"
+        )
         if steps:
             text += f", so the {steps:,} pretraining steps alone take {steps / high:.0f}–{steps / low:.0f} min"
     return text + "."
@@ -312,8 +369,17 @@ def _max_steps(record: dict) -> str:
 
 
 # `spacy train` options every run of a cell gets from train_ner.py itself (data, schedule, seed, device, biLM)
-_STANDARD_TRAIN_OPTIONS = {"--output", "--paths.train", "--paths.dev", "--training.max_steps", "--training.eval_frequency",
-                           "--training.patience", "--system.seed", "--gpu-id", "--paths.elmo"}
+_STANDARD_TRAIN_OPTIONS = {
+    "--output",
+    "--paths.train",
+    "--paths.dev",
+    "--training.max_steps",
+    "--training.eval_frequency",
+    "--training.patience",
+    "--system.seed",
+    "--gpu-id",
+    "--paths.elmo",
+}
 
 
 def cell_settings_lines(block: dict | None) -> list[str]:
@@ -325,9 +391,12 @@ def cell_settings_lines(block: dict | None) -> list[str]:
         match = re.fullmatch(r"(?:.*/)?training_seeds/(\w+?)_(\d+)_s\d+", label)
         if not match or "train" not in command:
             continue
-        options = command[command.index("train") + 2:]  # after `train CONFIG`
-        extra = tuple(f"{options[i]} {options[i + 1]}" for i in range(0, len(options) - 1, 2)
-                      if options[i].startswith("--") and options[i] not in _STANDARD_TRAIN_OPTIONS)
+        options = command[command.index("train") + 2 :]  # after `train CONFIG`
+        extra = tuple(
+            f"{options[i]} {options[i + 1]}"
+            for i in range(0, len(options) - 1, 2)
+            if options[i].startswith("--") and options[i] not in _STANDARD_TRAIN_OPTIONS
+        )
         cells.setdefault(f"{match.group(1).replace('_', ' ')} {match.group(2)}%", set()).add(extra)
     special = {cell: settings for cell, settings in cells.items() if settings != {()}}
     if not special:
@@ -337,8 +406,12 @@ def cell_settings_lines(block: dict | None) -> list[str]:
         shown = " / ".join("`" + " ".join(extra) + "`" if extra else "none" for extra in sorted(settings))
         tuned = any(option.startswith("--components.elmo.fine_tune_layers ") for extra in settings for option in extra)
         parts.append(f"{cell}: {shown}" + (" (the biLM's top layers fine-tuned with the task)" if tuned else ""))
-    return ["Settings beyond a cell's config, from its runs' recorded `spacy train` commands: " + "; ".join(parts)
-            + ". Every other cell: its config as published, the biLM frozen.", ""]
+    return [
+        "Settings beyond a cell's config, from its runs' recorded `spacy train` commands: "
+        + "; ".join(parts)
+        + ". Every other cell: its config as published, the biLM frozen.",
+        "",
+    ]
 
 
 def shared_bilm_lines(seeds_block: dict | None, all_block: dict | None) -> list[str]:
@@ -347,10 +420,13 @@ def shared_bilm_lines(seeds_block: dict | None, all_block: dict | None) -> list[
     mine, theirs = (next(iter(_pretrain_records(block)), None) for block in (seeds_block, all_block))
     if not mine or not theirs or mine.get("started_utc") == theirs.get("started_utc"):
         return []
-    return [f"⚠ **These seeds results use an earlier biLM** than the last `all` run below: pretrained "
-            f"{mine.get('started_utc')} ({_commit(mine)}, {_max_steps(mine)} steps), against "
-            f"{theirs.get('started_utc')} ({_commit(theirs)}, {_max_steps(theirs)} steps) for `all`; "
-            "`spacy project run seeds` has not been rerun on the new one yet.", ""]
+    return [
+        f"⚠ **These seeds results use an earlier biLM** than the last `all` run below: pretrained "
+        f"{mine.get('started_utc')} ({_commit(mine)}, {_max_steps(mine)} steps), against "
+        f"{theirs.get('started_utc')} ({_commit(theirs)}, {_max_steps(theirs)} steps) for `all`; "
+        "`spacy project run seeds` has not been rerun on the new one yet.",
+        "",
+    ]
 
 
 def _link(results: Path, page: Path, name: str) -> str:
@@ -364,25 +440,35 @@ def _read_json(path: Path) -> dict:
 
 def _seeds_table(summary: dict) -> list[str]:
     """One row per task and training fraction: mean ± std of each system, the paired gain, and every seed's values."""
-    out = ["| task | train | baseline | ELMo | paired gain | per seed: baseline / ELMo / gain |", "|---|---|---|---|---|---|"]
+    out = [
+        "| task | train | baseline | ELMo | paired gain | per seed: baseline / ELMo / gain |",
+        "|---|---|---|---|---|---|",
+    ]
     for task in sorted(summary):
         label = TASK_SCORE.get(task, ("", task))[1]
         for pct, cell in sorted(summary[task].items(), key=lambda kv: int(kv[0])):
             base, elmo, gain = cell.get("baseline"), cell.get("elmo"), cell.get("gain")
             values = [(part or {}).get("per_seed", {}) for part in (base, elmo, gain)]
             show = lambda value, form: "–" if value is None else format(value, form)  # noqa: E731
-            per_seed = [f"s{seed}: " + " / ".join(show(v.get(seed), form) for v, form in zip(values, (".2f", ".2f", "+.2f")))
-                        for seed in sorted(set(values[0]) | set(values[1]), key=int)]
-            out.append(f"| {task} ({label}) | {pct}% | {_pm(base) if base else '–'} | {_pm(elmo) if elmo else '–'} | "
-                       f"{_gain_pm(gain) if gain else '–'} | {'; '.join(per_seed)} |")
+            per_seed = [
+                f"s{seed}: " + " / ".join(show(v.get(seed), form) for v, form in zip(values, (".2f", ".2f", "+.2f")))
+                for seed in sorted(set(values[0]) | set(values[1]), key=int)
+            ]
+            out.append(
+                f"| {task} ({label}) | {pct}% | {_pm(base) if base else '–'} | {_pm(elmo) if elmo else '–'} | "
+                f"{_gain_pm(gain) if gain else '–'} | {'; '.join(per_seed)} |"
+            )
     return out + [""]
 
 
 def seed_counts(summary: dict) -> str:
     """How many seeds each cell has, from the data: "every cell with 3 seeds", or the usual count and the
     cells that differ ("3 seeds per cell except pos 100% (1 seed)")."""
-    counts = {(task, pct): max((cell.get(system) or {}).get("n", 0) for system in ("baseline", "elmo"))
-              for task, by_pct in sorted(summary.items()) for pct, cell in sorted(by_pct.items(), key=lambda kv: int(kv[0]))}
+    counts = {
+        (task, pct): max((cell.get(system) or {}).get("n", 0) for system in ("baseline", "elmo"))
+        for task, by_pct in sorted(summary.items())
+        for pct, cell in sorted(by_pct.items(), key=lambda kv: int(kv[0]))
+    }
     if not counts:
         return "no cells"
     seeds = lambda n: f"{n} seed" + ("s" if n != 1 else "")  # noqa: E731
@@ -404,20 +490,29 @@ def test_looks_lines(results: Path, page: Path) -> list[str]:
         return []
     link = _link(results, page, looks_ledger.LEDGER)
     rebuilt = sum(str(entry.get("source", "")).startswith("reconstructed") for entry in looks)
-    out = ["#### Test looks per cell", "",
-           f"Every scoring of a model on the test set, from the ledger [{link}]({link}): {len(looks)} looks, {rebuilt} of them "
-           "reconstructed from git history (the commit each was published at), the rest recorded by `scripts/evaluate_runs.py` "
-           "when it scored them. A look is one model scored once (one seed of one cell); a recipe is the config, the "
-           "settings, the training data and the biLM. From this ledger on, a cell gets one look per recipe and seed.", "",
-           "| cell | looks | recipes looked at | looks at a recipe looked at before | recipe not in the files | published at, or scored at until published (commit: looks) |",
-           "|---|---:|---:|---:|---:|---|"]
+    out = [
+        "#### Test looks per cell",
+        "",
+        f"Every scoring of a model on the test set, from the ledger [{link}]({link}): {len(looks)} looks, {rebuilt} of them "
+        "reconstructed from git history (the commit each was published at), the rest recorded by `scripts/evaluate_runs.py` "
+        "when it scored them. A look is one model scored once (one seed of one cell); a recipe is the config, the "
+        "settings, the training data and the biLM. From this ledger on, a cell gets one look per recipe and seed.",
+        "",
+        "| cell | looks | recipes looked at | looks at a recipe looked at before | recipe not in the files | published at, or scored at until published (commit: looks) |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
     cells: dict[tuple[str, str], list[dict]] = {}
     for entry in looks:
         cells.setdefault((entry["task"], str(entry["fraction"])), []).append(entry)
     for (task, pct), entries in sorted(cells.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))):
         known = [entry for entry in entries if looks_ledger.recipe_known(entry)]
-        recipes = {(entry["system"], *(json.dumps(entry["recipe"].get(k)) for k in looks_ledger.RECIPE_KEYS)) for entry in known}
-        again = [(entry, looks_ledger.same_recipe_looks({"looks": entries[:i]}, entry)) for i, entry in enumerate(entries)]
+        recipes = {
+            (entry["system"], *(json.dumps(entry["recipe"].get(k)) for k in looks_ledger.RECIPE_KEYS))
+            for entry in known
+        }
+        again = [
+            (entry, looks_ledger.same_recipe_looks({"looks": entries[:i]}, entry)) for i, entry in enumerate(entries)
+        ]
         again = [(entry, same) for entry, same in again if same]
         unchanged = sum(any(e["score"] == entry["score"] for e in same) for entry, same in again)
         repeats = f"{len(again)} ({unchanged} with an earlier look's score)" if again else "0"
@@ -425,16 +520,24 @@ def test_looks_lines(results: Path, page: Path) -> list[str]:
         for entry in entries:
             where = (entry.get("published_at") or entry.get("commit") or "unpublished")[:7]
             published[where] = published.get(where, 0) + 1
-        out.append(f"| {task} {pct}% | {len(entries)} | {len(recipes)} | {repeats} | {len(entries) - len(known)} | "
-                   + ", ".join(f"`{commit}`: {n}" for commit, n in published.items()) + " |")
+        out.append(
+            f"| {task} {pct}% | {len(entries)} | {len(recipes)} | {repeats} | {len(entries) - len(known)} | "
+            + ", ".join(f"`{commit}`: {n}" for commit, n in published.items())
+            + " |"
+        )
     out.append("")
     searches: dict[tuple, list[dict]] = {}
     for entry in looks:
         if str(entry.get("reason", "")).startswith("search started because a test score missed"):
-            searches.setdefault((entry["task"], str(entry["fraction"]), entry["system"], entry["reason"]), []).append(entry)
+            searches.setdefault((entry["task"], str(entry["fraction"]), entry["system"], entry["reason"]), []).append(
+                entry
+            )
     for (task, pct, system, reason), entries in searches.items():
-        out += [f"Looks {', '.join(str(entry['look']) for entry in entries)} ({task} {pct}% {system}, published at "
-                f"`{(entries[0].get('published_at') or '?')[:7]}`): {reason}." + _look_before(looks, entries), ""]
+        out += [
+            f"Looks {', '.join(str(entry['look']) for entry in entries)} ({task} {pct}% {system}, published at "
+            f"`{(entries[0].get('published_at') or '?')[:7]}`): {reason}." + _look_before(looks, entries),
+            "",
+        ]
     return out
 
 
@@ -445,19 +548,29 @@ def _look_before(looks: list[dict], entries: list[dict]) -> str:
     first = min(entry["look"] for entry in entries)
     key = lambda entry: (entry["task"], str(entry["fraction"]))  # noqa: E731
     cell = [entry for entry in looks if key(entry) == key(entries[0]) and entry["look"] < first]
-    before = [entry for entry in cell if entry["system"] == entries[0]["system"] and entry.get("recipe") != entries[0].get("recipe")]
+    before = [
+        entry
+        for entry in cell
+        if entry["system"] == entries[0]["system"] and entry.get("recipe") != entries[0].get("recipe")
+    ]
     if not before:
         return ""
     published = before[-1].get("published_at")
     before = [entry for entry in before if entry.get("published_at") == published]
     scores = " / ".join(f"s{entry['seed']} {entry['score']:.2f}" for entry in before)
     text = f" The looks before them at this cell: {', '.join(str(e['look']) for e in before)} (published at `{(published or '?')[:7]}`): {scores}"
-    baseline = {entry["seed"]: entry["score"] for entry in cell if entry["system"] == "baseline" and entry["look"] < before[-1]["look"]}
+    baseline = {
+        entry["seed"]: entry["score"]
+        for entry in cell
+        if entry["system"] == "baseline" and entry["look"] < before[-1]["look"]
+    }
     gains = [entry["score"] - baseline[entry["seed"]] for entry in before if entry["seed"] in baseline]
     if len(gains) == len(before):
         goal = GOALS.get((entries[0]["task"], str(entries[0]["fraction"])))
-        text += (f", a paired gain of {sum(gains) / len(gains):+.2f} over the baseline's latest looks at the same seeds"
-                 + (f" (the goal: {goal:+.2f})" if goal is not None else ""))
+        text += (
+            f", a paired gain of {sum(gains) / len(gains):+.2f} over the baseline's latest looks at the same seeds"
+            + (f" (the goal: {goal:+.2f})" if goal is not None else "")
+        )
     return text + "."
 
 
@@ -465,14 +578,21 @@ def headline_section(seeds: dict, metrics: dict | None = None) -> list[str]:
     """The multi-seed headline: provenance, the table of every cell, the goals and the wall time; a warning
     when the last `all` run (`metrics`) pretrained another biLM since."""
     if not seeds.get("summary"):
-        return ["### Headline: mean ± standard deviation over seeds and paired gains", "",
-                "No multi-seed run recorded yet (`spacy project run seeds`).", ""]
+        return [
+            "### Headline: mean ± standard deviation over seeds and paired gains",
+            "",
+            "No multi-seed run recorded yet (`spacy project run seeds`).",
+            "",
+        ]
     out = [f"### Headline: {seed_counts(seeds['summary'])}, mean ± standard deviation and paired gains", ""]
     out += provenance_lines("The seeds run", seeds.get("provenance"))
     out += shared_bilm_lines(seeds.get("provenance"), (metrics or {}).get("provenance"))
-    out += ["Every cell trained once per seed (`--system.seed`, i.e. `training.seed`) on the same data subset "
-            "and the same pretrained biLM; each final model scored once on test. ± is the sample standard deviation "
-            "over seeds; a paired gain is ELMo − baseline for the same seed.", ""]
+    out += [
+        "Every cell trained once per seed (`--system.seed`, i.e. `training.seed`) on the same data subset "
+        "and the same pretrained biLM; each final model scored once on test. ± is the sample standard deviation "
+        "over seeds; a paired gain is ELMo − baseline for the same seed.",
+        "",
+    ]
     out += _seeds_table(seeds["summary"]) + cell_settings_lines(seeds.get("provenance"))
     return out + goal_lines(seeds["summary"]) + seeds_time_lines(seeds.get("provenance"))
 
@@ -482,13 +602,22 @@ def _ner_lines(metrics: dict) -> list[str]:
     ner = {system: {int(p): s for p, s in per.items()} for system, per in metrics.get("ner", {}).items()}
     if not ner:
         return []
-    out = ["#### NER, one seed (CoNLL-2003 test, entity-level F1 of `model-best` from `spacy evaluate`)", "",
-           markdown_table(ner).rstrip("\n"), ""]
+    out = [
+        "#### NER, one seed (CoNLL-2003 test, entity-level F1 of `model-best` from `spacy evaluate`)",
+        "",
+        markdown_table(ner).rstrip("\n"),
+        "",
+    ]
     curves = metrics.get("dev_f1_by_step", {})
     best = [f"{run} {max(f for _, f in points):.2f}" for run, points in sorted(curves.items()) if points]
     if best:
         out += ["Best dev F1 (the score `model-best` was chosen by): " + ", ".join(best) + ".", ""]
-    speeds = [f"{system} {pct}%: {s['speed_wps']:,}" for system in sorted(ner) for pct, s in sorted(ner[system].items()) if "speed_wps" in s]
+    speeds = [
+        f"{system} {pct}%: {s['speed_wps']:,}"
+        for system in sorted(ner)
+        for pct, s in sorted(ner[system].items())
+        if "speed_wps" in s
+    ]
     if speeds:
         out += ["Test-set speed reported by `spacy evaluate` (words/s): " + ", ".join(speeds) + ".", ""]
     return out
@@ -503,9 +632,11 @@ def _bilm_lines(bilm: dict | None) -> list[str]:
         text += f" (forward {bilm['heldout_forward_ppl']:.1f}, backward {bilm['heldout_backward_ppl']:.1f})"
     if "unigram_heldout_ppl" in bilm:
         text += f"; a unigram model scores {bilm['unigram_heldout_ppl']:.1f}"
-    text += (f"; {bilm['step']:,} steps, {bilm['words']:,} words in {bilm['train_seconds'] / 60:.1f} min of training, "
-             f"{bilm['words_per_s']:,.0f} words/s ({bilm.get('world_size', 1)} process(es), {bilm.get('device', '?')}), "
-             f"{bilm.get('parameters', 0):,} parameters, {bilm.get('softmax', '?')} softmax over {bilm.get('vocab_size', 0):,} words.")
+    text += (
+        f"; {bilm['step']:,} steps, {bilm['words']:,} words in {bilm['train_seconds'] / 60:.1f} min of training, "
+        f"{bilm['words_per_s']:,.0f} words/s ({bilm.get('world_size', 1)} process(es), {bilm.get('device', '?')}), "
+        f"{bilm.get('parameters', 0):,} parameters, {bilm.get('softmax', '?')} softmax over {bilm.get('vocab_size', 0):,} words."
+    )
     return [text, ""]
 
 
@@ -518,9 +649,12 @@ def _layer_weight_lines(weights: dict) -> list[str]:
     parts = [f"{'/'.join(f'{x:.2f}' for x in w)} ({pipeline} {comp})" for pipeline, comp, w in mixes]
     top = [f"layer {max(range(len(w)), key=w.__getitem__)} in {pipeline}" for pipeline, _, w in mixes]
     moved = max(abs(x - 1 / len(w)) for _, _, w in mixes for x in w)
-    return [f"Learned layer weights softmax(s) for layers {'/'.join(map(str, range(n)))}: {', '.join(parts)}; "
-            f"equal weights would be {1 / n:.2f} each (largest departure {moved:.2f}). "
-            f"The largest weight is on {', '.join(top)}.", ""]
+    return [
+        f"Learned layer weights softmax(s) for layers {'/'.join(map(str, range(n)))}: {', '.join(parts)}; "
+        f"equal weights would be {1 / n:.2f} each (largest departure {moved:.2f}). "
+        f"The largest weight is on {', '.join(top)}.",
+        "",
+    ]
 
 
 def _step_time_lines(provenance: dict | None) -> list[str]:
@@ -530,8 +664,16 @@ def _step_time_lines(provenance: dict | None) -> list[str]:
     timed = [(label, m) for label, m in timed if m is not None]
     if not timed:
         return ["Step timings: not recorded by this run (see its hand-written log in `bench/RESULTS.md`).", ""]
-    return (["Time per recorded step (from each step's provenance, UTC start to end; runs in one step may overlap):", "",
-             "| step | minutes |", "|---|---:|"] + [f"| {label} | {m:.1f} |" for label, m in timed] + [""])
+    return (
+        [
+            "Time per recorded step (from each step's provenance, UTC start to end; runs in one step may overlap):",
+            "",
+            "| step | minutes |",
+            "|---|---:|",
+        ]
+        + [f"| {label} | {m:.1f} |" for label, m in timed]
+        + [""]
+    )
 
 
 def last_run_section(metrics: dict, results: Path, page: Path) -> list[str]:
@@ -541,14 +683,32 @@ def last_run_section(metrics: dict, results: Path, page: Path) -> list[str]:
         return out + ["No results recorded yet (`spacy project run all`).", ""]
     out += provenance_lines("The last `all` run", metrics.get("provenance"))
     if not metrics.get("provenance"):
-        out += [f"Recorded by the report itself: written {metrics.get('date', '?')} on \"{metrics.get('machine', '?')}\".", ""]
-    out += _ner_lines(metrics) + _bilm_lines(metrics.get("pretrain_summary")) + _layer_weight_lines(metrics.get("layer_weights", {}))
-    figures = [(name, alt) for name, alt in (("f1_by_fraction.png", "F1 by training fraction"),
-               ("layer_weights.png", "learned layer weights"), ("dev_curves.png", "dev F1 during training"))
-               if (results / name).is_file()]
+        out += [
+            f'Recorded by the report itself: written {metrics.get("date", "?")} on "{metrics.get("machine", "?")}".',
+            "",
+        ]
+    out += (
+        _ner_lines(metrics)
+        + _bilm_lines(metrics.get("pretrain_summary"))
+        + _layer_weight_lines(metrics.get("layer_weights", {}))
+    )
+    figures = [
+        (name, alt)
+        for name, alt in (
+            ("f1_by_fraction.png", "F1 by training fraction"),
+            ("layer_weights.png", "learned layer weights"),
+            ("dev_curves.png", "dev F1 during training"),
+        )
+        if (results / name).is_file()
+    ]
     if figures:
         out += [" ".join(f"![{alt}]({_link(results, page, name)})" for name, alt in figures), ""]
-    return out + _step_time_lines(metrics.get("provenance")) + all_time_lines(metrics.get("provenance")) + make_main_time_lines(metrics)
+    return (
+        out
+        + _step_time_lines(metrics.get("provenance"))
+        + all_time_lines(metrics.get("provenance"))
+        + make_main_time_lines(metrics)
+    )
 
 
 def probe_section(results: Path, page: Path) -> list[str]:
@@ -560,23 +720,34 @@ def probe_section(results: Path, page: Path) -> list[str]:
     out += provenance_lines("The probes", probe.get("provenance"))
     tasks = sorted(probe["tasks"])
     first = probe["tasks"][tasks[0]]
-    out += [f"A linear classifier on each frozen layer of `{probe['model']}` and on a learned mix of all layers, "
-            f"fitted on `{probe['train']}`, scored on `{probe['dev']}` (dev accuracy %). pos: every token's PTB tag; "
-            "ner-type: the entity type (PER/LOC/ORG/MISC) of each token inside a gold entity mention.", ""]
+    out += [
+        f"A linear classifier on each frozen layer of `{probe['model']}` and on a learned mix of all layers, "
+        f"fitted on `{probe['train']}`, scored on `{probe['dev']}` (dev accuracy %). pos: every token's PTB tag; "
+        "ner-type: the entity type (PER/LOC/ORG/MISC) of each token inside a gold entity mention.",
+        "",
+    ]
     row = lambda name, cell: f"| {name} | " + " | ".join(cell(probe["tasks"][t]) for t in tasks) + " |"  # noqa: E731
     out += ["| layer | " + " | ".join(tasks) + " |", "|---|" + "---:|" * len(tasks)]
     out += [row(j, lambda t, j=j: f"{t['layers'][j]['accuracy']:.2f}") for j in range(len(first["layers"]))]
-    out += [row("learned mix", lambda t: f"{t['mix']['accuracy']:.2f}"),
-            row("majority class", lambda t: f"{t['majority_accuracy']:.2f}"),
-            row("train / dev tokens", lambda t: f"{t['train_tokens']:,} / {t['dev_tokens']:,}"), ""]
+    out += [
+        row("learned mix", lambda t: f"{t['mix']['accuracy']:.2f}"),
+        row("majority class", lambda t: f"{t['majority_accuracy']:.2f}"),
+        row("train / dev tokens", lambda t: f"{t['train_tokens']:,} / {t['dev_tokens']:,}"),
+        "",
+    ]
     if (results / "probe.png").is_file():
         out += [f"![probe accuracy by layer]({_link(results, page, 'probe.png')})", ""]
     return out
 
 
-def variants_section(results: Path, page: Path, name: str = "variants", title: str = "Language-model perplexity vs ELMo gain (dev)",
-                     empty: str = "`spacy project run variants` writes `results/variants.json`: each biLM variant's held-out "
-                                  "perplexity and the ELMo gain it gives on dev") -> list[str]:
+def variants_section(
+    results: Path,
+    page: Path,
+    name: str = "variants",
+    title: str = "Language-model perplexity vs ELMo gain (dev)",
+    empty: str = "`spacy project run variants` writes `results/variants.json`: each biLM variant's held-out "
+    "perplexity and the ELMo gain it gives on dev",
+) -> list[str]:
     """Each variant's held-out perplexity against its paired dev gain (dev only: no test scores),
     from `results/{name}.json` and its figure `results/{name}.png` (variants: ppl_vs_gain.png)."""
     out = [f"#### {title}", ""]
@@ -585,25 +756,40 @@ def variants_section(results: Path, page: Path, name: str = "variants", title: s
         return out + [f"No variants recorded yet ({empty}).", ""]
     out += provenance_lines("The variants", variants.get("provenance"))
     label = variants.get("score_label", variants.get("score"))
-    out += [f"{variants['task']} at {variants['fraction']}% of train. Gain = dev {label} of ELMo's `model-best` − the "
-            f"baseline's ({_pm(variants['baseline'])}) for the same seed; dev only, so variants never touch the test set.", "",
-            f"| variant | pretraining min | held-out perplexity | ELMo dev {label} | paired dev gain |",
-            "|---|---:|---:|---:|---:|"]
-    out += [f"| {v['name']} | {v['pretrain_minutes']:.1f} | {v['heldout_ppl']:.1f} | {_pm(v['elmo'])} | {_gain_pm(v['gain'])} |"
-            for v in variants["variants"]]
+    out += [
+        f"{variants['task']} at {variants['fraction']}% of train. Gain = dev {label} of ELMo's `model-best` − the "
+        f"baseline's ({_pm(variants['baseline'])}) for the same seed; dev only, so variants never touch the test set.",
+        "",
+        f"| variant | pretraining min | held-out perplexity | ELMo dev {label} | paired dev gain |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    out += [
+        f"| {v['name']} | {v['pretrain_minutes']:.1f} | {v['heldout_ppl']:.1f} | {_pm(v['elmo'])} | {_gain_pm(v['gain'])} |"
+        for v in variants["variants"]
+    ]
     top = max(v["gain"]["mean"] for v in variants["variants"])
     best = [v for v in variants["variants"] if v["gain"]["mean"] == top]  # every one at the top, in table order
     named = " and ".join(f"{v['name']} ({_gain_pm(v['gain'])})" for v in best)
     lowest = min(variants["variants"], key=lambda v: v["heldout_ppl"])
-    out += ["", f"Largest mean dev gain: {'tied: ' if len(best) > 1 else ''}{named}; lowest held-out perplexity: "
-                f"{lowest['name']} ({lowest['heldout_ppl']:.1f}). No variant is scored on test.", ""]
+    out += [
+        "",
+        f"Largest mean dev gain: {'tied: ' if len(best) > 1 else ''}{named}; lowest held-out perplexity: "
+        f"{lowest['name']} ({lowest['heldout_ppl']:.1f}). No variant is scored on test.",
+        "",
+    ]
     lead = variants.get("leader_vs_runner_up")
     if lead:
-        out += [f"{lead['leader']} against the next largest gain, {lead['runner_up']}, paired by seed (dev {label}, the "
-                f"seeds both were trained at): {_gain_pm(lead)}, ahead on {lead['ahead_on']} of {lead['n']} seeds.", ""]
+        out += [
+            f"{lead['leader']} against the next largest gain, {lead['runner_up']}, paired by seed (dev {label}, the "
+            f"seeds both were trained at): {_gain_pm(lead)}, ahead on {lead['ahead_on']} of {lead['n']} seeds.",
+            "",
+        ]
     for same in variants.get("same_bilm_as_first") or []:
-        out += [f"{same['variant']} against {same['reference']}, the same biLM, paired by seed (dev {label}, the seeds both "
-                f"were trained at): {_gain_pm(same)}, ahead on {same['ahead_on']} of {same['n']} seeds.", ""]
+        out += [
+            f"{same['variant']} against {same['reference']}, the same biLM, paired by seed (dev {label}, the seeds both "
+            f"were trained at): {_gain_pm(same)}, ahead on {same['ahead_on']} of {same['n']} seeds.",
+            "",
+        ]
     figure = "ppl_vs_gain.png" if name == "variants" else f"{name}.png"
     if (results / figure).is_file():
         out += [f"![perplexity vs gain]({_link(results, page, figure)})", ""]
@@ -613,26 +799,40 @@ def variants_section(results: Path, page: Path, name: str = "variants", title: s
 def recipes_section(results: Path, page: Path) -> list[str]:
     """The recipe search of issue 21 (`spacy project run recipes`), rendered like the variants."""
     return variants_section(
-        results, page, "recipes", "Recipe search: what the pretraining hour and the NER model buy (dev)",
+        results,
+        page,
+        "recipes",
+        "Recipe search: what the pretraining hour and the NER model buy (dev)",
         "`spacy project run recipes-report` writes `results/recipes.json`: each recipe's biLM perplexity and dev gain",
     )
 
 
 # Task-side recipe searches with the adopted biLM held fixed: (results/NAME.json, title, what writes it)
 TASK_SIDE_RECIPES = (
-    ("ner_recipes", "Recipe search with the adopted biLM: the NER model's side (dev)",
-     "`spacy project run recipes-report` in a checkout whose biLM is the adopted one writes `recipes.json`, published "
-     "as `results/ner_recipes.json`: each NER-side variant's paired dev gain"),
-    ("pos_recipes", "Recipe search: the POS tagger (dev)",
-     "`spacy project run pos-recipes-report` writes `results/pos_recipes.json`: each tagger-side variant's paired dev gain"),
-    ("pos_finetune", "Recipe search: the POS tagger with the top biLM layer fine-tuned (dev)",
-     "`spacy project run pos-recipes-report . --vars.pos_recipes_name pos_finetune` writes `results/pos_finetune.json`"),
+    (
+        "ner_recipes",
+        "Recipe search with the adopted biLM: the NER model's side (dev)",
+        "`spacy project run recipes-report` in a checkout whose biLM is the adopted one writes `recipes.json`, published "
+        "as `results/ner_recipes.json`: each NER-side variant's paired dev gain",
+    ),
+    (
+        "pos_recipes",
+        "Recipe search: the POS tagger (dev)",
+        "`spacy project run pos-recipes-report` writes `results/pos_recipes.json`: each tagger-side variant's paired dev gain",
+    ),
+    (
+        "pos_finetune",
+        "Recipe search: the POS tagger with the top biLM layer fine-tuned (dev)",
+        "`spacy project run pos-recipes-report . --vars.pos_recipes_name pos_finetune` writes `results/pos_finetune.json`",
+    ),
 )
 
 
 def task_side_recipe_sections(results: Path, page: Path) -> list[str]:
     """The task-side variants (`ner-variant-train`, `pos-variant-train`) on the adopted biLM, rendered like the variants."""
-    return [line for name, title, empty in TASK_SIDE_RECIPES for line in variants_section(results, page, name, title, empty)]
+    return [
+        line for name, title, empty in TASK_SIDE_RECIPES for line in variants_section(results, page, name, title, empty)
+    ]
 
 
 def bilm_comparison_section(results: Path, name: str) -> list[str]:
@@ -641,19 +841,27 @@ def bilm_comparison_section(results: Path, name: str) -> list[str]:
     if not compared.get("bilms"):
         return []
     out = [f"#### {compared['title']}", ""] + provenance_lines("The biLMs", compared.get("provenance"))
-    out += ["Held-out perplexity on the same held-out text with the same vocabulary (one seed each; dev text, "
-            "not test).", "", "| biLM | characters | parameters | steps | training min | held-out perplexity |",
-            "|---|---|---:|---:|---:|---:|"]
-    out += [f"| {b['name']} | {b['characters']} | {b['parameters']:,} | {b['steps']:,} | {b['train_minutes']:.1f} | "
-            f"{b['heldout_ppl']:.1f} |" for b in compared["bilms"]]
+    out += [
+        "Held-out perplexity on the same held-out text with the same vocabulary (one seed each; dev text, not test).",
+        "",
+        "| biLM | characters | parameters | steps | training min | held-out perplexity |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    out += [
+        f"| {b['name']} | {b['characters']} | {b['parameters']:,} | {b['steps']:,} | {b['train_minutes']:.1f} | "
+        f"{b['heldout_ppl']:.1f} |"
+        for b in compared["bilms"]
+    ]
     return out + [""]
 
 
 def similar_sections(results: Path, page: Path) -> list[str]:
     """The nearest-word tables exactly as similar_report.py wrote them, and the link to the dev experiments."""
     out = []
-    for name, title in (("similar.md", "Nearest words (as written by `scripts/similar_report.py`)"),
-                        ("similar_zh.md", "Nearest words, Chinese biLM (`spacy project run zh`)")):
+    for name, title in (
+        ("similar.md", "Nearest words (as written by `scripts/similar_report.py`)"),
+        ("similar_zh.md", "Nearest words, Chinese biLM (`spacy project run zh`)"),
+    ):
         if (results / name).is_file():
             prov = _read_json(results / f"{Path(name).stem}.provenance.json") or None
             out += [f"#### {title}", ""] + provenance_lines(f"`{name}`", prov)
@@ -665,8 +873,10 @@ def similar_sections(results: Path, page: Path) -> list[str]:
     return out
 
 
-GENERATED = ("<!-- Generated by `python scripts/report.py readme` from results/; edits here are overwritten, "
-             "and tests/project/test_report.py fails if this differs from what it would write. -->")
+GENERATED = (
+    "<!-- Generated by `python scripts/report.py readme` from results/; edits here are overwritten, "
+    "and tests/project/test_report.py fails if this differs from what it would write. -->"
+)
 
 
 def render_section(results: Path, page: Path) -> str:
@@ -692,19 +902,28 @@ def render_summary(results: Path, readme: Path, page: Path) -> str:
     if not summary:
         out += ["No multi-seed run recorded yet (`spacy project run seeds`).", ""]
     else:
-        out += [f"The project's experiment, {seed_counts(summary)} on the CoNLL-2003 test set (mean ± standard deviation "
-                "over seeds; the gain paired by seed):", "",
-                "| task | train | baseline | + ELMo | paired gain |", "|---|---|---:|---:|---:|"]
+        out += [
+            f"The project's experiment, {seed_counts(summary)} on the CoNLL-2003 test set (mean ± standard deviation "
+            "over seeds; the gain paired by seed):",
+            "",
+            "| task | train | baseline | + ELMo | paired gain |",
+            "|---|---|---:|---:|---:|",
+        ]
         for task in sorted(summary):
             label = TASK_SCORE.get(task, ("", task))[1]
             for pct, cell in sorted(summary[task].items(), key=lambda kv: int(kv[0])):
                 base, elmo, gain = cell.get("baseline"), cell.get("elmo"), cell.get("gain")
-                out.append(f"| {task} ({label}) | {pct}% | {_pm(base) if base else '–'} | {_pm(elmo) if elmo else '–'} | "
-                           f"{_gain_pm(gain) if gain else '–'} |")
+                out.append(
+                    f"| {task} ({label}) | {pct}% | {_pm(base) if base else '–'} | {_pm(elmo) if elmo else '–'} | "
+                    f"{_gain_pm(gain) if gain else '–'} |"
+                )
         out += [""] + cell_settings_lines(_read_json(results / "seeds.json").get("provenance")) + goal_lines(summary)
-    out += [f"How these were measured (the protocol, and which choices saw a test score), the per-seed values, the last "
-            f"`all` run, the layer probes, the recipe searches, the ledger of test-set looks and the Chinese biLM: "
-            f"[{link}]({link}).", ""]
+    out += [
+        f"How these were measured (the protocol, and which choices saw a test score), the per-seed values, the last "
+        f"`all` run, the layer probes, the recipe searches, the ledger of test-set looks and the Chinese biLM: "
+        f"[{link}]({link}).",
+        "",
+    ]
     return "\n" + "\n".join(out) + "\n"
 
 

@@ -23,7 +23,11 @@ from pathlib import Path
 
 import looks_ledger  # scripts/, beside this one
 
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}  # train_ner.py run_all, --jobs > 1
+ONE_THREAD = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+}  # train_ner.py run_all, --jobs > 1
 
 
 def records_from(seeds: dict, source: str, ledger: dict | None = None) -> dict[str, dict]:
@@ -40,25 +44,54 @@ def records_from(seeds: dict, source: str, ledger: dict | None = None) -> dict[s
         if not parsed or parsed["seed"] is None or not prov.get("inputs") or prov.get("exit_code") != 0:
             continue
         run = match.group(1)
-        score = (((summary.get(parsed["task"]) or {}).get(parsed["fraction"]) or {}).get(parsed["system"]) or {}).get("per_seed", {}).get(str(parsed["seed"]))
+        score = (
+            (((summary.get(parsed["task"]) or {}).get(parsed["fraction"]) or {}).get(parsed["system"]) or {})
+            .get("per_seed", {})
+            .get(str(parsed["seed"]))
+        )
         evaluation = steps.get(f"metrics_seeds/{run}")
         if score is None or not evaluation:
             continue
         recipe = looks_ledger.recipe(prov)
-        look = next((entry["look"] for entry in (ledger or {}).get("looks", [])
-                     if entry.get("run") == f"metrics_seeds/{run}" and entry.get("utc") == evaluation.get("ended_utc")), None)
+        look = next(
+            (
+                entry["look"]
+                for entry in (ledger or {}).get("looks", [])
+                if entry.get("run") == f"metrics_seeds/{run}" and entry.get("utc") == evaluation.get("ended_utc")
+            ),
+            None,
+        )
         found[run] = {
-            "run": run, "task": parsed["task"], "fraction": parsed["fraction"], "system": parsed["system"], "seed": prov.get("seed"),
-            "settings": recipe["settings"], "config": recipe["config"], "config_sha256": recipe["config_sha256"],
+            "run": run,
+            "task": parsed["task"],
+            "fraction": parsed["fraction"],
+            "system": parsed["system"],
+            "seed": prov.get("seed"),
+            "settings": recipe["settings"],
+            "config": recipe["config"],
+            "config_sha256": recipe["config_sha256"],
             "data_sha256": {key: value for key, value in prov["inputs"].items() if key.endswith(".spacy")},
-            "bilm_sha256": recipe["bilm_sha256"], "threads": threads(ONE_THREAD),
-            "threads_source": ("inferred, not recorded: the seeds workflow ran train_ner.py with --jobs 2, which gives each training "
-                               "one thread; the record of the time held the script's own environment"),
-            "command": prov["command"][1:], "inputs": prov["inputs"],
-            "best_dev": None, "dev_curve": [], "minutes": prov.get("minutes"),
-            "test": {"score_name": looks_ledger.TASK_SCORE[parsed["task"]], "score": score, "look": look,
-                     "model_sha256": None, "test_sha256": None, "provenance": evaluation},
-            "provenance": prov, "source": source,
+            "bilm_sha256": recipe["bilm_sha256"],
+            "threads": threads(ONE_THREAD),
+            "threads_source": (
+                "inferred, not recorded: the seeds workflow ran train_ner.py with --jobs 2, which gives each training "
+                "one thread; the record of the time held the script's own environment"
+            ),
+            "command": prov["command"][1:],
+            "inputs": prov["inputs"],
+            "best_dev": None,
+            "dev_curve": [],
+            "minutes": prov.get("minutes"),
+            "test": {
+                "score_name": looks_ledger.TASK_SCORE[parsed["task"]],
+                "score": score,
+                "look": look,
+                "model_sha256": None,
+                "test_sha256": None,
+                "provenance": evaluation,
+            },
+            "provenance": prov,
+            "source": source,
         }
     return found
 
@@ -72,13 +105,18 @@ def main(argv: list[str] | None = None) -> int:
 
     commit = (git_state().get("commit") or "unknown")[:7]
     source = f"reconstructed from {args.seeds} at {commit} by scripts/reconstruct_run_records.py (no dev curve: the logs are gone)"
-    records = records_from(json.loads(args.seeds.read_text(encoding="utf8")), source,
-                           looks_ledger.load(args.seeds.parent / looks_ledger.LEDGER))
+    records = records_from(
+        json.loads(args.seeds.read_text(encoding="utf8")),
+        source,
+        looks_ledger.load(args.seeds.parent / looks_ledger.LEDGER),
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     written = []
     for run, record in sorted(records.items()):
         path = args.out / f"{run}.json"
-        if path.is_file() and not str(json.loads(path.read_text(encoding="utf8")).get("source", "")).startswith("reconstructed"):
+        if path.is_file() and not str(json.loads(path.read_text(encoding="utf8")).get("source", "")).startswith(
+            "reconstructed"
+        ):
             continue  # a record train_ner.py wrote: newer than seeds.json's, kept
         path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
         written.append(run)

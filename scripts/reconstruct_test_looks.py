@@ -40,15 +40,18 @@ EVENTS = {
     ("497f05a", "ner", "10", "elmo"): (
         "the frozen biLM (the adopted lr 0.004 biLM): the cell's paired gain over the baseline "
         "missed the +6 goal, and the dev search that led to fine-tuning the top biLM layer (results/ner_recipes.json: "
-        "its runs' provenance records start after this look was published) followed"),
+        "its runs' provenance records start after this look was published) followed"
+    ),
     ("604d628", "ner", "10", "elmo"): (
         "search started because a test score missed: the frozen-biLM cell published at 497f05a missed the +6 goal; "
         "fine-tuning the top biLM layer was then chosen on dev only (results/ner_recipes.json) and adopted at dd28a56, "
-        "and this cell was retrained and scored once with it"),
+        "and this cell was retrained and scored once with it"
+    ),
     ("497f05a", "pos", "10", "elmo"): (
         "the frozen biLM: the cell's paired gain missed the +1 goal, and the dev search for the "
         "tagger (results/pos_recipes.json, results/pos_finetune.json) followed; the adopted fine-tuning recipe has "
-        "not been scored on test"),
+        "not been scored on test"
+    ),
 }
 
 
@@ -92,9 +95,20 @@ def scores_at(repo: Path, commit: str) -> list[dict]:
                 run = f"{system}_{pct}"
                 train = steps.get(f"training/{run}")
                 seed = (train or {}).get("seed")
-                found.append({"workflow": "all", "run": f"metrics/{run}", "task": "ner", "fraction": str(pct), "system": system,
-                              "seed": seed if seed is not None else _project_seed(repo, commit), "score": scores["ents_f"],
-                              "evaluate": steps.get(f"metrics/{run}"), "train": train, "file": "results/metrics.json"})
+                found.append(
+                    {
+                        "workflow": "all",
+                        "run": f"metrics/{run}",
+                        "task": "ner",
+                        "fraction": str(pct),
+                        "system": system,
+                        "seed": seed if seed is not None else _project_seed(repo, commit),
+                        "score": scores["ents_f"],
+                        "evaluate": steps.get(f"metrics/{run}"),
+                        "train": train,
+                        "file": "results/metrics.json",
+                    }
+                )
     text = show(repo, commit, "results/seeds.json")
     if text:
         data = json.loads(text)
@@ -106,9 +120,20 @@ def scores_at(repo: Path, commit: str) -> list[dict]:
                         continue
                     for seed, score in cell.get("per_seed", {}).items():
                         run = f"{task}_{system}_{pct}_s{seed}"
-                        found.append({"workflow": "seeds", "run": f"metrics_seeds/{run}", "task": task, "fraction": str(pct),
-                                      "system": system, "seed": int(seed), "score": score, "evaluate": steps.get(f"metrics_seeds/{run}"),
-                                      "train": steps.get(f"training_seeds/{run}"), "file": "results/seeds.json"})
+                        found.append(
+                            {
+                                "workflow": "seeds",
+                                "run": f"metrics_seeds/{run}",
+                                "task": task,
+                                "fraction": str(pct),
+                                "system": system,
+                                "seed": int(seed),
+                                "score": score,
+                                "evaluate": steps.get(f"metrics_seeds/{run}"),
+                                "train": steps.get(f"training_seeds/{run}"),
+                                "file": "results/seeds.json",
+                            }
+                        )
     return found
 
 
@@ -133,10 +158,23 @@ def candidate_looks(repo: Path) -> list[dict]:
         for pct, value in (("10", cells[3]), ("100", cells[5])):
             if not value:
                 continue
-            looks.append({"workflow": "dev search", "run": f"{model}, {schedule}", "task": "ner", "fraction": pct,
-                          "system": "baseline" if model.startswith("baseline") else "elmo", "candidate": f"{model}, {schedule}",
-                          "seed": 0, "score": float(value), "evaluate": None, "train": None, "file": f"{path} (now results/experiments.md)",
-                          "published_at": full, "published_utc": date})
+            looks.append(
+                {
+                    "workflow": "dev search",
+                    "run": f"{model}, {schedule}",
+                    "task": "ner",
+                    "fraction": pct,
+                    "system": "baseline" if model.startswith("baseline") else "elmo",
+                    "candidate": f"{model}, {schedule}",
+                    "seed": 0,
+                    "score": float(value),
+                    "evaluate": None,
+                    "train": None,
+                    "file": f"{path} (now results/experiments.md)",
+                    "published_at": full,
+                    "published_utc": date,
+                }
+            )
     return looks
 
 
@@ -158,21 +196,32 @@ def reconstruct(repo: Path) -> list[dict]:
             scores, candidates = candidates + scores, []
         for score in scores:
             prov = score["evaluate"] or {}
-            identity = (("evaluated", score["run"], prov["started_utc"]) if prov.get("started_utc")
-                        else (score["workflow"], score["run"], score.get("candidate"), score["score"]))
+            identity = (
+                ("evaluated", score["run"], prov["started_utc"])
+                if prov.get("started_utc")
+                else (score["workflow"], score["run"], score.get("candidate"), score["score"])
+            )
             if identity in seen:
                 continue
             git_record = prov.get("git") or {}
             look = {
-                "task": score["task"], "fraction": score["fraction"], "system": score["system"], "seed": score["seed"],
-                "workflow": score["workflow"], "run": score["run"], "recipe": looks_ledger.recipe(score["train"]),
-                "score_name": looks_ledger.TASK_SCORE[score["task"]], "score": score["score"],
+                "task": score["task"],
+                "fraction": score["fraction"],
+                "system": score["system"],
+                "seed": score["seed"],
+                "workflow": score["workflow"],
+                "run": score["run"],
+                "recipe": looks_ledger.recipe(score["train"]),
+                "score_name": looks_ledger.TASK_SCORE[score["task"]],
+                "score": score["score"],
                 "model_sha256": None,
-                "commit": git_record.get("commit"), "dirty": git_record.get("dirty"),
+                "commit": git_record.get("commit"),
+                "dirty": git_record.get("dirty"),
                 "utc": prov.get("ended_utc"),
-                "published_at": score.get("published_at", full), "published_utc": _utc(score.get("published_utc", date)),
+                "published_at": score.get("published_at", full),
+                "published_utc": _utc(score.get("published_utc", date)),
                 "source": f"reconstructed from git history: {score['file']} at {score.get('published_at', full)[:7]} "
-                          "(scripts/reconstruct_test_looks.py)",
+                "(scripts/reconstruct_test_looks.py)",
             }
             if score.get("candidate"):
                 look["candidate"] = score["candidate"]
@@ -192,19 +241,27 @@ def _reason(look: dict, earlier: list[dict]) -> str:
 
 def _plain_reason(look: dict, earlier: list[dict]) -> str:
     if look.get("candidate"):
-        return ("a candidate of the NER schedule / ELMo placement search, scored on test beside its dev score before the "
-                "dev-only protocol (results/experiments.md)")
+        return (
+            "a candidate of the NER schedule / ELMo placement search, scored on test beside its dev score before the "
+            "dev-only protocol (results/experiments.md)"
+        )
     if not looks_ledger.recipe_known(look):
         if look["recipe"].get("settings") is None:
-            return "a published run from before training provenance was recorded: its recipe is not known from the files"
-        return ("its training record holds no input hashes (recorded before they were): the data and biLM it used are "
-                "not known from the files, so it is matched with no other look")
+            return (
+                "a published run from before training provenance was recorded: its recipe is not known from the files"
+            )
+        return (
+            "its training record holds no input hashes (recorded before they were): the data and biLM it used are "
+            "not known from the files, so it is matched with no other look"
+        )
     same = looks_ledger.same_recipe_looks({"looks": earlier}, look)
     if same:
         again = "the same score" if any(entry["score"] == look["score"] for entry in same) else "another score"
         where = same[-1]["workflow"]
-        return (f"the same recipe as an earlier look (the `{where}` workflow's run, published at {same[-1]['published_at'][:7]}), "
-                f"trained and scored again by the `{look['workflow']}` workflow: {again}")
+        return (
+            f"the same recipe as an earlier look (the `{where}` workflow's run, published at {same[-1]['published_at'][:7]}), "
+            f"trained and scored again by the `{look['workflow']}` workflow: {again}"
+        )
     return "first look at this recipe"
 
 
@@ -214,12 +271,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("results") / looks_ledger.LEDGER)
     args = parser.parse_args(argv)
     rebuilt = reconstruct(args.repo)
-    live = [entry for entry in looks_ledger.load(args.out)["looks"] if not str(entry.get("source", "")).startswith("reconstructed")]
+    live = [
+        entry
+        for entry in looks_ledger.load(args.out)["looks"]
+        if not str(entry.get("source", "")).startswith("reconstructed")
+    ]
     ledger = {"about": looks_ledger.ABOUT, "looks": []}
     for index, entry in enumerate(rebuilt + live, start=1):
         ledger["looks"].append({"look": index, **{k: v for k, v in entry.items() if k != "look"}})
     looks_ledger.save(args.out, ledger)
-    print(f"wrote {args.out}: {len(rebuilt)} looks reconstructed from git history, {len(live)} recorded by evaluate_runs.py kept")
+    print(
+        f"wrote {args.out}: {len(rebuilt)} looks reconstructed from git history, {len(live)} recorded by evaluate_runs.py kept"
+    )
     return 0
 
 

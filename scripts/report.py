@@ -179,11 +179,15 @@ def find_provenance(paths: list[Path]) -> dict:
         if base.is_file():
             candidates = [base]
         else:
-            candidates = sorted([base / "provenance.json", *base.glob("*/provenance.json"), *base.glob("*.provenance.json")])
+            candidates = sorted(
+                [base / "provenance.json", *base.glob("*/provenance.json"), *base.glob("*.provenance.json")]
+            )
         for path in candidates:
             if not path.is_file():
                 continue
-            label = path.parent if path.name == "provenance.json" else path.with_name(path.name[: -len(".provenance.json")])
+            label = (
+                path.parent if path.name == "provenance.json" else path.with_name(path.name[: -len(".provenance.json")])
+            )
             key = f"{label.parent.name}/{label.name}"
             if key in found:  # the same short label in two places (e.g. work/bilm_zh of two checkouts): keep both
                 key = str(label)
@@ -263,7 +267,9 @@ def read_seed_metrics(metrics_dir: Path) -> dict:
         if not isinstance(value, (int, float)):
             continue
         value = float(value) * 100 if value <= 1.0 else float(value)
-        cells.setdefault(match["task"], {}).setdefault(match["pct"], {}).setdefault(match["system"], {})[match["seed"]] = round(value, 2)
+        cells.setdefault(match["task"], {}).setdefault(match["pct"], {}).setdefault(match["system"], {})[
+            match["seed"]
+        ] = round(value, 2)
     return cells
 
 
@@ -281,8 +287,13 @@ def summarize_seeds(cells: dict) -> dict:
     summary: dict = {}
     for task, by_pct in cells.items():
         for pct, by_system in by_pct.items():
-            entry = {system: {"per_seed": dict(sorted(seeds.items(), key=lambda kv: int(kv[0]))), **spread(list(seeds.values()))}
-                     for system, seeds in by_system.items()}
+            entry = {
+                system: {
+                    "per_seed": dict(sorted(seeds.items(), key=lambda kv: int(kv[0]))),
+                    **spread(list(seeds.values())),
+                }
+                for system, seeds in by_system.items()
+            }
             base, elmo = by_system.get("baseline", {}), by_system.get("elmo", {})
             paired = sorted(set(base) & set(elmo), key=int)
             if paired:
@@ -357,9 +368,11 @@ def cmd_seeds(args) -> int:
     bilms = bilms_of_elmo_runs(args.records, cells)
     if len(bilms) > 1:  # the headline compares cells: every ELMo cell must read the same biLM (issue 33)
         listed = "; ".join(f"{sha[:12]}: {', '.join(sorted(runs))}" for sha, runs in sorted(bilms.items()))
-        raise SystemExit(f"{args.records}: the ELMo runs read {len(bilms)} different biLMs (model.safetensors "
-                         f"sha256 {listed}); retrain the runs of the other biLM (scripts/train_ner.py) before a "
-                         f"seeds report")
+        raise SystemExit(
+            f"{args.records}: the ELMo runs read {len(bilms)} different biLMs (model.safetensors "
+            f"sha256 {listed}); retrain the runs of the other biLM (scripts/train_ner.py) before a "
+            f"seeds report"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     result = {
         "scores": {task: TASK_SCORE[task][0] for task in cells},
@@ -377,7 +390,11 @@ def cmd_readme(args) -> int:
     done = doc_regions.write_or_check(written, args.check, f"python scripts/report.py readme --results {args.results}")
     if done == 0:
         names = " and ".join(str(path) for path in written)
-        print(f"{names}: up to date with {args.results}/" if args.check else f"wrote the report of {args.results}/ into {names}")
+        print(
+            f"{names}: up to date with {args.results}/"
+            if args.check
+            else f"wrote the report of {args.results}/ into {names}"
+        )
     return done
 
 
@@ -409,7 +426,9 @@ def publish_folder(source: Path, results: Path) -> dict[str, str]:
         data = json.loads(path.read_text(encoding="utf-8")) if renamed and path.suffix == ".json" else None
         configs = (data.get("provenance") or {}).get("configs") if isinstance(data, dict) else None
         if configs and any(item in renamed for item in configs.items()):
-            data["provenance"]["configs"] = {renamed.get((name, digest), name): digest for name, digest in configs.items()}
+            data["provenance"]["configs"] = {
+                renamed.get((name, digest), name): digest for name, digest in configs.items()
+            }
             target.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         else:
             shutil.copyfile(path, target)
@@ -430,20 +449,39 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--metrics-dir", type=Path, default=Path("metrics"))
     p.add_argument("--training-dir", type=Path, default=Path("training"))
     p.add_argument("--out", type=Path, default=Path("results"))
-    p.add_argument("--extra", type=Path, nargs="*", default=[], help="more JSON files to embed (e.g. pretraining metrics)")
-    p.add_argument("--provenance", type=Path, nargs="*", default=[],
-                   help="folders (or files) holding the steps' provenance.json / NAME.provenance.json records")
-    p.add_argument("--make-started", default="", help="UTC start of `make main` (the Makefile passes it): its own wall time is reported")
+    p.add_argument(
+        "--extra", type=Path, nargs="*", default=[], help="more JSON files to embed (e.g. pretraining metrics)"
+    )
+    p.add_argument(
+        "--provenance",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="folders (or files) holding the steps' provenance.json / NAME.provenance.json records",
+    )
+    p.add_argument(
+        "--make-started",
+        default="",
+        help="UTC start of `make main` (the Makefile passes it): its own wall time is reported",
+    )
     p.set_defaults(func=cmd_collect)
     p = sub.add_parser("seeds", help="per-seed spacy evaluate outputs → seeds.json (mean ± std, paired gains)")
     p.add_argument("--metrics-dir", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--provenance", type=Path, nargs="*", default=[])
-    p.add_argument("--records", type=Path, help="committed run records (train_ner.py --records): scores of runs with no score file here")
+    p.add_argument(
+        "--records",
+        type=Path,
+        help="committed run records (train_ner.py --records): scores of runs with no score file here",
+    )
     p.set_defaults(func=cmd_seeds)
     for name, func in (("readme", cmd_readme), ("publish", cmd_publish)):
-        p = sub.add_parser(name, help="write the results page and the README's summary from a results folder"
-                           if name == "readme" else "copy a run's results folder into results/, then `readme`")
+        p = sub.add_parser(
+            name,
+            help="write the results page and the README's summary from a results folder"
+            if name == "readme"
+            else "copy a run's results folder into results/, then `readme`",
+        )
         if name == "publish":
             p.add_argument("--from", dest="source", type=Path, required=True, help="the run's results folder")
         p.add_argument("--results", type=Path, default=Path("results"))

@@ -37,12 +37,24 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.runs:
         seed, run, log = spec.split(":", 2)
         copy = args.out / f"seed{seed}.log"
-        copy.write_text(re.sub(r"\x1b\[[0-9;]*m", "", Path(log).read_text(encoding="utf8", errors="replace")), encoding="utf8")
+        copy.write_text(
+            re.sub(r"\x1b\[[0-9;]*m", "", Path(log).read_text(encoding="utf8", errors="replace")), encoding="utf8"
+        )
         best = json.loads((Path(run) / "model-best" / "meta.json").read_text())["performance"][args.score]
-        runs[seed] = {"log": copy.name, "dev_curve": train_ner.dev_curve(copy, args.column), f"best_dev_{args.score}": round(best * 100, 2)}
-    summary = {"about": args.about, "command": args.command, "inputs": {str(p): sha256(p) for p in args.input},
-               "git": git_state(), "machine": machine(), "runs": runs,
-               "written_by": "python scripts/seed_check.py " + " ".join(sys.argv[1:] if argv is None else argv)}
+        runs[seed] = {
+            "log": copy.name,
+            "dev_curve": train_ner.dev_curve(copy, args.column),
+            f"best_dev_{args.score}": round(best * 100, 2),
+        }
+    summary = {
+        "about": args.about,
+        "command": args.command,
+        "inputs": {str(p): sha256(p) for p in args.input},
+        "git": git_state(),
+        "machine": machine(),
+        "runs": runs,
+        "written_by": "python scripts/seed_check.py " + " ".join(sys.argv[1:] if argv is None else argv),
+    }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf8")
     print(json.dumps(runs))
     return 0

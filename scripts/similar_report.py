@@ -36,7 +36,10 @@ def main() -> None:
     args = parser.parse_args()
     model = load_model(args.model)
     vocab = find_vocab(args.model)
-    lines = [f"Nearest words ({args.n}) by cosine of token vectors, model `{args.model}`, vocabulary of {len(vocab.words):,} words.", ""]
+    lines = [
+        f"Nearest words ({args.n}) by cosine of token vectors, model `{args.model}`, vocabulary of {len(vocab.words):,} words.",
+        "",
+    ]
     lines += ["| word | nearest words (cosine) |", "|---|---|"]
     for word in args.words:
         found = ", ".join(f"{w} ({s:.2f})" for w, s in most_similar(model, word, vocab, args.n))
@@ -44,7 +47,9 @@ def main() -> None:
     if args.corpus is not None:
         layer = args.layer % model.num_layers
         started = time.time()
-        words, vectors = contextual_word_vectors(model, read_sentences(args.corpus, args.max_sentences), layer, args.min_count)
+        words, vectors = contextual_word_vectors(
+            model, read_sentences(args.corpus, args.max_sentences), layer, args.min_count
+        )
         lines += [
             "",
             f"Contextual: layer-{layer} vectors averaged over each word's occurrences in `{args.corpus}`"

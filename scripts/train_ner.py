@@ -61,24 +61,41 @@ def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tupl
     for pct, settings in args.fraction_settings:
         fraction_options[pct] = [*fraction_options.get(pct, []), *settings_as_options(settings)]
     seeds = args.seeds if args.seeds else [args.seed]
-    bilms = [(f"{args.name}_{tag}", ["--paths.elmo", path]) for tag, path in args.elmo] if args.elmo else [(args.name, [])]
+    bilms = (
+        [(f"{args.name}_{tag}", ["--paths.elmo", path]) for tag, path in args.elmo] if args.elmo else [(args.name, [])]
+    )
     runs = [(system, elmo, pct, seed) for seed in seeds for system, elmo in bilms for pct in args.fractions]
     for system, elmo, pct, seed in runs:
         name = f"{system}_{pct}_s{seed}" if args.seeds else f"{system}_{pct}"
-        commands[name] = ([
-            sys.executable, "-m", "spacy", "train", str(args.config),
-            "--output", str(args.out / name),
-            "--paths.train", str(args.corpus / f"train_{pct}.spacy"),
-            "--paths.dev", str(args.corpus / "dev.spacy"),
-            "--training.max_steps", str(args.steps),
-            "--training.eval_frequency", str(args.eval_frequency),
-            "--training.patience", str(args.patience),
-            "--system.seed", str(seed),
-            "--gpu-id", str(args.gpu_id),
-            *extra,
-            *elmo,
-            *fraction_options.get(pct, []),
-        ], seed)
+        commands[name] = (
+            [
+                sys.executable,
+                "-m",
+                "spacy",
+                "train",
+                str(args.config),
+                "--output",
+                str(args.out / name),
+                "--paths.train",
+                str(args.corpus / f"train_{pct}.spacy"),
+                "--paths.dev",
+                str(args.corpus / "dev.spacy"),
+                "--training.max_steps",
+                str(args.steps),
+                "--training.eval_frequency",
+                str(args.eval_frequency),
+                "--training.patience",
+                str(args.patience),
+                "--system.seed",
+                str(seed),
+                "--gpu-id",
+                str(args.gpu_id),
+                *extra,
+                *elmo,
+                *fraction_options.get(pct, []),
+            ],
+            seed,
+        )
     return commands
 
 
@@ -92,8 +109,10 @@ def finished_before(folder: Path, command: list[str], inputs: dict[str, str], th
     except (OSError, ValueError):
         return False
     return (
-        (folder / "model-last").is_dir() and record.get("exit_code") == 0
-        and record.get("command", [])[1:] == command[1:] and record.get("inputs") == inputs
+        (folder / "model-last").is_dir()
+        and record.get("exit_code") == 0
+        and record.get("command", [])[1:] == command[1:]
+        and record.get("inputs") == inputs
         and (record.get("machine") or {}).get("threads") == threads
     )
 
@@ -107,7 +126,7 @@ def move_aside(name: str, stamp: str, *paths: Path) -> Path:
     moved = []
     for path in paths:
         if path.exists():
-            moved.append(path.rename(replaced / f"{name}-{stamp}{path.name[len(name):]}"))
+            moved.append(path.rename(replaced / f"{name}-{stamp}{path.name[len(name) :]}"))
     return moved[0]
 
 
@@ -149,19 +168,31 @@ def write_record(records: Path, name: str, folder: Path, log: Path, prov: dict) 
     parsed = looks_ledger.parse_run(name) or {"task": "ner", "system": name, "fraction": None, "seed": None}
     key, column = DEV_SCORE.get(parsed["task"], DEV_SCORE["ner"])
     try:
-        best = json.loads((folder / "model-best" / "meta.json").read_text(encoding="utf8")).get("performance", {}).get(key)
+        best = (
+            json.loads((folder / "model-best" / "meta.json").read_text(encoding="utf8")).get("performance", {}).get(key)
+        )
     except (OSError, ValueError):
         best = None
     recipe = looks_ledger.recipe(prov)
     record = {
-        "run": name, "task": parsed["task"], "fraction": parsed["fraction"], "system": parsed["system"], "seed": prov.get("seed"),
-        "settings": recipe["settings"], "config": recipe["config"], "config_sha256": recipe["config_sha256"],
+        "run": name,
+        "task": parsed["task"],
+        "fraction": parsed["fraction"],
+        "system": parsed["system"],
+        "seed": prov.get("seed"),
+        "settings": recipe["settings"],
+        "config": recipe["config"],
+        "config_sha256": recipe["config_sha256"],
         "data_sha256": {key: value for key, value in (prov.get("inputs") or {}).items() if key.endswith(".spacy")},
-        "bilm_sha256": recipe["bilm_sha256"], "threads": (prov.get("machine") or {}).get("threads"),
-        "command": prov["command"][1:], "inputs": prov.get("inputs"),
+        "bilm_sha256": recipe["bilm_sha256"],
+        "threads": (prov.get("machine") or {}).get("threads"),
+        "command": prov["command"][1:],
+        "inputs": prov.get("inputs"),
         "best_dev": {key: round(best * 100, 2) if isinstance(best, (int, float)) else None},
         "dev_curve": dev_curve(log, column) if log.is_file() else [],
-        "minutes": prov.get("minutes"), "test": None, "provenance": prov,
+        "minutes": prov.get("minutes"),
+        "test": None,
+        "provenance": prov,
     }
     records.mkdir(parents=True, exist_ok=True)
     path = records / f"{name}.json"
@@ -192,19 +223,30 @@ def run_one(name: str, command: list[str], seed: int, out: Path, env: dict, reco
     if finished_before(folder, command, inputs, threads(env)):
         print(f"[{name}] finished earlier with the same command, inputs and threads: not trained again", flush=True)
         if records and not (records / f"{name}.json").is_file():
-            write_record(records, name, folder, out / f"{name}.log", json.loads((folder / "provenance.json").read_text(encoding="utf8")))
+            write_record(
+                records,
+                name,
+                folder,
+                out / f"{name}.log",
+                json.loads((folder / "provenance.json").read_text(encoding="utf8")),
+            )
         return True
     reused = reusable_record(records, name, command, inputs, threads(env))
     if reused is not None:
-        print(f"[{name}] reused the committed record {reused}: the same command, inputs and threads, scored on test "
-              "already; not trained again (no model here: its scores are the record's)", flush=True)
+        print(
+            f"[{name}] reused the committed record {reused}: the same command, inputs and threads, scored on test "
+            "already; not trained again (no model here: its scores are the record's)",
+            flush=True,
+        )
         return True
     if INTERRUPTED.is_set():
         return False
     path = out / f"{name}.log"
     replaced = set_aside(folder, path)
     if replaced is not None:
-        print(f"[{name}] an earlier finished run with another command, inputs or threads moved to {replaced}", flush=True)
+        print(
+            f"[{name}] an earlier finished run with another command, inputs or threads moved to {replaced}", flush=True
+        )
     (folder / "provenance.json").unlink(missing_ok=True)  # written again only when this run ends
     print(f"[{name}] started, log: {path}", flush=True)
     prov = Provenance(command=command, seed=seed, configs=[command[4]], env=env)
@@ -214,7 +256,9 @@ def run_one(name: str, command: list[str], seed: int, out: Path, env: dict, reco
     if code != 0 and INTERRUPTED.wait(1.0):  # cut off by Ctrl-C: nothing to report or record
         return False
     minutes = (time.time() - started) / 60
-    record = prov.write(folder / "provenance.json", exit_code=code, log=str(path), minutes=round(minutes, 2), inputs=inputs)
+    record = prov.write(
+        folder / "provenance.json", exit_code=code, log=str(path), minutes=round(minutes, 2), inputs=inputs
+    )
     lines = path.read_text(encoding="utf8", errors="replace").splitlines()
     if code == 0 and records:
         print(f"[{name}] record: {write_record(records, name, folder, path, record)}", flush=True)
@@ -243,13 +287,17 @@ def run_all(commands: dict[str, tuple[list[str], int]], out: Path, jobs: int, re
     previous = signal.signal(signal.SIGINT, interrupt)
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
-        futures = [pool.submit(run_one, name, command, seed, out, env, records) for name, (command, seed) in commands.items()]
+        futures = [
+            pool.submit(run_one, name, command, seed, out, env, records) for name, (command, seed) in commands.items()
+        ]
         while wait(futures, timeout=0.1).not_done:  # short waits: Python runs the Ctrl-C handler between them
             pass
         succeeded = [future.result() for future in futures]
     except KeyboardInterrupt:
         INTERRUPTED.set()  # the line first: a workflow runner may kill this process soon after Ctrl-C
-        print(f"interrupted: finished trainings in {out} are kept; run the same command again to do the rest", flush=True)
+        print(
+            f"interrupted: finished trainings in {out} are kept; run the same command again to do the rest", flush=True
+        )
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     finally:
@@ -263,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, extra = argv[:cut], argv[cut + 1:]
+        argv, extra = argv[:cut], argv[cut + 1 :]
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("config", type=Path)
     parser.add_argument("--name", required=True, help="system name: outputs are {out}/{name}_{pct}")
@@ -274,15 +322,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-frequency", type=int, default=400)
     parser.add_argument("--patience", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0, help="seed of the one run per fraction (without --seeds)")
-    parser.add_argument("--seeds", type=int, nargs="+", help="train every fraction once per seed, into {name}_{pct}_s{seed}")
-    parser.add_argument("--elmo", nargs=2, action="append", metavar=("TAG", "PATH"),
-                        help="train once with each of several biLMs (--paths.elmo PATH) into {name}_{TAG}_...; the runs share the jobs")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", help="train every fraction once per seed, into {name}_{pct}_s{seed}"
+    )
+    parser.add_argument(
+        "--elmo",
+        nargs=2,
+        action="append",
+        metavar=("TAG", "PATH"),
+        help="train once with each of several biLMs (--paths.elmo PATH) into {name}_{TAG}_...; the runs share the jobs",
+    )
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (1 on a GPU; up to the CPU cores)")
-    parser.add_argument("--records", type=Path, help="folder for each finished run's committed record {name}.json (results/runs/...)")
+    parser.add_argument(
+        "--records", type=Path, help="folder for each finished run's committed record {name}.json (results/runs/...)"
+    )
     parser.add_argument("--settings", default="", help=SETTINGS_HELP + "; after the arguments given after --")
-    parser.add_argument("--fraction-settings", nargs=2, action="append", default=[], metavar=("PCT", "SETTINGS"),
-                        help="more settings (as --settings) for the runs on train_PCT only, after every other argument")
+    parser.add_argument(
+        "--fraction-settings",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("PCT", "SETTINGS"),
+        help="more settings (as --settings) for the runs on train_PCT only, after every other argument",
+    )
     args = parser.parse_args(argv)
     extra = [*extra, *settings_as_options(args.settings)]
     for pct, _ in args.fraction_settings:
@@ -290,9 +353,15 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--fraction-settings {pct}: not one of --fractions ({' '.join(args.fractions)})")
     if not args.config.is_file():
         parser.error(f"config not found: {args.config}")
-    missing = [str(args.corpus / f"train_{pct}.spacy") for pct in args.fractions if not (args.corpus / f"train_{pct}.spacy").is_file()]
+    missing = [
+        str(args.corpus / f"train_{pct}.spacy")
+        for pct in args.fractions
+        if not (args.corpus / f"train_{pct}.spacy").is_file()
+    ]
     if missing or not (args.corpus / "dev.spacy").is_file():
-        parser.error(f"missing corpus files (run the preprocess step): {', '.join(missing) or args.corpus / 'dev.spacy'}")
+        parser.error(
+            f"missing corpus files (run the preprocess step): {', '.join(missing) or args.corpus / 'dev.spacy'}"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         failed = run_all(train_commands(args, extra), args.out, max(1, args.jobs), args.records)

@@ -64,8 +64,10 @@ def baseline_scores(prefixes: list[Path], score: str) -> dict[str, float]:
             continue
         for seed, value in dev_scores(prefix, score).items():
             if seed in found:
-                raise SystemExit(f"baseline seed {seed}: found under both {where[seed]}_s{seed} and {prefix}_s{seed}; "
-                                 "expected each seed once")
+                raise SystemExit(
+                    f"baseline seed {seed}: found under both {where[seed]}_s{seed} and {prefix}_s{seed}; "
+                    "expected each seed once"
+                )
             found[seed], where[seed] = value, prefix
     return dict(sorted(found.items(), key=lambda kv: int(kv[0])))
 
@@ -81,10 +83,14 @@ def read_variant(bilm: Path, prefix: Path, baseline: dict[str, float], score: st
     elmo = dev_scores(prefix, score)
     paired = [seed for seed in elmo if seed in baseline]
     if not paired:
-        raise SystemExit(f"{prefix}_s*: seeds {sorted(elmo, key=int)} share none with the baseline's {sorted(baseline, key=int)}")
+        raise SystemExit(
+            f"{prefix}_s*: seeds {sorted(elmo, key=int)} share none with the baseline's {sorted(baseline, key=int)}"
+        )
     gains = {seed: round(elmo[seed] - baseline[seed], 2) for seed in paired}
     return {
-        "name": (name or "{steps} step" + ("" if summary["step"] == 1 else "s")).replace("{steps}", f"{summary['step']:,}"),
+        "name": (name or "{steps} step" + ("" if summary["step"] == 1 else "s")).replace(
+            "{steps}", f"{summary['step']:,}"
+        ),
         "bilm": str(bilm),
         "runs": str(prefix),
         "pretrain_steps": summary["step"],
@@ -103,7 +109,11 @@ def paired_difference(a: dict, b: dict) -> dict | None:
     if not seeds:
         return None
     differences = {seed: round(a["elmo"]["per_seed"][seed] - b["elmo"]["per_seed"][seed], 2) for seed in seeds}
-    return {"per_seed": differences, "ahead_on": sum(d > 0 for d in differences.values()), **spread(list(differences.values()))}
+    return {
+        "per_seed": differences,
+        "ahead_on": sum(d > 0 for d in differences.values()),
+        **spread(list(differences.values())),
+    }
 
 
 def leader_vs_runner_up(variants: list[dict]) -> dict | None:
@@ -132,11 +142,21 @@ def plot(result: dict, path: Path) -> None:
     """Paired dev gain (mean ± std over seeds) against held-out perplexity, one point per variant."""
     variants = sorted(result["variants"], key=lambda v: v["heldout_ppl"])
     fig, ax = plt.subplots(figsize=(5, 3.6))
-    ax.errorbar([v["heldout_ppl"] for v in variants], [v["gain"]["mean"] for v in variants],
-                yerr=[v["gain"]["std"] or 0 for v in variants], fmt="o", capsize=3)
+    ax.errorbar(
+        [v["heldout_ppl"] for v in variants],
+        [v["gain"]["mean"] for v in variants],
+        yerr=[v["gain"]["std"] or 0 for v in variants],
+        fmt="o",
+        capsize=3,
+    )
     for v in variants:
-        ax.annotate(f"{v['name']} (n={v['gain']['n']})", (v["heldout_ppl"], v["gain"]["mean"]), fontsize=7,
-                    xytext=(4, 4), textcoords="offset points")
+        ax.annotate(
+            f"{v['name']} (n={v['gain']['n']})",
+            (v["heldout_ppl"], v["gain"]["mean"]),
+            fontsize=7,
+            xytext=(4, 4),
+            textcoords="offset points",
+        )
     ax.set_xscale("log")
     ax.set_xlabel("biLM held-out perplexity (log scale)")
     ax.set_ylabel(f"ELMo gain, dev {result['score_label']}")
@@ -179,13 +199,31 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["register"]:
         return register(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", type=Path, nargs="+", required=True, metavar="PREFIX",
-                        help="prefix(es) of the baseline runs (PREFIX_s{seed}); each seed under one of them")
-    parser.add_argument("--variant", nargs="+", action="append", default=[], metavar="BILM PREFIX [NAME]",
-                        help="a pretrained biLM folder, the prefix of the runs trained with it and, optionally, the "
-                             "variant's name in the report (default: its pretraining steps; {steps} in a name is replaced by them)")
-    parser.add_argument("--discover", type=Path, action="append", default=[], metavar="DIR",
-                        help="also every variant registered under DIR (DIR/*/variant.json, written by `register`)")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        nargs="+",
+        required=True,
+        metavar="PREFIX",
+        help="prefix(es) of the baseline runs (PREFIX_s{seed}); each seed under one of them",
+    )
+    parser.add_argument(
+        "--variant",
+        nargs="+",
+        action="append",
+        default=[],
+        metavar="BILM PREFIX [NAME]",
+        help="a pretrained biLM folder, the prefix of the runs trained with it and, optionally, the "
+        "variant's name in the report (default: its pretraining steps; {steps} in a name is replaced by them)",
+    )
+    parser.add_argument(
+        "--discover",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also every variant registered under DIR (DIR/*/variant.json, written by `register`)",
+    )
     parser.add_argument("--task", default="ner")
     parser.add_argument("--fraction", type=int, default=10, help="the training fraction the runs used (for the report)")
     parser.add_argument("--score", default="ents_f", help="meta.json performance key (ents_f for NER, tag_acc for POS)")
@@ -202,13 +240,21 @@ def main(argv: list[str] | None = None) -> int:
     prov = own_provenance()
     baseline = baseline_scores(args.baseline, args.score)
     variants = [read_variant(bilm, prefix, baseline, args.score, name) for bilm, prefix, name in args.variant]
-    steps = find_provenance([run for prefix in args.baseline for run in seed_runs(prefix).values()]
-                            + [p for bilm, prefix, _ in args.variant for p in [bilm, *seed_runs(prefix).values()]])
+    steps = find_provenance(
+        [run for prefix in args.baseline for run in seed_runs(prefix).values()]
+        + [p for bilm, prefix, _ in args.variant for p in [bilm, *seed_runs(prefix).values()]]
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = {
-        "task": args.task, "fraction": args.fraction, "score": args.score,
+        "task": args.task,
+        "fraction": args.fraction,
+        "score": args.score,
         "score_label": "F1" if args.score == "ents_f" else "accuracy" if args.score == "tag_acc" else args.score,
-        "baseline": {"runs": [str(prefix) for prefix in args.baseline], "per_seed": baseline, **spread(list(baseline.values()))},
+        "baseline": {
+            "runs": [str(prefix) for prefix in args.baseline],
+            "per_seed": baseline,
+            **spread(list(baseline.values())),
+        },
         "variants": sorted(variants, key=lambda v: v["heldout_ppl"]),
         "leader_vs_runner_up": leader_vs_runner_up(variants),
         "same_bilm_as_first": against_first_on_its_bilm(variants),  # in the order given: the first --variant first

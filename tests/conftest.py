@@ -57,6 +57,7 @@ def pytest_collection_modifyitems(session, config, items):
 @pytest.fixture(scope="session")
 def script():
     """`script(name)`: the module scripts/NAME.py (the project's scripts import each other by bare name)."""
+
     def load(name: str):
         sys.path.insert(0, str(ROOT / "scripts"))
         try:
@@ -72,16 +73,27 @@ def ctrl_c_after_checkpoint():
     """`ctrl_c_after_checkpoint(command, output, env, wait=0.0)`: runs `command` as a terminal's foreground job,
     waits until OUTPUT/checkpoints/latest exists (and `wait` seconds more), then presses Ctrl-C: SIGINT to
     the whole process group (torchrun and its workers). Returns the finished Popen and its (stdout, stderr)."""
+
     def interrupt(command, output: Path, env: dict, wait: float = 0.0):
         # its own process group, as a terminal's foreground job. A foreground job takes SIGINT even when this
         # suite runs where it is ignored (a background `make test &` of a non-interactive shell, or nohup),
         # which the child would inherit, so it is reset to the default there
-        child = subprocess.Popen([str(c) for c in command], start_new_session=True, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, env=env,
-                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        child = subprocess.Popen(
+            [str(c) for c in command],
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         try:
             deadline = time.monotonic() + 300
-            while not (output / "checkpoints" / "latest").is_file() and child.poll() is None and time.monotonic() < deadline:
+            while (
+                not (output / "checkpoints" / "latest").is_file()
+                and child.poll() is None
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.2)
             assert child.poll() is None, child.communicate()[1][-3000:]
             time.sleep(wait)

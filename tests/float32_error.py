@@ -89,7 +89,10 @@ def float32_errors(exact: Any, reference: Any, got: Any, *, terms: int) -> dict[
             continue
         scale = float(numpy.abs(want).max())
         floor = floor_ulps(terms) * EPS * scale
-        out[name] = (float(numpy.abs(got[name] - want).max()), RATIO * max(float(numpy.abs(reference[name] - want).max()), floor))
+        out[name] = (
+            float(numpy.abs(got[name] - want).max()),
+            RATIO * max(float(numpy.abs(reference[name] - want).max()), floor),
+        )
     return out
 
 

@@ -56,7 +56,9 @@ def make_corpus(path: Path, n: int = 16) -> Path:
 
 def lm_text(path: Path, lines: int = 200) -> Path:
     words = "the cat sat on a mat while dogs ran to the big red house".split()
-    path.write_text("\n".join(" ".join(words[(i + j) % len(words)] for j in range(4 + i % 7)) for i in range(lines)) + "\n")
+    path.write_text(
+        "\n".join(" ".join(words[(i + j) % len(words)] for j in range(4 + i % 7)) for i in range(lines)) + "\n"
+    )
     return path
 
 

@@ -14,8 +14,22 @@ def test_efml_speed_benchmark_runs_and_records(tmp_path, monkeypatch):
     from bench import efml_speed
 
     out, results = tmp_path / "efml.json", tmp_path / "RESULTS.md"
-    argv = ["--size", "tiny", "--rounds", "2", "--batches", "2", "--batch", "4", "--threads", "1",
-            "--json", str(out), "--append-results", str(results)]
+    argv = [
+        "--size",
+        "tiny",
+        "--rounds",
+        "2",
+        "--batches",
+        "2",
+        "--batch",
+        "4",
+        "--threads",
+        "1",
+        "--json",
+        str(out),
+        "--append-results",
+        str(results),
+    ]
     assert efml_speed.main(argv) == 0
     record = json.loads(out.read_text())
     assert set(record["words_per_s"]) == {"legacy", "efml"} and all(v > 0 for v in record["words_per_s"].values())

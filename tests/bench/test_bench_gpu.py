@@ -14,7 +14,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 GPU_SH = ROOT / "bench" / "gpu.sh"
 LOCAL = ("spacy_elmo", "bench")  # packages of this repository; tests/ and scripts/ modules are found by file
-FLAT = ("tests", "scripts")  # folders whose modules are imported by bare name (bench's doc writers: scripts/doc_regions.py)
+FLAT = (
+    "tests",
+    "scripts",
+)  # folders whose modules are imported by bare name (bench's doc writers: scripts/doc_regions.py)
 
 
 def _module_file(name: str) -> Path | None:
@@ -35,7 +38,11 @@ def _imports(path: Path):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = ".".join(package[: len(package) - node.level + 1] + [node.module or ""]).strip(".") if node.level else node.module
+            base = (
+                ".".join(package[: len(package) - node.level + 1] + [node.module or ""]).strip(".")
+                if node.level
+                else node.module
+            )
             yield base
             yield from (f"{base}.{alias.name}" for alias in node.names)
 
@@ -58,9 +65,13 @@ def _outside_imports() -> set[str]:
         for name in _imports(path):
             if (found := _module_file(name)) is not None:
                 todo.append(found)
-            elif name.split(".")[0] not in (*LOCAL, "__future__", *sys.stdlib_module_names) and not _module_file(name.split(".")[0]):
+            elif name.split(".")[0] not in (*LOCAL, "__future__", *sys.stdlib_module_names) and not _module_file(
+                name.split(".")[0]
+            ):
                 outside.add(name.split(".")[0])
-    assert ROOT / "bench" / "gpu.py" in seen and ROOT / "spacy_elmo" / "training" / "pretrain.py" in seen  # the end-to-end part
+    assert (
+        ROOT / "bench" / "gpu.py" in seen and ROOT / "spacy_elmo" / "training" / "pretrain.py" in seen
+    )  # the end-to-end part
     return outside
 
 
@@ -102,5 +113,8 @@ def test_gpu_sh_stops_at_a_failed_install_with_one_line_before_any_test(tmp_path
     done = _gpu_sh(str(tmp_path / "gpu.json"), python=tmp_path / "bare" / "bin" / "python", wheels=tmp_path)
     lines = (done.stdout + done.stderr).splitlines()
     assert done.returncode == 1 and len(lines) == 1, lines
-    assert lines[0].startswith(f"gpu.sh: installing the package from {tmp_path}/ failed") and "No module named pip" in lines[0]
+    assert (
+        lines[0].startswith(f"gpu.sh: installing the package from {tmp_path}/ failed")
+        and "No module named pip" in lines[0]
+    )
     assert not (tmp_path / "gpu.json").exists()

@@ -61,7 +61,9 @@ def test_figures_come_from_the_result_file():
     block = readme_speed.render(path, report)
     assert "4,096 negatives over 100,000 words" in block and "793,471" not in block
     assert "GTX" not in block and "bilm-tf" not in block  # no unsourced comparison
-    assert f"](../{path.relative_to(path.parents[3]).as_posix()})" in block  # the result file, linked from docs/performance.md
+    assert (
+        f"](../{path.relative_to(path.parents[3]).as_posix()})" in block
+    )  # the result file, linked from docs/performance.md
 
 
 def test_bf16_speedup_is_the_ratio_of_the_recorded_runs():

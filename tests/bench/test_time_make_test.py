@@ -25,8 +25,13 @@ def _repo(tmp_path: Path, status: int) -> tuple[Path, str]:
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "Makefile").write_text(MAKEFILE.replace("$(STATUS)", str(status)))
-    git = lambda *args: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,  # noqa: E731
-                                       check=True, capture_output=True, text=True).stdout.strip()
+    git = lambda *args: subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo,  # noqa: E731
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     git("init", "-q")
     git("add", "Makefile")
     git("commit", "-qm", "x")
@@ -41,7 +46,9 @@ def test_times_make_test_in_a_fresh_clone_and_records_it(tmp_path):
     (tmp_path / "make_test_failed_output.txt").write_text("an earlier run's failure")  # stale: removed by a pass
     assert time_make_test.main(["--repo", str(repo), "--out", str(out)]) == 0
     text = out.read_text()
-    assert f"commit: {commit} (a clean clone of HEAD) (the checkout also had uncommitted changes, not measured: " in text
+    assert (
+        f"commit: {commit} (a clean clone of HEAD) (the checkout also had uncommitted changes, not measured: " in text
+    )
     assert "assets/: absent, so the project smoke test fetched its corpora from PyPI" in text
     assert "exit status: 0" in text and "    2 passed, 1 warning in 1.72s\n" in text
     assert "    1.50s call tests/test_a.py::test_slow\n    0.20s setup tests/test_a.py::test_fast\n" in text

@@ -44,10 +44,28 @@ def test_baseline_and_this_checkout_alternate_on_the_same_batches(tmp_path):
     train = write_grammar_corpus(tmp_path / "train.txt", 300, seed=4)
     out = tmp_path / "result.json"
     results = tmp_path / "RESULTS.md"
-    code = train_throughput.main([
-        "--config", str(TINY), "--corpus", str(train), "--steps", "3", "--warmup", "1", "--layouts", "1x1",
-        "--baseline", str(ROOT), "--json", str(out), "--append-results", str(results), "--data.batch_tokens", "128",
-    ])
+    code = train_throughput.main(
+        [
+            "--config",
+            str(TINY),
+            "--corpus",
+            str(train),
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--layouts",
+            "1x1",
+            "--baseline",
+            str(ROOT),
+            "--json",
+            str(out),
+            "--append-results",
+            str(results),
+            "--data.batch_tokens",
+            "128",
+        ]
+    )
     assert code == 0
     result = json.loads(out.read_text())
     assert list(result["variants"]) == ["baseline", "this"]

@@ -38,8 +38,14 @@ def lm_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("embed_lm")
     vocab = Vocabulary(["<S>", "</S>", "<UNK>"] + WORDS)
     config = ElmoConfig(
-        max_characters_per_token=20, char_embedding_dim=8, filters=[[1, 16], [2, 16], [3, 32]], n_highway=1,
-        num_layers=2, lstm_dim=48, projection_dim=16, vocab_size=len(vocab),
+        max_characters_per_token=20,
+        char_embedding_dim=8,
+        filters=[[1, 16], [2, 16], [3, 32]],
+        n_highway=1,
+        num_layers=2,
+        lstm_dim=48,
+        projection_dim=16,
+        vocab_size=len(vocab),
     )
     torch.manual_seed(0)
     ElmoForBidirectionalLM(config).save_pretrained(out)
@@ -78,8 +84,11 @@ def test_embed_writes_bilm_tf_layout(lm_dir, input_file, tmp_path, capsys):
             assert data.dtype == numpy.float32 and data.shape == (3, len(line.split()), 32)
             if line.split():  # batches of 2 round otherwise than the line alone
                 assert_float32_error(
-                    expected_layers(lm_dir, line, exact=True), expected_layers(lm_dir, line), data[...],
-                    terms=forward_terms(ElmoConfig.from_pretrained(lm_dir)), what=f"line {i}",
+                    expected_layers(lm_dir, line, exact=True),
+                    expected_layers(lm_dir, line),
+                    data[...],
+                    terms=forward_terms(ElmoConfig.from_pretrained(lm_dir)),
+                    what=f"line {i}",
                 )
         assert handle["1"].shape == (3, 0, 32)  # the empty line keeps its index
 
@@ -90,9 +99,26 @@ def test_embed_shards_by_rank_under_torchrun(lm_dir, input_file, tmp_path, monke
     assert main(["embed", str(lm_dir), str(input_file), str(single), "--no-progress"]) == 0
     env = dict(os.environ, OMP_NUM_THREADS="1")
     run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "spacy_elmo", "embed", str(lm_dir), str(input_file), str(sharded), "--no-progress"],
-        env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "spacy_elmo",
+            "embed",
+            str(lm_dir),
+            str(input_file),
+            str(sharded),
+            "--no-progress",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
     )
     assert run.returncode == 0, run.stderr[-4000:]
     parts = sorted(p.name for p in sharded.parent.iterdir())
@@ -129,7 +155,9 @@ def test_similar_ranks_vocabulary_words_by_cosine(lm_dir, capsys):
     model = ElmoModel.from_pretrained(lm_dir).eval()
     vocab = Vocabulary.load(lm_dir / "vocab.txt")
     everything = most_similar(model, "kitten", vocab, n=100)  # a word outside the vocabulary works too
-    assert len(everything) == len(WORDS) and [s for _, s in everything] == sorted((s for _, s in everything), reverse=True)
+    assert len(everything) == len(WORDS) and [s for _, s in everything] == sorted(
+        (s for _, s in everything), reverse=True
+    )
 
 
 def test_similar_needs_a_vocabulary_for_models_without_one(lm_dir, tmp_path, capsys):

@@ -25,10 +25,14 @@ from spacy_elmo.cli import main
 def test_pretrain_refuses_text_that_is_not_utf8_before_any_work(kind, tmp_path, capsys):
     train = tmp_path / "train.txt"
     text = "the cat sat\nle café\n"
-    train.write_bytes({
-        "utf16": text.encode("utf-16"), "utf16-no-bom": text.encode("utf-16-le"),
-        "latin1": ("the cat sat\n" * 3 + "le café\n").encode("latin-1"), "empty": b"\n\n",
-    }[kind])
+    train.write_bytes(
+        {
+            "utf16": text.encode("utf-16"),
+            "utf16-no-bom": text.encode("utf-16-le"),
+            "latin1": ("the cat sat\n" * 3 + "le café\n").encode("latin-1"),
+            "empty": b"\n\n",
+        }[kind]
+    )
     out = tmp_path / "run"
     assert main(["pretrain", str(TINY), "--output", str(out), "--paths.train", str(train), "--no-progress"]) == 2
     err = capsys.readouterr().err
@@ -69,10 +73,18 @@ def _stdin(monkeypatch, data: bytes) -> None:
 
 def test_embed_refuses_bad_text_and_empty_input_from_a_file_or_stdin(tiny_model_dir, tmp_path, monkeypatch, capsys):
     out = tmp_path / "layers.hdf5"
-    cases = {"empty.txt": b"", "blank.txt": b"\n\n", "utf16.txt": "the cat\n".encode("utf-16"),
-             "latin1.txt": "the café\n".encode("latin-1")}
-    messages = {"empty.txt": "no input", "blank.txt": "no input", "utf16.txt": "line 1: starts with a UTF-16 byte-order mark",
-                "latin1.txt": "line 1: not UTF-8"}
+    cases = {
+        "empty.txt": b"",
+        "blank.txt": b"\n\n",
+        "utf16.txt": "the cat\n".encode("utf-16"),
+        "latin1.txt": "the café\n".encode("latin-1"),
+    }
+    messages = {
+        "empty.txt": "no input",
+        "blank.txt": "no input",
+        "utf16.txt": "line 1: starts with a UTF-16 byte-order mark",
+        "latin1.txt": "line 1: not UTF-8",
+    }
     for name, data in cases.items():
         (tmp_path / name).write_bytes(data)
         assert main(["embed", str(tiny_model_dir), str(tmp_path / name), str(out), "--no-progress"]) == 2, name
@@ -170,8 +182,16 @@ def test_device_cuda_without_a_gpu_is_one_line(tiny_model_dir, monkeypatch, caps
 
 def test_missing_heldout_file_names_the_setting(tmp_path, capsys):
     train = lm_text(tmp_path / "train.txt")
-    args = ["pretrain", str(TINY), "--output", str(tmp_path / "run"), "--paths.train", str(train),
-            "--paths.heldout", str(tmp_path / "heldout.txt")]
+    args = [
+        "pretrain",
+        str(TINY),
+        "--output",
+        str(tmp_path / "run"),
+        "--paths.train",
+        str(train),
+        "--paths.heldout",
+        str(tmp_path / "heldout.txt"),
+    ]
     assert main(args) == 2
     assert capsys.readouterr().err == f"error: paths.heldout: no text files match '{tmp_path / 'heldout.txt'}'\n"
     assert not (tmp_path / "run").exists()
@@ -192,7 +212,9 @@ def test_probe_on_untagged_data_names_the_task(tiny_model_dir, tmp_path, capsys)
     DocBin(docs=[Doc(spacy.blank("en").vocab, words=["A", "cat", "."])]).to_disk(untagged)
     assert main(["probe", str(tiny_model_dir), str(untagged), str(untagged), "--task", "pos", "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err == f"error: {untagged}: probe task 'pos' needs fine-grained tags (token.tag_), and no token here has one\n"
+    assert (
+        err == f"error: {untagged}: probe task 'pos' needs fine-grained tags (token.tag_), and no token here has one\n"
+    )
 
 
 # Files readable by others (the model-directory writer) and convert's argument order.
@@ -201,17 +223,35 @@ def test_probe_on_untagged_data_names_the_task(tiny_model_dir, tmp_path, capsys)
 def test_written_weights_are_readable_by_other_users(allennlp_dir, tmp_path):
     old = os.umask(0o022)
     try:
-        assert main(["convert", str(allennlp_dir / "options.json"), str(allennlp_dir / "lm_weights.hdf5"), str(tmp_path / "m")]) == 0
+        assert (
+            main(
+                [
+                    "convert",
+                    str(allennlp_dir / "options.json"),
+                    str(allennlp_dir / "lm_weights.hdf5"),
+                    str(tmp_path / "m"),
+                ]
+            )
+            == 0
+        )
         nlp = spacy.blank("en")
         nlp.add_pipe("elmo", config={"model": str(tmp_path / "m")})
         nlp.to_disk(tmp_path / "pipeline")  # what `spacy package` archives
     finally:
         os.umask(old)
-    for weights in (tmp_path / "m" / "model.safetensors", tmp_path / "pipeline" / "elmo" / "bilm" / "model.safetensors"):
+    for weights in (
+        tmp_path / "m" / "model.safetensors",
+        tmp_path / "pipeline" / "elmo" / "bilm" / "model.safetensors",
+    ):
         assert weights.stat().st_mode & 0o044 == 0o044, oct(weights.stat().st_mode)
 
 
 def test_convert_with_swapped_arguments_says_which_comes_first(allennlp_dir, tmp_path, capsys):
-    assert main(["convert", str(allennlp_dir / "lm_weights.hdf5"), str(allennlp_dir / "options.json"), str(tmp_path / "m")]) == 2
+    assert (
+        main(
+            ["convert", str(allennlp_dir / "lm_weights.hdf5"), str(allennlp_dir / "options.json"), str(tmp_path / "m")]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and re.search(r"order|swap", err) and "options" in err, err

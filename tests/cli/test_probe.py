@@ -66,8 +66,23 @@ def docbin(tmp_path_factory):
 
 def test_probe_learns_each_layer_and_the_mix(tiny_model_dir, docbin, tmp_path, one_torch_thread, capsys):
     out, png = tmp_path / "probe.json", tmp_path / "probe.png"
-    code = main(["probe", str(tiny_model_dir), str(docbin), str(docbin), "--task", "pos", "ner-type",
-                 "--max-sentences", "40", "--output", str(out), "--plot", str(png)])
+    code = main(
+        [
+            "probe",
+            str(tiny_model_dir),
+            str(docbin),
+            str(docbin),
+            "--task",
+            "pos",
+            "ner-type",
+            "--max-sentences",
+            "40",
+            "--output",
+            str(out),
+            "--plot",
+            str(png),
+        ]
+    )
     assert code == 0
     result = json.loads(out.read_text())
     assert set(result["tasks"]) == {"pos", "ner-type"}

@@ -39,7 +39,10 @@ def test_hub_id_shape():
 def _cli(*args, **env):
     start = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "spacy_elmo", *args], capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "spacy_elmo", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, **env},
     )
     return result, time.perf_counter() - start
@@ -74,9 +77,18 @@ def test_unreachable_hub_fails_fast_but_cached_models_load(tiny_model_dir, tmp_p
         except ModelNotFoundError as err:
             print(f"{time.perf_counter() - start:.1f}", err)
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env={
-        **os.environ, "HF_ENDPOINT": DEAD_HUB, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HOME": str(tmp_path / "home"),
-    })
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "HF_ENDPOINT": DEAD_HUB,
+            "HF_HUB_CACHE": str(tmp_path / "hub"),
+            "HF_HOME": str(tmp_path / "home"),
+        },
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     dim, failed = result.stdout.strip().splitlines()
     assert dim == "32"
@@ -111,20 +123,36 @@ def test_elmo_with_a_wrong_model_names_the_setting():
 # an ELMoForManyLangs directory is checked when it is named (architecture parsed, files present,
 # no weights read), not at the first Doc: (damage, the file the line names, what it says)
 EFML_BROKEN = {
-    "no encoder.pkl": (lambda d: (d / "encoder.pkl").unlink(), "encoder.pkl",
-                       "no such file; expected the ELMoForManyLangs biLSTM weights"),
-    "no token_embedder.pkl": (lambda d: (d / "token_embedder.pkl").unlink(), "token_embedder.pkl",
-                              "no such file; expected the ELMoForManyLangs token embedder weights"),
-    "no char.dic": (lambda d: (d / "char.dic").unlink(), "char.dic",
-                    "no such file; expected the ELMoForManyLangs character lexicon"),
-    "no word.dic": (lambda d: (d / "word.dic").unlink(), "word.dic",
-                    "no such file; expected the ELMoForManyLangs word lexicon (word_dim is 8)"),
-    "no config.json": (lambda d: (d / "config.json").unlink(), "config.json",
-                       "no such file; expected the ELMoForManyLangs config naming the architecture json"),
+    "no encoder.pkl": (
+        lambda d: (d / "encoder.pkl").unlink(),
+        "encoder.pkl",
+        "no such file; expected the ELMoForManyLangs biLSTM weights",
+    ),
+    "no token_embedder.pkl": (
+        lambda d: (d / "token_embedder.pkl").unlink(),
+        "token_embedder.pkl",
+        "no such file; expected the ELMoForManyLangs token embedder weights",
+    ),
+    "no char.dic": (
+        lambda d: (d / "char.dic").unlink(),
+        "char.dic",
+        "no such file; expected the ELMoForManyLangs character lexicon",
+    ),
+    "no word.dic": (
+        lambda d: (d / "word.dic").unlink(),
+        "word.dic",
+        "no such file; expected the ELMoForManyLangs word lexicon (word_dim is 8)",
+    ),
+    "no config.json": (
+        lambda d: (d / "config.json").unlink(),
+        "config.json",
+        "no such file; expected the ELMoForManyLangs config naming the architecture json",
+    ),
     "architecture not JSON": (lambda d: (d / "tiny.json").write_text("{"), "tiny.json", "not valid JSON"),
     "architecture without a field": (
         lambda d: (d / "tiny.json").write_text((d / "tiny.json").read_text().replace('"dim"', '"dimension"')),
-        "tiny.json", "missing field 'encoder.dim'",
+        "tiny.json",
+        "missing field 'encoder.dim'",
     ),
 }
 

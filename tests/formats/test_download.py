@@ -99,7 +99,13 @@ def sha256(data: bytes) -> str:
 def test_is_url_and_local_references_unchanged(tmp_path):
     assert is_url("https://example.org/model.zip") and is_url("HTTP://127.0.0.1:8000/m.tar.gz")
     assert is_url("https://a.org/options.json, https://a.org/w.hdf5") and is_url("opts.json,http://a.org/w.hdf5")
-    local_references = ("build/fixture_elmo", "owner/name", "options.json,lm_weights.hdf5", "http_model", "ftp://a.org/m.zip")
+    local_references = (
+        "build/fixture_elmo",
+        "owner/name",
+        "options.json,lm_weights.hdf5",
+        "http_model",
+        "ftp://a.org/m.zip",
+    )
     for local in local_references:
         assert not is_url(local)
         assert fetch(local) == local
@@ -368,7 +374,11 @@ def test_a_log_file_gets_no_bar_and_the_error_on_its_own_line(server, stderr_to,
 
 def everything_in(folder: Path) -> dict[str, bytes | None]:
     """Every path under `folder` (folders included: None) with its bytes; {} when it does not exist."""
-    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")} if folder.exists() else {}
+    return (
+        {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}
+        if folder.exists()
+        else {}
+    )
 
 
 @pytest.mark.parametrize("failure", ["404", "cut_off", "sha256"])

@@ -116,9 +116,14 @@ def test_convert_writes_a_directory_hf_loads_exactly(efml_dir, reference, tmp_pa
     sentences, expected = reference
     assert main(["convert", str(efml_dir), str(tmp_path / "out"), "--lang", "zh"]) == 0
     out = tmp_path / "out"
-    assert {"config.json", "model.safetensors", "tokenizer_config.json", "char_vocab.json", "word_vocab.json", "README.md"} <= {
-        p.name for p in out.iterdir()
-    }
+    assert {
+        "config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
+        "char_vocab.json",
+        "word_vocab.json",
+        "README.md",
+    } <= {p.name for p in out.iterdir()}
     config = json.loads((out / "config.json").read_text())
     assert config["char_vocab_size"] == 120 and config["word_vocab_size"] == 15 and config["word_embedding_dim"] == 8
     assert config["forget_bias"] == 0.0 and "lstm_implementation" not in config
@@ -143,7 +148,14 @@ def test_the_runtime_s_token_rules(loaded):
     assert row[0][49] == chars["<eow>"] and (row[0][1:49] == row[0][1]).all()  # 48 characters, not 24 two-byte ones
     assert list(row[1][:4]) == [chars["<bow>"], chars["<oov>"], chars["<eow>"], chars["<pad>"]]
     assert list(row[2][:3]) == [chars["<bow>"], chars["<bos>"], chars["<eow>"]]
-    assert list(ids["input_word_ids"][0]) == [words["<oov>"], words["<oov>"], words["<bos>"], words["The"], words["the"], words["<oov>"]]
+    assert list(ids["input_word_ids"][0]) == [
+        words["<oov>"],
+        words["<oov>"],
+        words["<bos>"],
+        words["The"],
+        words["the"],
+        words["<oov>"],
+    ]
     long_word = "a" * 60
     cut = ElmoTokenizer(max_characters_per_token=50, char_vocab=chars, word_vocab={**words, "a" * 48: len(words)})
     assert cut.encode_words([[long_word]])["input_word_ids"][0, 0] == len(words)
@@ -151,7 +163,9 @@ def test_the_runtime_s_token_rules(loaded):
 
 def test_writing_it_back(loaded, tmp_path):
     model, tokenizer = loaded
-    with pytest.raises(ValueError, match="cannot hold a character lexicon .*, a word embedding .*, forget_bias other than 1"):
+    with pytest.raises(
+        ValueError, match="cannot hold a character lexicon .*, a word embedding .*, forget_bias other than 1"
+    ):
         save_legacy(model, tmp_path / "legacy")
     with pytest.raises(ValueError, match="pass the tokenizer"):
         model.save_pretrained(tmp_path / "no_tokenizer")

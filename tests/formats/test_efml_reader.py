@@ -146,9 +146,13 @@ def test_known_architecture_by_basename(copy):
     # the numbers of the package's configs/cnn_50_100_512_4096_sample.json, as issue 18 gives them
     issue = {
         "token_embedder": {
-            "name": "cnn", "activation": "relu",
+            "name": "cnn",
+            "activation": "relu",
             "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
-            "n_highway": 2, "word_dim": 100, "char_dim": 50, "max_characters_per_token": 50,
+            "n_highway": 2,
+            "word_dim": 100,
+            "char_dim": 50,
+            "max_characters_per_token": 50,
         },
         "encoder": {"name": "elmo", "projection_dim": 512, "dim": 4096, "n_layers": 2, "cell_clip": 3, "proj_clip": 3},
     }
@@ -228,59 +232,75 @@ def _append_char(lines):
 
 BROKEN = {
     "char.dic missing": (
-        lambda d: (d / "char.dic").unlink(), "char.dic", "no such file; expected the ELMoForManyLangs character lexicon",
+        lambda d: (d / "char.dic").unlink(),
+        "char.dic",
+        "no such file; expected the ELMoForManyLangs character lexicon",
     ),
     "word.dic missing": (
-        lambda d: (d / "word.dic").unlink(), "word.dic",
+        lambda d: (d / "word.dic").unlink(),
+        "word.dic",
         "no such file; expected the ELMoForManyLangs word lexicon (word_dim is 8)",
     ),
     "token_embedder.pkl missing": (
-        lambda d: (d / "token_embedder.pkl").unlink(), "token_embedder.pkl",
+        lambda d: (d / "token_embedder.pkl").unlink(),
+        "token_embedder.pkl",
         "no such file; expected the ELMoForManyLangs token embedder weights",
     ),
     "encoder.pkl missing": (
-        lambda d: (d / "encoder.pkl").unlink(), "encoder.pkl", "no such file; expected the ELMoForManyLangs biLSTM weights",
+        lambda d: (d / "encoder.pkl").unlink(),
+        "encoder.pkl",
+        "no such file; expected the ELMoForManyLangs biLSTM weights",
     ),
     "config.json missing": (
-        lambda d: (d / "config.json").unlink(), "config.json",
+        lambda d: (d / "config.json").unlink(),
+        "config.json",
         "no such file; expected the ELMoForManyLangs config naming the architecture json",
     ),
     "not UTF-8": (
         lambda d: (d / "char.dic").write_bytes((d / "char.dic").read_bytes().replace(b"A\t38\n", b"\xffA\t38\n")),
-        "char.dic", "line 39 is not valid UTF-8",
+        "char.dic",
+        "line 39 is not valid UTF-8",
     ),
     "three fields": (
         lambda d: _edit_lines(d / "char.dic", lambda l: l.__setitem__(10, "a\tb\t10")),
-        "char.dic", "line 11 has 3 tab-separated fields",
+        "char.dic",
+        "line 11 has 3 tab-separated fields",
     ),
     "blank line": (lambda d: _edit_lines(d / "word.dic", lambda l: l.insert(4, "")), "word.dic", "line 5 is blank"),
     "id not an integer": (
         lambda d: _edit_lines(d / "char.dic", lambda l: l.__setitem__(5, "<eow>\tfive")),
-        "char.dic", "line 6: id 'five' is not an integer",
+        "char.dic",
+        "line 6: id 'five' is not an integer",
     ),
     "line ended at U+2028": (
         lambda d: _edit_lines(d / "word.dic", lambda l: l.__setitem__(14, "Ca\u2028fé\t14")),
-        "word.dic", "line 15: id 'Ca' is not an integer (the runtime also ends a line at U+2028)",
+        "word.dic",
+        "line 15: id 'Ca' is not an integer (the runtime also ends a line at U+2028)",
     ),
     "id used twice": (
         lambda d: _edit_lines(d / "word.dic", lambda l: l.__setitem__(15, "long\t14")),
-        "word.dic", "id 14 is used twice: 'Café' (line 15) and 'long' (line 16)",
+        "word.dic",
+        "id 14 is used twice: 'Café' (line 15) and 'long' (line 16)",
     ),
     "id gap": (
         lambda d: _edit_lines(d / "word.dic", lambda l: l.__setitem__(15, "long\t99")),
-        "word.dic", "ids must be exactly 0..15",
+        "word.dic",
+        "ids must be exactly 0..15",
     ),
     "overwritten whitespace entry": (
         lambda d: _edit_lines(d / "char.dic", lambda l: l.append("\u3000\t119")),
-        "char.dic", "id 100 is unused; line 101 gave it to '\\u3000', which line 120 gives id 119",
+        "char.dic",
+        "id 100 is unused; line 101 gave it to '\\u3000', which line 120 gives id 119",
     ),
     "missing special": (
         lambda d: _edit_lines(d / "char.dic", lambda l: l.remove("<bow>\t4")),
-        "char.dic", "missing the special token(s) <bow>",
+        "char.dic",
+        "missing the special token(s) <bow>",
     ),
     "byte-order mark": (
         lambda d: (d / "word.dic").write_bytes(codecs.BOM_UTF8 + (d / "word.dic").read_bytes()),
-        "word.dic", "missing the special token(s) <oov> (the file starts with a byte-order mark",
+        "word.dic",
+        "missing the special token(s) <oov> (the file starts with a byte-order mark",
     ),
     "lexicon larger than its embedding": (
         lambda d: _edit_lines(d / "char.dic", _append_char),
@@ -289,67 +309,87 @@ BROKEN = {
     ),
     "config_path names nothing": (
         lambda d: _set_config_path(d, "/home/someone/configs/unknown.json"),
-        "config.json", "config_path '/home/someone/configs/unknown.json' names no architecture: tried",
+        "config.json",
+        "config_path '/home/someone/configs/unknown.json' names no architecture: tried",
     ),
     "no config_path": (
-        lambda d: (d / "config.json").write_text(json.dumps({"seed": 1})), "config.json", "field 'config_path' is None",
+        lambda d: (d / "config.json").write_text(json.dumps({"seed": 1})),
+        "config.json",
+        "field 'config_path' is None",
     ),
     "config.json not JSON": (lambda d: (d / "config.json").write_text("{"), "config.json", "not valid JSON"),
     "missing tensor": (
         lambda d: _edit_pkl(d / "token_embedder.pkl", lambda s: s.pop("highways._layers.0.bias")),
-        "token_embedder.pkl", "missing tensor(s) 'highways._layers.0.bias'; 'highways._layers.0.bias' should have shape [64]",
+        "token_embedder.pkl",
+        "missing tensor(s) 'highways._layers.0.bias'; 'highways._layers.0.bias' should have shape [64]",
     ),
     "extra tensor": (
         lambda d: _edit_pkl(d / "encoder.pkl", lambda s: s.update(extra=torch.zeros(3))),
-        "encoder.pkl", "unexpected tensor(s) 'extra' ('extra' of shape [3])",
+        "encoder.pkl",
+        "unexpected tensor(s) 'extra' ('extra' of shape [3])",
     ),
     "wrong shape": (
         lambda d: _edit_pkl(
             d / "encoder.pkl",
-            lambda s: s.update({"forward_layer_1.state_projection.weight": s["forward_layer_1.state_projection.weight"].T.clone()}),
+            lambda s: s.update(
+                {"forward_layer_1.state_projection.weight": s["forward_layer_1.state_projection.weight"].T.clone()}
+            ),
         ),
-        "encoder.pkl", "tensor 'forward_layer_1.state_projection.weight' has shape [32, 16], expected [16, 32]",
+        "encoder.pkl",
+        "tensor 'forward_layer_1.state_projection.weight' has shape [32, 16], expected [16, 32]",
     ),
     "NaN": (
-        lambda d: _edit_pkl(d / "encoder.pkl", lambda s: s["backward_layer_0.state_linearity.bias"].__setitem__(3, float("nan"))),
-        "encoder.pkl", "tensor 'backward_layer_0.state_linearity.bias' contains 1 NaN/inf values",
+        lambda d: _edit_pkl(
+            d / "encoder.pkl", lambda s: s["backward_layer_0.state_linearity.bias"].__setitem__(3, float("nan"))
+        ),
+        "encoder.pkl",
+        "tensor 'backward_layer_0.state_linearity.bias' contains 1 NaN/inf values",
     ),
     "truncated": (
         lambda d: (d / "encoder.pkl").write_bytes((d / "encoder.pkl").read_bytes()[:5000]),
-        "encoder.pkl", "not a readable PyTorch state dict (truncated or corrupt?)",
+        "encoder.pkl",
+        "not a readable PyTorch state dict (truncated or corrupt?)",
     ),
     "lstm token embedder": (
         lambda d: _edit_json(d / "tiny.json", lambda a: a["token_embedder"].update(name="lstm")),
-        "tiny.json", "the released models use the cnn token embedder; this one is not supported",
+        "tiny.json",
+        "the released models use the cnn token embedder; this one is not supported",
     ),
     "no char CNN": (
         lambda d: _edit_json(d / "tiny.json", lambda a: a["token_embedder"].update(char_dim=0)),
-        "tiny.json", "token_embedder.char_dim is 0 (a word-only model without the character CNN): not supported",
+        "tiny.json",
+        "token_embedder.char_dim is 0 (a word-only model without the character CNN): not supported",
     ),
     "projection_dim == dim": (
         lambda d: _edit_json(d / "tiny.json", lambda a: a["encoder"].update(dim=16)),
-        "tiny.json", "encoder.projection_dim (16) is not below encoder.dim (16)",
+        "tiny.json",
+        "encoder.projection_dim (16) is not below encoder.dim (16)",
     ),
     "lstm encoder": (
         lambda d: _edit_json(d / "tiny.json", lambda a: a["encoder"].update(name="lstm")),
-        "tiny.json", "encoder.name is 'lstm': only the 'elmo' biLM encoder",
+        "tiny.json",
+        "encoder.name is 'lstm': only the 'elmo' biLM encoder",
     ),
     "unknown activation": (
         lambda d: _edit_json(d / "tiny.json", lambda a: a["token_embedder"].update(activation="gelu")),
-        "tiny.json", "field 'token_embedder.activation' is 'gelu'",
+        "tiny.json",
+        "field 'token_embedder.activation' is 'gelu'",
     ),
     # the architecture's types are checked (issue 34: by @strict, from the annotations)
     "a count written as a string": (
         lambda d: _edit_json(d / "tiny.json", lambda a: a["encoder"].update(n_layers="2")),
-        "tiny.json", "field 'encoder.n_layers' is '2'; expected an integer >= 1",
+        "tiny.json",
+        "field 'encoder.n_layers' is '2'; expected an integer >= 1",
     ),
     "a filter wider than a token": (
         lambda d: _edit_json(d / "tiny.json", lambda a: a["token_embedder"].update(max_characters_per_token=2)),
-        "tiny.json", "field 'token_embedder.max_characters_per_token' is 2; expected an integer >= 3",
+        "tiny.json",
+        "field 'token_embedder.max_characters_per_token' is 2; expected an integer >= 3",
     ),
     "a negative clip": (
         lambda d: _edit_json(d / "tiny.json", lambda a: a["encoder"].update(cell_clip=-1)),
-        "tiny.json", "field 'encoder.cell_clip' is -1; expected a number >= 0 or null",
+        "tiny.json",
+        "field 'encoder.cell_clip' is -1; expected a number >= 0 or null",
     ),
 }
 
@@ -411,7 +451,10 @@ def test_config_kwargs(efml, mapped):
 
 def test_char_rows(efml, mapped):
     _, state, chars, _ = mapped
-    table, original = state["token_encoder.char_embedding.weight"], efml.token_embedder["char_emb_layer.embedding.weight"]
+    table, original = (
+        state["token_encoder.char_embedding.weight"],
+        efml.token_embedder["char_emb_layer.embedding.weight"],
+    )
     assert [chars[t] for t in ("<pad>", "<bow>", "<eow>", "<bos>", "<eos>", "<oov>")] == [1, 2, 3, 4, 5, 6]
     assert not table[0].any()
     # the runtime starts a word with the id of `<eow>` and ends it with that of `<bow>`: our
@@ -427,7 +470,10 @@ def test_char_rows(efml, mapped):
 
 def test_word_rows(efml, mapped):
     _, state, _, words = mapped
-    table, original = state["token_encoder.word_embedding.weight"], efml.token_embedder["word_emb_layer.embedding.weight"]
+    table, original = (
+        state["token_encoder.word_embedding.weight"],
+        efml.token_embedder["word_emb_layer.embedding.weight"],
+    )
     assert [words[t] for t in ("<bos>", "<eos>", "<oov>")] == [0, 1, 2]
     assert "<pad>" not in words and len(words) == len(efml.word_lexicon) - 1
     for token, index in words.items():
@@ -445,7 +491,13 @@ def test_highway_matches_allennlp(efml, mapped):
     nonlinear, gate = (x @ weight.T + bias).chunk(2, dim=-1)
     expected = torch.sigmoid(gate) * x + (1 - torch.sigmoid(gate)) * torch.relu(nonlinear)
     ours = Highway(n).double()
-    ours.load_state_dict({k[len("token_encoder.highways.0."):]: v for k, v in state.items() if k.startswith("token_encoder.highways.0.")})
+    ours.load_state_dict(
+        {
+            k[len("token_encoder.highways.0.") :]: v
+            for k, v in state.items()
+            if k.startswith("token_encoder.highways.0.")
+        }
+    )
     with torch.no_grad():
         got = ours(x)
     assert (expected - x).abs().max() > 0.1  # the gate does something here
@@ -493,10 +545,11 @@ def test_lstm_layer_matches_allennlp(efml, mapped, layer, clips):
     hidden, proj = config["lstm_dim"], config["projection_dim"]
     cell_clip, proj_clip = clips or (config["cell_clip"], config["proj_clip"])
     ours = ElmoLstmLayer(
-        proj, ElmoConfig(lstm_dim=hidden, projection_dim=proj, cell_clip=cell_clip, proj_clip=proj_clip, forget_bias=0.0)
+        proj,
+        ElmoConfig(lstm_dim=hidden, projection_dim=proj, cell_clip=cell_clip, proj_clip=proj_clip, forget_bias=0.0),
     ).double()
     prefix = f"encoder.layers.{layer}."
-    ours.load_state_dict({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
+    ours.load_state_dict({k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)})
     gen = torch.Generator().manual_seed(2)
     batch, steps = 3, 6
     x = torch.randn(2, batch, steps, proj, generator=gen, dtype=torch.float64) * 2
@@ -505,10 +558,21 @@ def test_lstm_layer_matches_allennlp(efml, mapped, layer, clips):
     with torch.no_grad():
         out, (h, c) = ours(x, (h0, c0), None)
     for index, direction in enumerate(("forward", "backward")):
-        w = {k.split(".", 1)[1]: v.double() for k, v in efml.encoder.items() if k.startswith(f"{direction}_layer_{layer}.")}
+        w = {
+            k.split(".", 1)[1]: v.double()
+            for k, v in efml.encoder.items()
+            if k.startswith(f"{direction}_layer_{layer}.")
+        }
         exp_out, exp_h, exp_c, clipped = _allennlp_lstm(
-            x[index], h0[index], c0[index], w["input_linearity.weight"], w["state_linearity.weight"],
-            w["state_linearity.bias"], w["state_projection.weight"], cell_clip, proj_clip,
+            x[index],
+            h0[index],
+            c0[index],
+            w["input_linearity.weight"],
+            w["state_linearity.weight"],
+            w["state_linearity.bias"],
+            w["state_projection.weight"],
+            cell_clip,
+            proj_clip,
         )
         # float64, same operations up to summation order: differences of a few ulps of O(1) values
         torch.testing.assert_close(out[index], exp_out, rtol=0, atol=1e-12)

@@ -41,8 +41,16 @@ def _copy(src_dir, dst):
 @pytest.mark.parametrize(
     "sizes,absent",
     [
-        (dict(filters=[[1, 8], [2, 8]], projection_dim=16, lstm_dim=16), {"CNN_proj/W_proj", "RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_P_0"}),
-        (dict(filters=[[1, 8], [3, 12]], projection_dim=8, lstm_dim=24, use_skip_connections=False, activation="tanh"), set()),
+        (
+            dict(filters=[[1, 8], [2, 8]], projection_dim=16, lstm_dim=16),
+            {"CNN_proj/W_proj", "RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_P_0"},
+        ),
+        (
+            dict(
+                filters=[[1, 8], [3, 12]], projection_dim=8, lstm_dim=24, use_skip_connections=False, activation="tanh"
+            ),
+            set(),
+        ),
     ],
 )
 def test_bilm_tf_variants_round_trip(tmp_path, sizes, absent):
@@ -64,7 +72,9 @@ def test_n_characters_261_accepted(tmp_path, bilm_tf_dir, fixtures_dir):
     data = json.loads(options.read_text())
     data["char_cnn"]["n_characters"] = 261
     options.write_text(json.dumps(data))
-    assert torch.equal(_outputs(load_legacy(options, weights)), _outputs(load_legacy(bilm_tf_dir / "options.json", weights)))
+    assert torch.equal(
+        _outputs(load_legacy(options, weights)), _outputs(load_legacy(bilm_tf_dir / "options.json", weights))
+    )
 
 
 def test_missing_files(tmp_path, allennlp_dir):
@@ -95,14 +105,20 @@ def _edit_weights(weights, name, value=None, delete=False):
 def test_wrong_shape_names_dataset_and_shapes(tmp_path, allennlp_dir):
     options, weights = _copy(allennlp_dir, tmp_path)
     _edit_weights(weights, "CNN_high_1/W_carry", numpy.zeros((124, 100), numpy.float32))
-    with pytest.raises(LegacyFormatError, match=r"lm_weights\.hdf5: .*'CNN_high_1/W_carry' has shape \(124, 100\), expected \(124, 124\)"):
+    with pytest.raises(
+        LegacyFormatError,
+        match=r"lm_weights\.hdf5: .*'CNN_high_1/W_carry' has shape \(124, 100\), expected \(124, 124\)",
+    ):
         load_legacy(options, weights)
 
 
 def test_missing_dataset(tmp_path, allennlp_dir):
     options, weights = _copy(allennlp_dir, tmp_path)
     _edit_weights(weights, "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/B", delete=True)
-    with pytest.raises(LegacyFormatError, match=r"lm_weights\.hdf5: .*missing dataset 'RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/B' \(expected shape \(256,\)\)") as error:
+    with pytest.raises(
+        LegacyFormatError,
+        match=r"lm_weights\.hdf5: .*missing dataset 'RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/B' \(expected shape \(256,\)\)",
+    ) as error:
         load_legacy(options, weights)
     assert str(error.value).startswith(f"{weights}: ") and "\n" not in str(error.value)
 
@@ -113,7 +129,9 @@ def test_nan_and_inf_weights(tmp_path, allennlp_dir, bad):
     value = h5py.File(allennlp_dir / "lm_weights.hdf5", "r")["CNN/W_cnn_2"][...]
     value[0, 1, 2, 3] = bad
     _edit_weights(weights, "CNN/W_cnn_2", value)
-    with pytest.raises(LegacyFormatError, match=r"lm_weights\.hdf5: dataset 'CNN/W_cnn_2' contains 1 NaN/inf values$") as error:
+    with pytest.raises(
+        LegacyFormatError, match=r"lm_weights\.hdf5: dataset 'CNN/W_cnn_2' contains 1 NaN/inf values$"
+    ) as error:
         load_legacy(options, weights)
     assert str(error.value).startswith(f"{weights}: ") and "\n" not in str(error.value)
 
@@ -161,8 +179,14 @@ def test_every_dataset_maps_to_one_tensor_and_back_exactly(tmp_path, lm_head):
     bit, every dataset written is one the reader reads (the LM softmax aside), and none is read twice."""
     torch.manual_seed(0)
     config = ElmoConfig(
-        char_embedding_dim=4, n_highway=2, num_layers=2, filters=[[1, 8], [2, 8]], projection_dim=8, lstm_dim=12,
-        num_output_representations=1, vocab_size=7 if lm_head else 0,
+        char_embedding_dim=4,
+        n_highway=2,
+        num_layers=2,
+        filters=[[1, 8], [2, 8]],
+        projection_dim=8,
+        lstm_dim=12,
+        num_output_representations=1,
+        vocab_size=7 if lm_head else 0,
     )
     model = ElmoForBidirectionalLM(config) if lm_head else ElmoModel(config)
     with torch.no_grad():
@@ -191,7 +215,10 @@ def test_cli_convert_and_embed(tmp_path, allennlp_dir, capsys, monkeypatch):
     import io
 
     out_dir = tmp_path / "hf"
-    assert cli_main(["convert", str(allennlp_dir / "options.json"), str(allennlp_dir / "lm_weights.hdf5"), str(out_dir)]) == 0
+    assert (
+        cli_main(["convert", str(allennlp_dir / "options.json"), str(allennlp_dir / "lm_weights.hdf5"), str(out_dir)])
+        == 0
+    )
     assert (out_dir / "model.safetensors").is_file() and (out_dir / "tokenizer_config.json").is_file()
     monkeypatch.setattr("sys.stdin", io.StringIO("The cat sat .\n"))
     assert cli_main(["embed", str(out_dir)]) == 0

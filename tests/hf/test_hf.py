@@ -91,7 +91,9 @@ def test_pickled_weights_are_refused(tiny_model_dir, tmp_path):
         assert not (tmp_path / "PWNED_BY_PICKLE").exists()
     finally:
         os.chdir(cwd)
-    assert "weights_only" in str(info.value) or "Weights only" in str(info.value) or "unpickl" in str(info.value).lower()
+    assert (
+        "weights_only" in str(info.value) or "Weights only" in str(info.value) or "unpickl" in str(info.value).lower()
+    )
 
 
 def test_scalar_mixes_in_model_output(tiny_model_dir):
@@ -106,7 +108,10 @@ def test_scalar_mixes_in_model_output(tiny_model_dir):
     equal = [layers.mean(0), layers.double().mean(0)]
     assert_float32_error(equal[1], equal[0], out.mixed_representations[0], terms=3, what="equal weights")
     s, gamma = torch.tensor([0.1, 0.3, 0.5]), torch.tensor(1.1)  # the mix's float32 values
-    expected = [gamma.to(dtype) * (torch.softmax(s.to(dtype), 0)[:, None, None, None] * layers.to(dtype)).sum(0) for dtype in (torch.float32, torch.float64)]
+    expected = [
+        gamma.to(dtype) * (torch.softmax(s.to(dtype), 0)[:, None, None, None] * layers.to(dtype)).sum(0)
+        for dtype in (torch.float32, torch.float64)
+    ]
     assert_float32_error(expected[1], expected[0], out.mixed_representations[1], terms=3, what="trained weights")
 
 
@@ -131,8 +136,13 @@ def test_scalar_mix_layer_norm_and_regularization():
 
 def test_lm_head_loss_and_save_with_and_without_head(tmp_path):
     config = ElmoConfig(
-        filters=[[1, 8], [2, 8]], char_embedding_dim=4, n_highway=1, lstm_dim=16, projection_dim=8,
-        vocab_size=10, dropout=0.0,
+        filters=[[1, 8], [2, 8]],
+        char_embedding_dim=4,
+        n_highway=1,
+        lstm_dim=16,
+        projection_dim=8,
+        vocab_size=10,
+        dropout=0.0,
     )
     torch.manual_seed(0)
     lm = ElmoForBidirectionalLM(config)
@@ -148,7 +158,9 @@ def test_lm_head_loss_and_save_with_and_without_head(tmp_path):
     again = ElmoForBidirectionalLM.from_pretrained(tmp_path / "lm").eval()
     lm.eval()
     with torch.no_grad():
-        assert torch.equal(again(**batch, labels=labels).loss, lm(**batch, labels=labels).loss)  # the same bits in, the same operations
+        assert torch.equal(
+            again(**batch, labels=labels).loss, lm(**batch, labels=labels).loss
+        )  # the same bits in, the same operations
         encoder = ElmoModel.from_pretrained(tmp_path / "lm").eval()
         assert torch.equal(encoder(**batch).last_hidden_state, lm.elmo(**batch).last_hidden_state)
 

@@ -43,11 +43,22 @@ def test_save_pretrained_writes_a_card_whose_code_runs(tiny_model, tmp_path, mon
 
 
 def test_lm_head_and_training_details(tmp_path):
-    lm = ElmoForBidirectionalLM(ElmoConfig(vocab_size=10, lstm_dim=8, projection_dim=4, filters=[[1, 4]], char_embedding_dim=4))
-    lm.save_pretrained(tmp_path, model_card={
-        "license": "apache-2.0",
-        "training": {"text": ["/home/me/corpus/a.txt"], "corpus_words": 1234, "step": 5, "words": 100, "heldout_ppl": 12.3456},
-    })
+    lm = ElmoForBidirectionalLM(
+        ElmoConfig(vocab_size=10, lstm_dim=8, projection_dim=4, filters=[[1, 4]], char_embedding_dim=4)
+    )
+    lm.save_pretrained(
+        tmp_path,
+        model_card={
+            "license": "apache-2.0",
+            "training": {
+                "text": ["/home/me/corpus/a.txt"],
+                "corpus_words": 1234,
+                "step": 5,
+                "words": 100,
+                "heldout_ppl": 12.3456,
+            },
+        },
+    )
     card = _card(tmp_path)
     assert card.data.license == "apache-2.0"
     assert f"{_params(lm.elmo)} in the biLM + {_params(lm.lm_head)} in the LM head" in card.text
@@ -60,8 +71,21 @@ def test_lm_head_and_training_details(tmp_path):
 
 def test_convert_writes_card_with_source_license_and_lang(allennlp_dir, tmp_path):
     out = tmp_path / "converted"
-    assert main(["convert", str(allennlp_dir / "options.json"), str(allennlp_dir / "lm_weights.hdf5"), str(out),
-                 "--license", "apache-2.0", "--lang", "de"]) == 0
+    assert (
+        main(
+            [
+                "convert",
+                str(allennlp_dir / "options.json"),
+                str(allennlp_dir / "lm_weights.hdf5"),
+                str(out),
+                "--license",
+                "apache-2.0",
+                "--lang",
+                "de",
+            ]
+        )
+        == 0
+    )
     card = _card(out)
     assert card.data.license == "apache-2.0" and card.data.language == "de"
     assert "Converted from the original ELMo files: `options.json` + `lm_weights.hdf5`" in card.text
@@ -79,7 +103,9 @@ def test_card_of_a_zh_model_speaks_zh_and_says_how_to_install(fixtures_dir, tmp_
     spacy_block = re.findall(r"```python\n(.*?)```", card.text, re.S)[1]
     assert 'nlp = spacy.blank("zh")' in spacy_block
     monkeypatch.chdir(tmp_path)
-    exec(compile(spacy_block + "assert nlp.lang == 'zh' and doc._.elmo.layers.shape[0] == 3\n", "README.md", "exec"), {})
+    exec(
+        compile(spacy_block + "assert nlp.lang == 'zh' and doc._.elmo.layers.shape[0] == 3\n", "README.md", "exec"), {}
+    )
 
 
 def test_pretrain_card_has_training_text_size_and_heldout_perplexity(tmp_path):
@@ -87,8 +113,24 @@ def test_pretrain_card_has_training_text_size_and_heldout_perplexity(tmp_path):
     train.write_text("the cat sat on the mat .\nthe dog sat on the rug .\n" * 40)
     held.write_text("the cat sat on the rug .\n" * 5)
     out = tmp_path / "run"
-    assert main(["pretrain", str(ROOT / "configs" / "pretrain_tiny.cfg"), "--output", str(out), "--no-progress",
-                 "--paths.train", str(train), "--paths.heldout", str(held), "--training.max_steps", "2"]) == 0
+    assert (
+        main(
+            [
+                "pretrain",
+                str(ROOT / "configs" / "pretrain_tiny.cfg"),
+                "--output",
+                str(out),
+                "--no-progress",
+                "--paths.train",
+                str(train),
+                "--paths.heldout",
+                str(held),
+                "--training.max_steps",
+                "2",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "pretrain_summary.json").read_text())
     card = _card(out)
     assert "Training text: `train.txt`" in card.text
@@ -127,9 +169,19 @@ def test_push_to_hub_uploads_weights_tokenizer_and_card(tiny_model, monkeypatch)
 def test_save_pretrained_with_push_to_hub_keeps_the_card(tiny_model, tmp_path, monkeypatch):
     uploaded = {}
     monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **kw: RepoUrl(f"https://huggingface.co/{repo_id}"))
-    monkeypatch.setattr(HfApi, "create_commit", lambda self, repo_id, operations, **kw: uploaded.update(
-        {op.path_in_repo: Path(op.path_or_fileobj).read_text() if op.path_in_repo == "README.md" else None for op in operations}))
-    tiny_model.save_pretrained(tmp_path / "local", push_to_hub=True, repo_id="someone/elmo", model_card={"license": "mit"})
+    monkeypatch.setattr(
+        HfApi,
+        "create_commit",
+        lambda self, repo_id, operations, **kw: uploaded.update(
+            {
+                op.path_in_repo: Path(op.path_or_fileobj).read_text() if op.path_in_repo == "README.md" else None
+                for op in operations
+            }
+        ),
+    )
+    tiny_model.save_pretrained(
+        tmp_path / "local", push_to_hub=True, repo_id="someone/elmo", model_card={"license": "mit"}
+    )
     assert _card(tmp_path / "local").data.license == "mit"
     assert {"config.json", "model.safetensors", "tokenizer_config.json", "README.md"} <= set(uploaded)
     card = ModelCard(uploaded["README.md"])

@@ -88,11 +88,16 @@ def test_one_table_of_kernels_and_a_pure_resolver():
         (True, True, True, "cuda"): "eager",
     }
     for (needs_grad, training, autocast, device), want in table.items():
-        got = resolve_lstm_implementation("auto", needs_grad=needs_grad, training=training, autocast=autocast, device_type=device)
+        got = resolve_lstm_implementation(
+            "auto", needs_grad=needs_grad, training=training, autocast=autocast, device_type=device
+        )
         assert got == want, (needs_grad, training, autocast, device)
     for name in LSTM_IMPLEMENTATIONS:  # an explicit choice is taken as it is, where it can run
         if name in ("eager", "fused"):
-            assert resolve_lstm_implementation(name, needs_grad=True, training=True, autocast=False, device_type="cpu") == name
+            assert (
+                resolve_lstm_implementation(name, needs_grad=True, training=True, autocast=False, device_type="cpu")
+                == name
+            )
     with pytest.raises(RuntimeError, match="inference kernel without autograd"):
         resolve_lstm_implementation("packed", needs_grad=True, training=False, autocast=False, device_type="cpu")
     with pytest.raises(RuntimeError, match="runs inference .* on a CUDA device"):
@@ -109,7 +114,9 @@ def test_every_kernel_has_one_signature(tiny_model):
     with torch.no_grad():
         tokens = tiny_model.embed_tokens(ids) * mask.unsqueeze(-1)
         state = bilstm.zero_state(2, tokens)
-        outputs = {name: LSTM_IMPLEMENTATIONS[name](bilstm, tokens, mask, state, True) for name in ("eager", "fused", "packed")}
+        outputs = {
+            name: LSTM_IMPLEMENTATIONS[name](bilstm, tokens, mask, state, True) for name in ("eager", "fused", "packed")
+        }
     for name, (layers, final) in outputs.items():
         for got, want in zip(layers, outputs["eager"][0]):
             assert torch.allclose(got, want, atol=1e-5), name
@@ -145,7 +152,9 @@ def test_a_users_readme_is_kept_and_our_card_is_rewritten(tiny_model, tmp_path, 
     tiny_model.save_pretrained(target, tokenizer=ElmoTokenizer(lang="de"))
     assert (target / "README.md").read_text() == "# My notes\n\nHow I trained this.\n"
     kept = [r.getMessage() for r in caplog.records if "README.md" in r.getMessage()]
-    assert kept == [f"kept {target / 'README.md'}: it was not written by spacy-elmo, so no model card was written (delete it for one)"]
+    assert kept == [
+        f"kept {target / 'README.md'}: it was not written by spacy-elmo, so no model card was written (delete it for one)"
+    ]
     (target / "README.md").unlink()
     tiny_model.save_pretrained(target, tokenizer=ElmoTokenizer(lang="de"))
     assert "language: de" in (target / "README.md").read_text()

@@ -89,13 +89,33 @@ def _variant(src, dst, config_edit=None, tensors_edit=None):
     "config_edit,tensors_edit,message",
     [
         (lambda c: c.update(hidden_size_typo=3), None, r"config.json: unknown field\(s\) \['hidden_size_typo'\]"),
-        (lambda c: c.update(lstm_dim="big"), None, r"invalid config.json: field 'lstm_dim': expected int, got str \(value: 'big'\)$"),
+        (
+            lambda c: c.update(lstm_dim="big"),
+            None,
+            r"invalid config.json: field 'lstm_dim': expected int, got str \(value: 'big'\)$",
+        ),
         (lambda c: c.update(filters="abc"), None, r"invalid config.json: field 'filters': expected a list, got str$"),
-        (lambda c: c.update(activation="gelu"), None, r"invalid config.json: field 'activation': expected one of \('relu', 'tanh'\), got gelu$"),
+        (
+            lambda c: c.update(activation="gelu"),
+            None,
+            r"invalid config.json: field 'activation': expected one of \('relu', 'tanh'\), got gelu$",
+        ),
         (lambda c: c.update(model_type="bert"), None, r"model_type is 'bert', expected 'elmo'"),
-        (lambda c: c.update(lstm_dim=128), None, r"model.safetensors: weight shapes do not match config.json \(encoder.layers.0.bias: file \(2, 256\), config.json \(2, 512\);"),
-        (None, lambda t: t.pop("encoder.layers.1.bias"), r"model\.safetensors: .*lacks tensors \['encoder.layers.1.bias'\]"),
-        (None, lambda t: t["token_encoder.projection.weight"].fill_(float("inf")), r"model\.safetensors: .*NaN/inf values in \['token_encoder.projection.weight'\]"),
+        (
+            lambda c: c.update(lstm_dim=128),
+            None,
+            r"model.safetensors: weight shapes do not match config.json \(encoder.layers.0.bias: file \(2, 256\), config.json \(2, 512\);",
+        ),
+        (
+            None,
+            lambda t: t.pop("encoder.layers.1.bias"),
+            r"model\.safetensors: .*lacks tensors \['encoder.layers.1.bias'\]",
+        ),
+        (
+            None,
+            lambda t: t["token_encoder.projection.weight"].fill_(float("inf")),
+            r"model\.safetensors: .*NaN/inf values in \['token_encoder.projection.weight'\]",
+        ),
     ],
 )
 def test_bad_saved_models_fail_at_load(tiny_model_dir, tmp_path, config_edit, tensors_edit, message):

@@ -143,7 +143,10 @@ def _corrupt_unknown_field(bilm: Path) -> None:
 
 CORRUPTIONS = [
     (_corrupt_nan, r"model\.safetensors: weights contain NaN/inf values in \['encoder\.layers\.1\.hidden_weight'\]"),
-    (_corrupt_missing, r"model\.safetensors: the weights file lacks tensors \['token_encoder\.highways\.1\.gate\.weight'\]"),
+    (
+        _corrupt_missing,
+        r"model\.safetensors: the weights file lacks tensors \['token_encoder\.highways\.1\.gate\.weight'\]",
+    ),
     (_corrupt_unknown_field, r"config\.json: unknown field\(s\) \['lstm_dims'\]"),
 ]
 

@@ -80,7 +80,10 @@ def test_hf_arguments_are_honoured_or_refused():
     padded = tokenizer(batch, padding="max_length", max_length=8)
     assert tuple(padded["input_ids"].shape) == (2, 8, 50) and padded["attention_mask"].sum().item() == 5
     cut = tokenizer(batch, truncation=True, max_length=3)
-    assert tuple(cut["input_ids"].shape) == (2, 3, 50) and cut["attention_mask"].tolist() == [[True] * 3, [True, False, False]]
+    assert tuple(cut["input_ids"].shape) == (2, 3, 50) and cut["attention_mask"].tolist() == [
+        [True] * 3,
+        [True, False, False],
+    ]
     both = tokenizer(batch, truncation=True, padding="max_length", max_length=2)
     assert tuple(both["input_ids"].shape) == (2, 2, 50)
     assert tuple(tokenizer(batch, pad_to_multiple_of=8)["input_ids"].shape) == (2, 8, 50)

@@ -80,10 +80,17 @@ def test_long_documents_are_stitched_from_the_per_window_outputs(tiny_model_dir,
     """Each token's vectors come from the window where it is furthest from an edge."""
     size, overlap = 24, 8
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"model": {
-        "@architectures": "spacy-elmo.ElmoModel.v1", "name": str(tiny_model_dir),
-        "max_length": size, "window_overlap": overlap,
-    }})
+    nlp.add_pipe(
+        "elmo",
+        config={
+            "model": {
+                "@architectures": "spacy-elmo.ElmoModel.v1",
+                "name": str(tiny_model_dir),
+                "max_length": size,
+                "window_overlap": overlap,
+            }
+        },
+    )
     rng = random.Random(3)
     words = [rng.choice(["the", "cat", "sat", "on", "a", "mat", "and", "then", "slept", ","]) for _ in range(101)]
     doc = nlp(" ".join(words))

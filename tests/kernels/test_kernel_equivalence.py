@@ -39,7 +39,9 @@ WORDS = {"<bos>": 0, "<eos>": 1, "<oov>": 2, **{w: 3 + i for i, w in enumerate([
 EFML = {"char_vocab_size": len(LEXICON) + 1, "word_vocab_size": len(WORDS), "word_embedding_dim": 5, "forget_bias": 0.0}
 
 
-def _config(skip: bool, cell_projection: bool, cnn_projection: bool, clip: bool, efml: bool = False, **extra) -> ElmoConfig:
+def _config(
+    skip: bool, cell_projection: bool, cnn_projection: bool, clip: bool, efml: bool = False, **extra
+) -> ElmoConfig:
     filters = [[1, 4], [2, 4], [3, 8]]  # 16 filters
     extra = {**EFML, **extra} if efml else extra
     return ElmoConfig(
@@ -56,7 +58,14 @@ def _config(skip: bool, cell_projection: bool, cnn_projection: bool, clip: bool,
 
 
 SPACE = [
-    pytest.param(skip, cell_proj, cnn_proj, clip, False, id=f"skip{int(skip)}-cellproj{int(cell_proj)}-cnnproj{int(cnn_proj)}-clip{int(clip)}")
+    pytest.param(
+        skip,
+        cell_proj,
+        cnn_proj,
+        clip,
+        False,
+        id=f"skip{int(skip)}-cellproj{int(cell_proj)}-cnnproj{int(cnn_proj)}-clip{int(clip)}",
+    )
     for skip, cell_proj, cnn_proj, clip in itertools.product([True, False], repeat=4)
     # without a CNN projection the token vectors are 16-wide, so the LSTM projects 24 → 16
     if cnn_proj or cell_proj
@@ -86,7 +95,8 @@ def _inputs(batch: int, seed: int, config: ElmoConfig):
     sentences = [[rng.choice(words) for _ in range(n)] for n in LENGTHS[:batch]]
     tokenizer = (
         ElmoTokenizer(config.max_characters_per_token, char_vocab=LEXICON, word_vocab=WORDS)
-        if config.char_vocab_size else ElmoTokenizer(config.max_characters_per_token)
+        if config.char_vocab_size
+        else ElmoTokenizer(config.max_characters_per_token)
     )
     encoded = tokenizer(sentences)
     return encoded["input_ids"], encoded["attention_mask"], encoded.get("input_word_ids")
@@ -145,7 +155,10 @@ def _forward_inputs(config: ElmoConfig, device: str) -> dict:
     ids, mask, words = _inputs(len(LENGTHS), seed=1, config=config)
     lstm_state, model_state = (_state(config, len(LENGTHS), seed=seed) for seed in (2, 3))
     return {
-        "tokens": tokens.to(device), "lstm_mask": lstm_mask.to(device), "ids": ids.to(device), "mask": mask.to(device),
+        "tokens": tokens.to(device),
+        "lstm_mask": lstm_mask.to(device),
+        "ids": ids.to(device),
+        "mask": mask.to(device),
         "words": None if words is None else words.to(device),
         "lstm_state": ElmoState(*(t.to(device) for t in lstm_state)),
         "model_state": ElmoState(*(t.to(device) for t in model_state)),
@@ -162,8 +175,16 @@ def _forward(model, implementation: str, inputs: dict, initial: bool, return_sta
 
     model.config.lstm_implementation = implementation
     try:
-        layers, final = model.encoder(inputs["tokens"].to(dtype), inputs["lstm_mask"], cast(inputs["lstm_state"]), return_state)
-        out = model(inputs["ids"], inputs["mask"], inputs["words"], initial_state=cast(inputs["model_state"]), return_state=return_state)
+        layers, final = model.encoder(
+            inputs["tokens"].to(dtype), inputs["lstm_mask"], cast(inputs["lstm_state"]), return_state
+        )
+        out = model(
+            inputs["ids"],
+            inputs["mask"],
+            inputs["words"],
+            initial_state=cast(inputs["model_state"]),
+            return_state=return_state,
+        )
     finally:
         model.config.lstm_implementation = "auto"
     results = {f"lstm.layer{k}": layer for k, layer in enumerate(layers)}
@@ -225,10 +246,14 @@ def test_kernels_equal_eager_over_the_configuration_space(
     # under inference_mode too (its tensors can only be written in inference mode, on any thread)
     with torch.inference_mode():
         got = _forward(model, implementation, inputs, False, True)
-    assert_float32_error(definition["exact", (False, True)], definition["eager", (False, True)], got, terms=TERMS, what="inference_mode")
+    assert_float32_error(
+        definition["exact", (False, True)], definition["eager", (False, True)], got, terms=TERMS, what="inference_mode"
+    )
     # the parallel variant ran every layer on the pool (and the in-turn one never did)
     if device == "cpu":
-        expected = config.num_layers * 10  # (bare biLSTM + model) x (2 initial states x 2 return_state + inference_mode)
+        expected = (
+            config.num_layers * 10
+        )  # (bare biLSTM + model) x (2 initial states x 2 return_state + inference_mode)
         assert parallel_runs == ([True] * expected if parallel else [])
 
 
@@ -282,7 +307,9 @@ def _lstm_grads(model, tokens, mask, state, return_state: bool, seed: int) -> di
     model.zero_grad(set_to_none=True)
     x = tokens.to(dtype, copy=True).requires_grad_(True)
     if state is not None:
-        state = ElmoState(state.h.to(dtype, copy=True).requires_grad_(True), state.c.to(dtype, copy=True).requires_grad_(True))
+        state = ElmoState(
+            state.h.to(dtype, copy=True).requires_grad_(True), state.c.to(dtype, copy=True).requires_grad_(True)
+        )
     layers, final = model.encoder(x, mask, state, return_state)
     outputs = list(layers) + (list(final) if return_state else [])
     _weighted_sum([o.double() for o in outputs], seed).backward()
@@ -294,7 +321,9 @@ def _model_grads(model, ids, mask, words, state, return_state: bool, seed: int) 
     dtype = next(model.parameters()).dtype
     model.zero_grad(set_to_none=True)
     if state is not None:
-        state = ElmoState(state.h.to(dtype, copy=True).requires_grad_(True), state.c.to(dtype, copy=True).requires_grad_(True))
+        state = ElmoState(
+            state.h.to(dtype, copy=True).requires_grad_(True), state.c.to(dtype, copy=True).requires_grad_(True)
+        )
     out = model(ids, mask, words, initial_state=state, return_state=return_state)
     outputs = list(out.hidden_states) + (list(out.state) if return_state else [])
     _weighted_sum([o.double() for o in outputs], seed).backward()
@@ -303,7 +332,9 @@ def _model_grads(model, ids, mask, words, state, return_state: bool, seed: int) 
 
 @pytest.mark.parametrize("implementation", TRAINING)
 @pytest.mark.parametrize("skip,cell_proj,cnn_proj,clip,efml", SPACE)
-def test_training_kernels_give_eagers_gradients_over_the_configuration_space(skip, cell_proj, cnn_proj, clip, efml, implementation):
+def test_training_kernels_give_eagers_gradients_over_the_configuration_space(
+    skip, cell_proj, cnn_proj, clip, efml, implementation
+):
     """Every parameter's, the input's and the initial state's gradient, with ragged rows (0 and 1
     tokens), with and without an initial state and with the final state in the loss or not: within
     float32 rounding of the definition (eager in float64), as eager in float32 is."""
@@ -319,7 +350,11 @@ def test_training_kernels_give_eagers_gradients_over_the_configuration_space(ski
         for return_state in (False, True):
             state = _state(config, len(LENGTHS), seed=2) if with_state else None
             results = {}
-            for name, m, impl in (("exact", exact, "eager"), ("eager", model, "eager"), ("kernel", model, implementation)):
+            for name, m, impl in (
+                ("exact", exact, "eager"),
+                ("eager", model, "eager"),
+                ("kernel", model, implementation),
+            ):
                 m.config.lstm_implementation = impl
                 try:
                     results[name] = {
@@ -328,10 +363,17 @@ def test_training_kernels_give_eagers_gradients_over_the_configuration_space(ski
                     }
                 finally:
                     m.config.lstm_implementation = "auto"
-            every = {name for name, _ in model.encoder.named_parameters()} | {"tokens"} | ({"h0", "c0"} if with_state else set())
+            every = (
+                {name for name, _ in model.encoder.named_parameters()}
+                | {"tokens"}
+                | ({"h0", "c0"} if with_state else set())
+            )
             assert every <= set(results["kernel"]["lstm"])
             assert_float32_error(
-                results["exact"], results["eager"], results["kernel"], terms=TERMS,
+                results["exact"],
+                results["eager"],
+                results["kernel"],
+                terms=TERMS,
                 what=f"{implementation} gradients, initial state {with_state}, final state in the loss {return_state}",
             )
 
@@ -354,7 +396,11 @@ def test_training_kernels_apply_the_same_dropout(implementation):
     config = _config(True, True, True, True, dropout=0.3)
     ids, mask, _ = _inputs(len(LENGTHS), seed=7, config=config)
     results = {}
-    for name, dtype, impl in (("exact", torch.float64, "eager"), ("eager", torch.float32, "eager"), ("kernel", torch.float32, implementation)):
+    for name, dtype, impl in (
+        ("exact", torch.float64, "eager"),
+        ("eager", torch.float32, "eager"),
+        ("kernel", torch.float32, implementation),
+    ):
         model = _model(config).train().to(dtype)
         model.config.lstm_implementation = impl
         torch.manual_seed(11)
@@ -465,7 +511,9 @@ def test_freeze_patterns_train_with_the_full_models_gradients(pattern, implement
     assert trained and all(model.get_parameter(n).grad is not None for n in trained)
     assert_float32_error(
         *({n: grads[n] for n in trained} for grads in (reference["exact"], reference["eager"])),
-        {n: model.get_parameter(n).grad for n in trained}, terms=TERMS, what=f"{implementation}, frozen {pattern}",
+        {n: model.get_parameter(n).grad for n in trained},
+        terms=TERMS,
+        what=f"{implementation}, frozen {pattern}",
     )
     optimizer.step()
     for name, p in model.named_parameters():
@@ -567,7 +615,6 @@ def test_no_import_cycles_and_kernels_import_nothing_from_the_model():
     for module in sorted(graph):
         if module not in state:
             visit(module, [])
-
 
 
 def _pool_in_child():

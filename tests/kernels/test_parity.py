@@ -106,7 +106,9 @@ def test_boundary_tokens_equal_explicit_tokens(tiny_model):
         out = tiny_model(torch.from_numpy(ids[:, 1:2]), keep_sentence_boundaries=True)
     layer0 = out.hidden_states[0][0, :, :16]
     for row in (0, 2):
-        assert_float32_error(exact[row], explicit[row], layer0[row], terms=forward_terms(tiny_model.config), what=f"row {row}")
+        assert_float32_error(
+            exact[row], explicit[row], layer0[row], terms=forward_terms(tiny_model.config), what=f"row {row}"
+        )
 
 
 def test_batch_invariance_and_padding(tiny_model, fixtures_dir):
@@ -123,8 +125,11 @@ def test_batch_invariance_and_padding(tiny_model, fixtures_dir):
             # another CPU's GEMM kernels round differently per row count: each layer is as close to
             # the float64 one as the sentence run alone is
             assert_float32_error(
-                [layer[0] for layer in exact], [layer[0] for layer in alone], [layer[i, : len(words)] for layer in together],
-                terms=forward_terms(tiny_model.config), what=f"sentence {i}",
+                [layer[0] for layer in exact],
+                [layer[0] for layer in alone],
+                [layer[i, : len(words)] for layer in together],
+                terms=forward_terms(tiny_model.config),
+                what=f"sentence {i}",
             )
             for layer_t in together:
                 assert torch.all(layer_t[i, len(words) :] == 0)

@@ -32,8 +32,13 @@ def random_model():
     """Small random biLM with a cell projection and rows wide enough for the prepacked path."""
     torch.manual_seed(0)
     config = ElmoConfig(
-        lstm_dim=96, projection_dim=24, n_highway=1, filters=[[1, 8], [2, 8], [3, 16], [7, 16]],
-        char_embedding_dim=4, cell_clip=3.0, proj_clip=3.0,
+        lstm_dim=96,
+        projection_dim=24,
+        n_highway=1,
+        filters=[[1, 8], [2, 8], [3, 16], [7, 16]],
+        char_embedding_dim=4,
+        cell_clip=3.0,
+        proj_clip=3.0,
     )
     model = ElmoModel(config).eval()
     with torch.no_grad():  # larger weights than the init, so gates and clipping are exercised

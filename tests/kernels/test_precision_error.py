@@ -14,7 +14,9 @@ def test_the_doc_table_is_what_the_results_file_renders(script, tmp_path):
     assert precision.main(["doc", "--check"]) == 0
     doc = tmp_path / "performance.md"
     text = (ROOT / "docs" / "performance.md").read_text(encoding="utf8")
-    doc.write_text(text.replace("| int8 dynamic quantization (CPU) |", "| int8 dynamic quantization (CPU)  |"), encoding="utf8")
+    doc.write_text(
+        text.replace("| int8 dynamic quantization (CPU) |", "| int8 dynamic quantization (CPU)  |"), encoding="utf8"
+    )
     assert precision.main(["doc", "--check", "--doc", str(doc)]) == 1  # a hand edit
     result = json.loads((ROOT / "results" / "precision_error.json").read_text())
     assert f"{result['fixtures']['AllenNLP']['int8']['max_abs']:.1e}" in text

@@ -109,11 +109,13 @@ NOT_YET_PUBLIC = {
 def public_names() -> dict[str, set[str]]:
     """{module: names} of docs/architecture.md's table of the public API."""
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    section = text[text.index("## The public API"):]
-    section = section[:section.index("\n## ")]
+    section = text[text.index("## The public API") :]
+    section = section[: section.index("\n## ")]
     rows = PUBLIC_ROW.findall(section)
     modules = [module for module, _ in rows]
-    assert rows and len(modules) == len(set(modules)), f"listed twice: {sorted({m for m in modules if modules.count(m) > 1})}"
+    assert rows and len(modules) == len(set(modules)), (
+        f"listed twice: {sorted({m for m in modules if modules.count(m) > 1})}"
+    )
     return {module: set(re.findall(r"`([^`]+)`", names)) for module, names in rows}
 
 
@@ -129,7 +131,8 @@ def lab_imports(path: Path) -> set[tuple[str, str]]:
             for alias in node.names:
                 found.add((node.module, alias.name))
                 if (PACKAGE.parent / node.module.replace(".", "/") / alias.name).is_dir() or (
-                        PACKAGE.parent / node.module.replace(".", "/") / f"{alias.name}.py").is_file():
+                    PACKAGE.parent / node.module.replace(".", "/") / f"{alias.name}.py"
+                ).is_file():
                     modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
         elif isinstance(node, ast.Import):
             for alias in node.names:
@@ -146,8 +149,11 @@ def lab_imports(path: Path) -> set[tuple[str, str]]:
                 value = value.value
             if isinstance(value, ast.Name) and (value.id in modules or value.id == "spacy_elmo"):
                 module = modules.get(value.id, value.id)
-                while chain and (PACKAGE.parent / module.replace(".", "/") / chain[0]).is_dir() or (
-                        chain and (PACKAGE.parent / module.replace(".", "/") / f"{chain[0]}.py").is_file()):
+                while (
+                    chain
+                    and (PACKAGE.parent / module.replace(".", "/") / chain[0]).is_dir()
+                    or (chain and (PACKAGE.parent / module.replace(".", "/") / f"{chain[0]}.py").is_file())
+                ):
                     module = f"{module}.{chain.pop(0)}"
                 if chain:
                     found.add((module, chain[0]))
@@ -215,19 +221,28 @@ def test_lab_imports_are_all_seen(tmp_path):
         "    from spacy_elmo.kernels import char_cnn\n"
         "    from spacy_elmo.modeling_elmo import _private\n"
         "    return char_cnn.column_plan, spacy_elmo.loading.load_model, pipeline_component.make_elmo\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     found = lab_imports(lab)
     assert found == {
-        ("spacy_elmo.provenance", "sha256"), ("spacy_elmo.loading", ""), ("spacy_elmo", "ElmoModel"),
-        ("spacy_elmo", "pipeline_component"), ("spacy_elmo.kernels", "char_cnn"), ("spacy_elmo.kernels.char_cnn", "column_plan"),
-        ("spacy_elmo.modeling_elmo", "_private"), ("spacy_elmo.loading", "load_model"),
+        ("spacy_elmo.provenance", "sha256"),
+        ("spacy_elmo.loading", ""),
+        ("spacy_elmo", "ElmoModel"),
+        ("spacy_elmo", "pipeline_component"),
+        ("spacy_elmo.kernels", "char_cnn"),
+        ("spacy_elmo.kernels.char_cnn", "column_plan"),
+        ("spacy_elmo.modeling_elmo", "_private"),
+        ("spacy_elmo.loading", "load_model"),
         ("spacy_elmo.pipeline_component", "make_elmo"),
     }
     public = public_names()
     verdicts = {item: refused(*item, public) for item in found}
     assert {item for item, why in verdicts.items() if why is None} == {
-        ("spacy_elmo.provenance", "sha256"), ("spacy_elmo.loading", ""), ("spacy_elmo", "ElmoModel"),
-        ("spacy_elmo", "pipeline_component"), ("spacy_elmo.loading", "load_model"),
+        ("spacy_elmo.provenance", "sha256"),
+        ("spacy_elmo.loading", ""),
+        ("spacy_elmo", "ElmoModel"),
+        ("spacy_elmo", "pipeline_component"),
+        ("spacy_elmo.loading", "load_model"),
     }
     assert verdicts[("spacy_elmo.modeling_elmo", "_private")] == "private"
     assert verdicts[("spacy_elmo.kernels.char_cnn", "column_plan")] == "not in docs/architecture.md's public API"

@@ -82,10 +82,19 @@ def test_the_workflow_stops_before_its_first_real_step(tmp_path):
     project.mkdir()
     shutil.copy(ROOT / "project.yml", project / "project.yml")
     shutil.copytree(ROOT / "scripts", project / "scripts")
-    env = dict(os.environ, PYTHONPATH=str(_fake_install(tmp_path)),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    result = subprocess.run([sys.executable, "-m", "weasel", "run", "all", str(project)],
-                            capture_output=True, text=True, env=env, cwd=project, timeout=120)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(_fake_install(tmp_path)),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "weasel", "run", "all", str(project)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=project,
+        timeout=120,
+    )
     assert result.returncode != 0
     assert "pip install 'surely-not-installed-xyz>=1.5'" in result.stderr
     assert "fetch_assets" not in result.stdout and not (project / "assets" / "conll2003").exists()

@@ -28,7 +28,9 @@ def blocks(path: Path, lang: str):
 
 
 def test_few_blocks_are_skipped():
-    skipped = [(p.name, code[:40]) for p in DOCS for lang in ("python", "ini") for code, skip in blocks(p, lang) if skip]
+    skipped = [
+        (p.name, code[:40]) for p in DOCS for lang in ("python", "ini") for code, skip in blocks(p, lang) if skip
+    ]
     assert len(skipped) <= 3, skipped
 
 
@@ -36,7 +38,12 @@ def test_few_blocks_are_skipped():
 def test_python_blocks_run(doc, allennlp_dir, tmp_path, monkeypatch, one_torch_thread):
     monkeypatch.chdir(tmp_path)
     shutil.copytree(allennlp_dir, tmp_path / "tests" / "fixtures" / "allennlp_elmo")  # as the docs name it
-    assert main(["convert", str(allennlp_dir / "options.json"), str(allennlp_dir / "lm_weights.hdf5"), "build/fixture_elmo"]) == 0
+    assert (
+        main(
+            ["convert", str(allennlp_dir / "options.json"), str(allennlp_dir / "lm_weights.hdf5"), "build/fixture_elmo"]
+        )
+        == 0
+    )
     shutil.copytree(allennlp_dir.parent / "efml_tiny", "build/efml_zh")  # stands for an unzipped ELMoForManyLangs model
     namespace: dict = {"__name__": "__docs__"}
     for i, (code, skipped) in enumerate(blocks(doc, "python")):

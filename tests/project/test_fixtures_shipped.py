@@ -32,13 +32,15 @@ def test_shipped_fixtures_match_their_upstream_blob_ids(folder):
 def test_fixtures_are_tracked_and_used_by_default(fixtures_dir):
     notice = (SHIPPED / "NOTICE").read_text()
     assert "Apache License, Version 2.0" in notice and "allennlp" in notice and "bilm-tf" in notice
-    tracked = subprocess.run(
-        ["git", "ls-files", "tests/fixtures"], cwd=ROOT, capture_output=True, text=True
-    )
+    tracked = subprocess.run(["git", "ls-files", "tests/fixtures"], cwd=ROOT, capture_output=True, text=True)
     if tracked.returncode == 0 and tracked.stdout:  # inside a git checkout (not an sdist)
         files = set(tracked.stdout.split())
-        for needed in ("allennlp_elmo/lm_weights.hdf5", "allennlp_elmo/options.json",
-                       "bilm_tf/model/lm_weights.hdf5", "NOTICE"):
+        for needed in (
+            "allennlp_elmo/lm_weights.hdf5",
+            "allennlp_elmo/options.json",
+            "bilm_tf/model/lm_weights.hdf5",
+            "NOTICE",
+        ):
             assert f"tests/fixtures/{needed}" in files, f"tests/fixtures/{needed} is not committed"
     import os
 

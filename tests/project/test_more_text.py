@@ -20,6 +20,7 @@ finally:
 @pytest.fixture
 def run(capsys):
     """Runs the script's main in this process; returncode, stdout and stderr as a subprocess would give them."""
+
     def call(*args: str) -> SimpleNamespace:
         try:
             code = preprocess_more_text.main(list(args))
@@ -29,6 +30,7 @@ def run(capsys):
                 print(exit.code, file=sys.stderr)
         out = capsys.readouterr()
         return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+
     return call
 
 
@@ -36,12 +38,16 @@ def test_more_text_appends_the_chosen_addresses_and_keeps_the_held_out_text(tmp_
     lm, sotu, out = tmp_path / "lm", tmp_path / "sotu", tmp_path / "lm_more"
     lm.mkdir()
     sotu.mkdir()
-    (lm / "train.txt").write_text("BBC sentence one .\nEU rejects German call to boycott British lamb .", encoding="utf8")
+    (lm / "train.txt").write_text(
+        "BBC sentence one .\nEU rejects German call to boycott British lamb .", encoding="utf8"
+    )
     (lm / "heldout.txt").write_text("Held-out sentence .\n", encoding="utf8")
     (sotu / "1899-McKinley-1.txt").write_text("Too old to be kept.\n", encoding="utf8")
     (sotu / "1901-Roosevelt-1.txt").write_text(
         "To the Senate and House of Representatives: The Congress assembles this year.\n\n"
-        "Held-out sentence.\nA well-known post-war plan cost $6-7 million.\n", encoding="utf8")
+        "Held-out sentence.\nA well-known post-war plan cost $6-7 million.\n",
+        encoding="utf8",
+    )
     result = run("--sotu-dir", str(sotu), "--from-year", "1900", "--lm-dir", str(lm), "--output-dir", str(out))
     assert result.returncode == 0, result.stderr
     lines = (out / "train.txt").read_text(encoding="utf8").splitlines()
@@ -59,21 +65,37 @@ def test_more_text_appends_the_chosen_addresses_and_keeps_the_held_out_text(tmp_
     assert (out / "heldout.txt").read_bytes() == (lm / "heldout.txt").read_bytes()
     assert "1 equal to a held-out sentence dropped" in result.stdout
 
-    limited = run("--sotu-dir", str(sotu), "--from-year", "1900", "--lm-dir", str(lm), "--output-dir", str(tmp_path / "l"),
-                  "--limit-sents", "1")
+    limited = run(
+        "--sotu-dir",
+        str(sotu),
+        "--from-year",
+        "1900",
+        "--lm-dir",
+        str(lm),
+        "--output-dir",
+        str(tmp_path / "l"),
+        "--limit-sents",
+        "1",
+    )
     assert limited.returncode == 0 and len((tmp_path / "l" / "train.txt").read_text().splitlines()) == 3
 
 
 def test_more_text_names_what_is_missing(tmp_path, run):
     (tmp_path / "lm").mkdir()
-    result = run("--sotu-dir", str(tmp_path / "sotu"), "--lm-dir", str(tmp_path / "lm"), "--output-dir", str(tmp_path / "o"))
+    result = run(
+        "--sotu-dir", str(tmp_path / "sotu"), "--lm-dir", str(tmp_path / "lm"), "--output-dir", str(tmp_path / "o")
+    )
     assert result.returncode == 2 and "lm/train.txt: missing (run the project's preprocess step first)" in result.stderr
     for name in ("train.txt", "heldout.txt"):
         (tmp_path / "lm" / name).write_text("a .\n")
     (tmp_path / "sotu").mkdir()
-    result = run("--sotu-dir", str(tmp_path / "sotu"), "--lm-dir", str(tmp_path / "lm"), "--output-dir", str(tmp_path / "o"))
+    result = run(
+        "--sotu-dir", str(tmp_path / "sotu"), "--lm-dir", str(tmp_path / "lm"), "--output-dir", str(tmp_path / "o")
+    )
     assert result.returncode == 2 and "no addresses from 1900 on" in result.stderr
     (tmp_path / "sotu" / "notes.txt").write_text("x\n")
-    result = run("--sotu-dir", str(tmp_path / "sotu"), "--lm-dir", str(tmp_path / "lm"), "--output-dir", str(tmp_path / "o"))
+    result = run(
+        "--sotu-dir", str(tmp_path / "sotu"), "--lm-dir", str(tmp_path / "lm"), "--output-dir", str(tmp_path / "o")
+    )
     assert result.returncode != 0 and "notes.txt: expected a file name starting with the year" in result.stderr
     assert not (tmp_path / "o").exists()  # nothing half-written

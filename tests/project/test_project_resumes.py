@@ -31,9 +31,30 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def _pretraining_step(output: Path, train: Path, *extra) -> list:
-    return [sys.executable, SCRIPTS / "pretrain_resumable.py", "--output", output, "--config", TINY, "--",
-            "python", "-m", "spacy_elmo", "pretrain", TINY, "--output", output, "--paths.train", train,
-            "--training.max_steps", "30", "--training.checkpoint_every", "10", "--no-progress", *extra]
+    return [
+        sys.executable,
+        SCRIPTS / "pretrain_resumable.py",
+        "--output",
+        output,
+        "--config",
+        TINY,
+        "--",
+        "python",
+        "-m",
+        "spacy_elmo",
+        "pretrain",
+        TINY,
+        "--output",
+        output,
+        "--paths.train",
+        train,
+        "--training.max_steps",
+        "30",
+        "--training.checkpoint_every",
+        "10",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def _start_records(output: Path) -> list[dict]:
@@ -64,10 +85,34 @@ def test_pretraining_step_resumes_an_unfinished_run_skips_a_finished_one_and_res
 
 def test_ctrl_c_during_torchrun_pretraining_prints_one_line_and_keeps_the_checkpoint(tmp_path, ctrl_c_after_checkpoint):
     train, output = lm_text(tmp_path / "train.txt"), tmp_path / "bilm"
-    command = [sys.executable, SCRIPTS / "pretrain_resumable.py", "--output", output, "--config", TINY, "--",
-               "python", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1",
-               "-m", "spacy_elmo", "pretrain", TINY, "--output", output, "--paths.train", train,
-               "--training.max_steps", "100000", "--training.checkpoint_every", "10", "--no-progress"]
+    command = [
+        sys.executable,
+        SCRIPTS / "pretrain_resumable.py",
+        "--output",
+        output,
+        "--config",
+        TINY,
+        "--",
+        "python",
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "1",
+        "-m",
+        "spacy_elmo",
+        "pretrain",
+        TINY,
+        "--output",
+        output,
+        "--paths.train",
+        train,
+        "--training.max_steps",
+        "100000",
+        "--training.checkpoint_every",
+        "10",
+        "--no-progress",
+    ]
     # mid-run, past the first checkpoint
     child, (out, err) = ctrl_c_after_checkpoint(command, output, {**os.environ, "OMP_NUM_THREADS": "1"}, wait=0.5)
     assert child.returncode == 130, err
@@ -84,8 +129,23 @@ def _train_ner_command(corpus: Path, tmp_path: Path) -> tuple[Path, list]:
     data.mkdir()
     for name in ("train_10.spacy", "dev.spacy"):
         (data / name).write_bytes(corpus.read_bytes())
-    return data, [sys.executable, SCRIPTS / "train_ner.py", ROOT / "configs" / "ner_baseline.cfg", "--name", "b",
-                  "--fractions", "10", "--corpus", data, "--out", tmp_path / "out", "--steps", "2", "--eval-frequency", "1"]
+    return data, [
+        sys.executable,
+        SCRIPTS / "train_ner.py",
+        ROOT / "configs" / "ner_baseline.cfg",
+        "--name",
+        "b",
+        "--fractions",
+        "10",
+        "--corpus",
+        data,
+        "--out",
+        tmp_path / "out",
+        "--steps",
+        "2",
+        "--eval-frequency",
+        "1",
+    ]
 
 
 def test_train_ner_does_not_redo_finished_trainings(corpus, tmp_path):
@@ -97,7 +157,9 @@ def test_train_ner_does_not_redo_finished_trainings(corpus, tmp_path):
     record = json.loads((tmp_path / "out" / "b_10" / "provenance.json").read_text())
     assert record["exit_code"] == 0 and str(data / "train_10.spacy") in record["inputs"]
     second = run(*command)
-    assert second.returncode == 0 and "[b_10] finished earlier with the same command, inputs and threads" in second.stdout, second.stdout
+    assert (
+        second.returncode == 0 and "[b_10] finished earlier with the same command, inputs and threads" in second.stdout
+    ), second.stdout
     assert model.stat().st_mtime_ns == stamp
     (data / "train_10.spacy").write_bytes(DocBin(docs=[Doc(spacy.blank("en").vocab, words=["x"])]).to_bytes())
     third = run(*command)  # the same command, other data: trained again
@@ -119,9 +181,15 @@ def test_train_ner_records_and_compares_the_threads_its_trainings_ran_with(corpu
     _, command = _train_ner_command(corpus, tmp_path)
     script_env = {key: value for key, value in os.environ.items() if key not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     record = tmp_path / "out" / "b_10" / "provenance.json"
-    one_thread = subprocess.run([str(c) for c in command + ["--jobs", "2"]], capture_output=True, text=True, timeout=600, env=script_env)
+    one_thread = subprocess.run(
+        [str(c) for c in command + ["--jobs", "2"]], capture_output=True, text=True, timeout=600, env=script_env
+    )
     assert one_thread.returncode == 0, one_thread.stdout[-3000:]
     assert json.loads(record.read_text())["machine"]["threads"] == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    default = subprocess.run([str(c) for c in command + ["--jobs", "1"]], capture_output=True, text=True, timeout=600, env=script_env)
-    assert default.returncode == 0 and "[b_10] started" in default.stdout and "moved to" in default.stdout, default.stdout
+    default = subprocess.run(
+        [str(c) for c in command + ["--jobs", "1"]], capture_output=True, text=True, timeout=600, env=script_env
+    )
+    assert default.returncode == 0 and "[b_10] started" in default.stdout and "moved to" in default.stdout, (
+        default.stdout
+    )
     assert json.loads(record.read_text())["machine"]["threads"] == {}

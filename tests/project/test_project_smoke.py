@@ -29,7 +29,11 @@ def test_project_smoke_workflow(tmp_path):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     result = subprocess.run(
         [sys.executable, "-m", "spacy", "project", "run", "smoke", str(project)],
-        cwd=project, env=env, capture_output=True, text=True, timeout=2400,
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2400,
     )
     assert result.returncode == 0, (result.stdout[-4000:], result.stderr[-4000:])
     work = project / "work_smoke"
@@ -62,8 +66,14 @@ def test_project_smoke_workflow(tmp_path):
 
     # provenance: every step that wrote a result or a training output recorded one
     steps = metrics["provenance"]["steps"]
-    assert {"work_smoke/bilm", "training/baseline_10", "training/elmo_100", "metrics/baseline_10",
-            "metrics/elmo_100", "results/similar"} <= set(steps), sorted(steps)
+    assert {
+        "work_smoke/bilm",
+        "training/baseline_10",
+        "training/elmo_100",
+        "metrics/baseline_10",
+        "metrics/elmo_100",
+        "results/similar",
+    } <= set(steps), sorted(steps)
     for label, record in steps.items():
         assert len(record["git"]["commit"]) == 40 and record["machine"]["cores"] >= 1, label
         assert record["started_utc"] <= record["ended_utc"], label
@@ -91,9 +101,9 @@ def test_project_smoke_workflow(tmp_path):
     published = work / "published"
     # the report goes to the results folder's page (published/README.md); the README (vars.readme) gets its summary
     page = (published / "README.md").read_text()
-    section = page[page.index("<!-- results:start -->"): page.index("<!-- results:end -->")]
+    section = page[page.index("<!-- results:start -->") : page.index("<!-- results:end -->")]
     readme = (work / "README.md").read_text()
-    summary = readme[readme.index("<!-- results-summary:start -->"): readme.index("<!-- results-summary:end -->")]
+    summary = readme[readme.index("<!-- results-summary:start -->") : readme.index("<!-- results-summary:end -->")]
     assert "[published/README.md](published/README.md)" in summary
     seeds = json.loads((published / "seeds.json").read_text())
     assert "### Headline: every cell with 2 seeds, mean ± standard deviation and paired gains" in section
@@ -115,11 +125,15 @@ def test_project_smoke_workflow(tmp_path):
     # finished training left its record, which holds its test score
     looks = json.loads((published / "test_looks.json").read_text())["looks"]
     assert sorted(look["run"] for look in looks) == sorted(
-        [f"training/{s}_{p}" for s in ("baseline", "elmo") for p in ("10", "100")] + [f"training_seeds/{t}_{s}_{p}_{seed}" for t, s, p, seed in expected])
+        [f"training/{s}_{p}" for s in ("baseline", "elmo") for p in ("10", "100")]
+        + [f"training_seeds/{t}_{s}_{p}_{seed}" for t, s, p, seed in expected]
+    )
     assert all(look["reason"] == "first look at this recipe" and look["model_sha256"] for look in looks)
     for task, system, pct, seed in expected:
         record = json.loads((published / "runs" / "training_seeds" / f"{task}_{system}_{pct}_{seed}.json").read_text())
-        assert record["test"]["score"] == per_seed[task, system, pct, seed] and record["dev_curve"] and record["best_dev"]
+        assert (
+            record["test"]["score"] == per_seed[task, system, pct, seed] and record["dev_curve"] and record["best_dev"]
+        )
     assert "#### Test looks per cell" in section and "| ner 10% | 6 |" in section
     assert "probe accuracy by layer" in section
     assert "Goals for the ELMo gain (paired means): ner 10%: ≥ +6.00" in section and "Wall time: the seeds" in section
@@ -133,12 +147,20 @@ def test_project_smoke_workflow(tmp_path):
     base, more_lines = (lm / "train.txt").read_text().splitlines(), (lm_more / "train.txt").read_text().splitlines()
     assert len(more_lines) == len(base) + 300 and not Counter(base) - Counter(more_lines)
     assert (lm_more / "heldout.txt").read_bytes() == (lm / "heldout.txt").read_bytes()
-    assert (work / "variants" / "bilm_more_text" / "vocab.txt").read_bytes() == (work / "bilm" / "vocab.txt").read_bytes()
+    assert (work / "variants" / "bilm_more_text" / "vocab.txt").read_bytes() == (
+        work / "bilm" / "vocab.txt"
+    ).read_bytes()
     ppl = [v["heldout_ppl"] for v in variants["variants"]]
     assert ppl == sorted(ppl) and ppl[-1] > ppl[0]  # listed by perplexity; 1 step is the worst language model
-    dev = lambda run: round(json.loads((run / "model-best" / "meta.json").read_text())["performance"]["ents_f"] * 100, 2)
+    dev = lambda run: round(
+        json.loads((run / "model-best" / "meta.json").read_text())["performance"]["ents_f"] * 100, 2
+    )
     one_step = next(v for v in variants["variants"] if v["pretrain_steps"] == 1)
-    gain = round(dev(work / "variants" / "training" / "ner_elmo_bilm1_10_s0") - dev(work / "training_seeds" / "ner_baseline_10_s0"), 2)
+    gain = round(
+        dev(work / "variants" / "training" / "ner_elmo_bilm1_10_s0")
+        - dev(work / "training_seeds" / "ner_baseline_10_s0"),
+        2,
+    )
     assert one_step["gain"]["per_seed"] == {"0": gain}
     row = next(line for line in section.splitlines() if line.startswith("| 1 step |"))
     assert row.startswith(f"| 1 step | {one_step['pretrain_minutes']:.1f} | {one_step['heldout_ppl']:.1f} |")
@@ -147,8 +169,19 @@ def test_project_smoke_workflow(tmp_path):
     assert (published / "ppl_vs_gain.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the published page and the README's summary are exactly what the report script writes from the published results
     check = subprocess.run(
-        [sys.executable, str(project / "scripts" / "report.py"), "readme", "--check", "--results", str(published),
-         "--readme", str(work / "README.md")], capture_output=True, text=True, env=env,
+        [
+            sys.executable,
+            str(project / "scripts" / "report.py"),
+            "readme",
+            "--check",
+            "--results",
+            str(published),
+            "--readme",
+            str(work / "README.md"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert check.returncode == 0, check.stderr
 
@@ -164,7 +197,9 @@ def test_train_ner_reports_a_failed_run(tmp_path, capsys, script):
     text = (ROOT / "configs" / "ner_baseline.cfg").read_text()
     assert 'factory = "ner"' in text
     config.write_text(text.replace('factory = "ner"', 'factory = "no_such_factory"'))
-    code = train_ner.main([str(config), "--name", "x", "--fractions", "10", "--corpus", str(corpus), "--out", str(tmp_path / "out")])
+    code = train_ner.main(
+        [str(config), "--name", "x", "--fractions", "10", "--corpus", str(corpus), "--out", str(tmp_path / "out")]
+    )
     out = capsys.readouterr().out
     assert code == 1
     assert "[x_10] FAILED" in out and "no_such_factory" in out
@@ -234,11 +269,28 @@ def test_train_ner_trains_each_run_once_per_biLM(tmp_path, script):
     train_ner = script("train_ner")
     import argparse
 
-    args = argparse.Namespace(name="ner_elmo", fractions=["10"], seeds=[0, 1], seed=0,
-                              corpus=tmp_path, out=tmp_path / "out", config=Path("c.cfg"), steps=40, eval_frequency=20,
-                              patience=100, gpu_id=-1, fraction_settings=[], elmo=[("bilm1", "v/bilm_1"), ("bilm1000", "v/bilm_1000")])
+    args = argparse.Namespace(
+        name="ner_elmo",
+        fractions=["10"],
+        seeds=[0, 1],
+        seed=0,
+        corpus=tmp_path,
+        out=tmp_path / "out",
+        config=Path("c.cfg"),
+        steps=40,
+        eval_frequency=20,
+        patience=100,
+        gpu_id=-1,
+        fraction_settings=[],
+        elmo=[("bilm1", "v/bilm_1"), ("bilm1000", "v/bilm_1000")],
+    )
     commands = train_ner.train_commands(args, ["--x", "1"])
-    assert list(commands) == ["ner_elmo_bilm1_10_s0", "ner_elmo_bilm1000_10_s0", "ner_elmo_bilm1_10_s1", "ner_elmo_bilm1000_10_s1"]
+    assert list(commands) == [
+        "ner_elmo_bilm1_10_s0",
+        "ner_elmo_bilm1000_10_s0",
+        "ner_elmo_bilm1_10_s1",
+        "ner_elmo_bilm1000_10_s1",
+    ]
     for name, (command, seed) in commands.items():
         path = "v/bilm_1000" if "bilm1000" in name else "v/bilm_1"
         assert command[-2:] == ["--paths.elmo", path] and "--x" in command and seed == int(name[-1])
@@ -257,18 +309,66 @@ def test_train_ner_gives_fraction_settings_to_that_fractions_runs_only(tmp_path,
         (corpus / name).write_bytes(b"")
     seen = {}
     monkeypatch.setattr(train_ner, "run_all", lambda commands, out, jobs, records=None: seen.update(commands) or 0)
-    assert train_ner.main([str(ROOT / "configs" / "ner_elmo.cfg"), "--name", "e", "--fractions", "10", "100", "--seeds", "0",
-                           "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--settings", "training.dropout=0.2",
-                           "--fraction-settings", "10", "training.frozen_components=[] components.elmo.fine_tune_layers=1",
-                           "--", "--paths.elmo", "bilm"]) == 0
+    assert (
+        train_ner.main(
+            [
+                str(ROOT / "configs" / "ner_elmo.cfg"),
+                "--name",
+                "e",
+                "--fractions",
+                "10",
+                "100",
+                "--seeds",
+                "0",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(tmp_path / "out"),
+                "--settings",
+                "training.dropout=0.2",
+                "--fraction-settings",
+                "10",
+                "training.frozen_components=[] components.elmo.fine_tune_layers=1",
+                "--",
+                "--paths.elmo",
+                "bilm",
+            ]
+        )
+        == 0
+    )
     with pytest.raises(SystemExit):
-        train_ner.main([str(ROOT / "configs" / "ner_elmo.cfg"), "--name", "e", "--fractions", "100", "--corpus", str(corpus),
-                        "--out", str(tmp_path / "out"), "--fraction-settings", "10", "training.dropout=0.2"])
+        train_ner.main(
+            [
+                str(ROOT / "configs" / "ner_elmo.cfg"),
+                "--name",
+                "e",
+                "--fractions",
+                "100",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(tmp_path / "out"),
+                "--fraction-settings",
+                "10",
+                "training.dropout=0.2",
+            ]
+        )
     assert "--fraction-settings 10: not one of --fractions (100)" in capsys.readouterr().err
     ten, hundred = seen["e_10_s0"][0], seen["e_100_s0"][0]
-    assert ten[-8:] == ["--paths.elmo", "bilm", "--training.dropout", "0.2", "--training.frozen_components", "[]",
-                        "--components.elmo.fine_tune_layers", "1"]
-    assert hundred[-4:] == ["--paths.elmo", "bilm", "--training.dropout", "0.2"] and "--components.elmo.fine_tune_layers" not in hundred
+    assert ten[-8:] == [
+        "--paths.elmo",
+        "bilm",
+        "--training.dropout",
+        "0.2",
+        "--training.frozen_components",
+        "[]",
+        "--components.elmo.fine_tune_layers",
+        "1",
+    ]
+    assert (
+        hundred[-4:] == ["--paths.elmo", "bilm", "--training.dropout", "0.2"]
+        and "--components.elmo.fine_tune_layers" not in hundred
+    )
 
 
 def test_every_command_reruns_when_a_config_it_reads_changes():
@@ -283,8 +383,12 @@ def test_every_command_reruns_when_a_config_it_reads_changes():
     config_paths = re.compile(r"(?<![\w/.-])configs/[\w./-]+\.cfg")
     checked = 0
     for command in project["commands"]:
-        read = {path for line in command.get("script", []) if not line.startswith("python -m weasel run")
-                for path in config_paths.findall(line)}
+        read = {
+            path
+            for line in command.get("script", [])
+            if not line.startswith("python -m weasel run")
+            for path in config_paths.findall(line)
+        }
         missing = sorted(read - set(command.get("deps", [])))
         assert not missing, f"{command['name']}: reads {missing} but does not list it under deps"
         checked += bool(read)

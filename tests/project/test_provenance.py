@@ -52,8 +52,18 @@ def test_record_names_commit_dirty_paths_configs_and_machine(tmp_path):
 def test_wrapper_runs_the_command_and_keeps_its_exit_status(tmp_path):
     out = tmp_path / "p.json"
     code = subprocess.run(
-        [sys.executable, str(STEP), "--out", str(out), "--seed", "3", "--",
-         sys.executable, "-c", "import sys; sys.exit(4)"],
+        [
+            sys.executable,
+            str(STEP),
+            "--out",
+            str(out),
+            "--seed",
+            "3",
+            "--",
+            sys.executable,
+            "-c",
+            "import sys; sys.exit(4)",
+        ],
         cwd=tmp_path,
     ).returncode
     assert code == 4
@@ -67,13 +77,25 @@ def test_project_settings_reach_the_command_with_their_dashes(tmp_path):
     (tmp_path / "project.yml").write_text(
         'vars:\n  settings: ""\ncommands:\n  - name: show\n    script:\n'
         f"      - \"python {STEP} --out record.json --settings '${{vars.settings}}' -- "
-        "python -c 'import sys; print(sys.argv[1:])'\"\n", encoding="utf-8")
+        "python -c 'import sys; print(sys.argv[1:])'\"\n",
+        encoding="utf-8",
+    )
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    run = lambda *extra: subprocess.run([sys.executable, "-m", "weasel", "run", "show", ".", *extra],  # noqa: E731
-                                        cwd=tmp_path, env=env, capture_output=True, text=True)
-    done = run("--vars.settings", "training.precision=bf16 components.elmo.fine_tune_layers=1 training.frozen_components=[]")
+    run = lambda *extra: subprocess.run(
+        [sys.executable, "-m", "weasel", "run", "show", ".", *extra],  # noqa: E731
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    done = run(
+        "--vars.settings", "training.precision=bf16 components.elmo.fine_tune_layers=1 training.frozen_components=[]"
+    )
     assert done.returncode == 0, done.stderr
-    assert "['--training.precision', 'bf16', '--components.elmo.fine_tune_layers', '1', '--training.frozen_components', '[]']" in done.stdout
+    assert (
+        "['--training.precision', 'bf16', '--components.elmo.fine_tune_layers', '1', '--training.frozen_components', '[]']"
+        in done.stdout
+    )
     assert "[]\n" in run("--force").stdout  # no settings: the command as written
     bad = run("--vars.settings", "training.precision bf16", "--force")
     assert bad.returncode != 0 and "'training.precision' is not section.key=value" in bad.stderr + bad.stdout
@@ -89,11 +111,23 @@ def test_input_hashes_hash_each_file_a_glob_or_list_names_as_pretraining_expands
         Path(name).write_text(name)
     Path("out").mkdir()
     Path("out/d.txt").write_text("written by the run")
-    command = ["pretrain", "--paths.train", "corpus/**/*.txt", "--paths.heldout=corpus/a.txt,corpus/notes.md",
-               "--paths.vocab", "missing/*.txt", "--extra", "out/*.txt"]
+    command = [
+        "pretrain",
+        "--paths.train",
+        "corpus/**/*.txt",
+        "--paths.heldout=corpus/a.txt,corpus/notes.md",
+        "--paths.vocab",
+        "missing/*.txt",
+        "--extra",
+        "out/*.txt",
+    ]
     found = input_hashes(command, exclude=["out"])
     named = [str(p) for p in resolve_files("corpus/**/*.txt") + resolve_files("corpus/a.txt,corpus/notes.md")]
-    assert list(found) == list(dict.fromkeys(named)) == ["corpus/a.txt", "corpus/b.txt", "corpus/sub/c.txt", "corpus/notes.md"]
+    assert (
+        list(found)
+        == list(dict.fromkeys(named))
+        == ["corpus/a.txt", "corpus/b.txt", "corpus/sub/c.txt", "corpus/notes.md"]
+    )
     assert found["corpus/sub/c.txt"] == sha256("corpus/sub/c.txt")
     Path("corpus/sub/c.txt").write_text("changed")
     assert input_hashes(command, exclude=["out"])["corpus/sub/c.txt"] != found["corpus/sub/c.txt"]

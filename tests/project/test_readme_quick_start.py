@@ -12,10 +12,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_readme_opens_with_a_quick_start_for_spacy_and_hf_users():
     text = (ROOT / "README.md").read_text()
-    quick = text[text.index("## Quick start"):text.index("## Set-up: two commands")]
+    quick = text[text.index("## Quick start") : text.index("## Set-up: two commands")]
     assert text.index("## Quick start") < text.index("make main")  # the package first, then the project
     assert "pip install" in quick and "load_legacy(" in quick and "docs/models.md" in quick
     assert "AllenNLP" in quick and "hub" in quick  # where real weights come from
-    assert 'add_pipe("elmo"' in quick and "AutoModel.from_pretrained" in quick and 'pipeline("feature-extraction"' in quick
-    hf = quick[quick.index("In Hugging Face"):]
+    assert (
+        'add_pipe("elmo"' in quick and "AutoModel.from_pretrained" in quick and 'pipeline("feature-extraction"' in quick
+    )
+    hf = quick[quick.index("In Hugging Face") :]
     assert hf.index("import spacy_elmo") < hf.index("from transformers import")  # and says why

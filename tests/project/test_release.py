@@ -34,7 +34,7 @@ def lab_file(name: str) -> bool:
 
 def quick_start() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    return text[text.index("## Quick start"):text.index("## Set-up: two commands")]
+    return text[text.index("## Quick start") : text.index("## Set-up: two commands")]
 
 
 def quick_start_blocks(lang: str) -> list[str]:
@@ -57,8 +57,11 @@ def quick_start_commands() -> list[list[str]]:
 
 def printed_comments(code: str) -> list[str]:
     """The comment after each `print(...)` line of `code`: what the README says it prints."""
-    return [line.split("#", 1)[1].strip() for line in code.splitlines()
-            if line.lstrip().startswith("print(") and "#" in line]
+    return [
+        line.split("#", 1)[1].strip()
+        for line in code.splitlines()
+        if line.lstrip().startswith("print(") and "#" in line
+    ]
 
 
 def run(command, **kwargs) -> subprocess.CompletedProcess:
@@ -69,8 +72,13 @@ def run(command, **kwargs) -> subprocess.CompletedProcess:
 
 def source_tree(dest: Path) -> Path:
     """A copy of the checkout as a clone has it (tracked files and new ones git does not ignore)."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split("\0")
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
     for name in filter(None, listed):
         source = ROOT / name
         if not (source.exists() or source.is_symlink()):  # deleted in the working tree, not yet in the index
@@ -98,8 +106,8 @@ def test_wheel_and_sdist_build_pass_twine_and_a_fresh_venv_runs_the_quick_start(
     dist = tmp_path / "dist"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     run([sys.executable, "-m", "build", "--outdir", dist, src], env=env, timeout=600)
-    wheel, = dist.glob("spacy_elmo-*.whl")
-    sdist, = dist.glob("spacy_elmo-*.tar.gz")
+    (wheel,) = dist.glob("spacy_elmo-*.whl")
+    (sdist,) = dist.glob("spacy_elmo-*.tar.gz")
     run([sys.executable, "-m", "twine", "check", "--strict", wheel, sdist], env=env, timeout=120)
 
     # the wheel: the package's modules and shipped configs, nothing of the lab
@@ -138,10 +146,21 @@ def test_wheel_and_sdist_build_pass_twine_and_a_fresh_venv_runs_the_quick_start(
     (work / "quick_start.py").write_text(code, encoding="utf-8")
     printed = run([bin_dir / "python", "quick_start.py"], cwd=work, env=venv_env, timeout=600).stdout.splitlines()
     expected = printed_comments(code)
-    assert len(printed) == len(expected) and all(said.startswith(line) for line, said in zip(printed, expected)), (printed, expected)
+    assert len(printed) == len(expected) and all(said.startswith(line) for line, said in zip(printed, expected)), (
+        printed,
+        expected,
+    )
     assert (work / "build" / "from_legacy" / "model.safetensors").is_file()
     # init-config wrote a config spaCy's own loader accepts, naming the converted biLM
     init = quick_start_commands()[-1]
     written = work / init[init.index("init-config") + 2]
-    run([bin_dir / "python", "-c", f"import spacy; c = spacy.util.load_config({str(written)!r}); "
-         "assert c['paths']['elmo'] == 'build/fixture_elmo', c['paths']"], cwd=work, env=venv_env)
+    run(
+        [
+            bin_dir / "python",
+            "-c",
+            f"import spacy; c = spacy.util.load_config({str(written)!r}); "
+            "assert c['paths']['elmo'] == 'build/fixture_elmo', c['paths']",
+        ],
+        cwd=work,
+        env=venv_env,
+    )

@@ -35,8 +35,11 @@ def readme_results(report):
 
 
 def _check(results: Path, readme: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPORT), "readme", "--check", "--results", str(results), "--readme", str(readme)],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(REPORT), "readme", "--check", "--results", str(results), "--readme", str(readme)],
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_readme_results_section_is_what_the_report_writes_now(readme_results):
@@ -44,7 +47,9 @@ def test_readme_results_section_is_what_the_report_writes_now(readme_results):
     and set-up sentence == what the same writer (`pages`) gives."""
     page = (ROOT / "results" / "README.md").read_text(encoding="utf8")
     section = readme_results.render_section(ROOT / "results", ROOT / "results" / "README.md")
-    assert readme_results.splice(page, section) == page, "results/README.md is stale: run `python scripts/report.py readme`"
+    assert readme_results.splice(page, section) == page, (
+        "results/README.md is stale: run `python scripts/report.py readme`"
+    )
     for path, (current, new) in readme_results.pages(ROOT / "results", readme=ROOT / "README.md").items():
         assert new == current, f"{path} is stale: run `python scripts/report.py readme`"
     done = _check(ROOT / "results", ROOT / "README.md")
@@ -62,17 +67,28 @@ def test_check_fails_on_a_hand_edit_or_a_changed_result(report, tmp_path):
     page = results / "README.md"
     page.write_text("intro\n\n<!-- results:start -->\n<!-- results:end -->\n\nafter\n", encoding="utf8")
     readme.write_text("top\n\n<!-- results-summary:start -->\n<!-- results-summary:end -->\n\nend\n", encoding="utf8")
-    assert subprocess.run([sys.executable, str(REPORT), "readme", "--results", str(results), "--readme", str(readme)]).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, str(REPORT), "readme", "--results", str(results), "--readme", str(readme)]
+        ).returncode
+        == 0
+    )
     text = page.read_text(encoding="utf8")
     assert text.startswith("intro\n\n<!-- results:start -->") and text.endswith("<!-- results:end -->\n\nafter\n")
     assert "![F1 by training fraction](f1_by_fraction.png)" in text  # links relative to the page
     summary = readme.read_text(encoding="utf8")
-    assert summary.startswith("top\n\n<!-- results-summary:start -->") and summary.endswith("<!-- results-summary:end -->\n\nend\n")
+    assert summary.startswith("top\n\n<!-- results-summary:start -->") and summary.endswith(
+        "<!-- results-summary:end -->\n\nend\n"
+    )
     assert "[results/README.md](results/README.md)" in summary and "| ner (test F1) | 10% |" in summary
     assert _check(results, readme).returncode == 0
     for path, before in ((page, text), (readme, summary)):
-        typed = re.sub(r"(\| (?:elmo|ner \(test F1\) \| 10%) \| )(\d+\.\d+)", lambda m: m.group(1) + f"{float(m.group(2)) + 2:.2f}",
-                       before, count=1)
+        typed = re.sub(
+            r"(\| (?:elmo|ner \(test F1\) \| 10%) \| )(\d+\.\d+)",
+            lambda m: m.group(1) + f"{float(m.group(2)) + 2:.2f}",
+            before,
+            count=1,
+        )
         assert typed != before
         path.write_text(typed, encoding="utf8")  # a typed number
         done = _check(results, readme)
@@ -99,29 +115,56 @@ def test_one_helper_splices_every_generated_region(script):
     assert regions.splice("no markers", "x", "new", missing_ok=True) == "no markers"
     with pytest.raises(SystemExit, match="page.md has no <!-- x:start -->"):
         regions.splice("no markers", "x", "new", where="page.md")
-    writers = {"scripts/readme_results.py", "scripts/report.py", "scripts/precision_error.py", "bench/performance_doc.py",
-               "bench/readme_speed.py"}
+    writers = {
+        "scripts/readme_results.py",
+        "scripts/report.py",
+        "scripts/precision_error.py",
+        "bench/performance_doc.py",
+        "bench/readme_speed.py",
+    }
     for name in writers:
         assert "import doc_regions" in (ROOT / name).read_text(encoding="utf8"), name
     # no other module splits text at a start marker itself
-    others = [p.relative_to(ROOT).as_posix() for folder in ("scripts", "bench", "spacy_elmo") for p in (ROOT / folder).rglob("*.py")
-              if p.name != "doc_regions.py" and re.search(r"\.split\((?:START|[A-Z_]*_START|start)\b", p.read_text(encoding="utf8"))]
+    others = [
+        p.relative_to(ROOT).as_posix()
+        for folder in ("scripts", "bench", "spacy_elmo")
+        for p in (ROOT / folder).rglob("*.py")
+        if p.name != "doc_regions.py"
+        and re.search(r"\.split\((?:START|[A-Z_]*_START|start)\b", p.read_text(encoding="utf8"))
+    ]
     assert others == []
 
 
 def _record(commit="a" * 40, dirty=(), start="2026-11-27T10:00:00Z", end="2026-11-27T10:30:00Z", seed=0):
-    return {"git": {"commit": commit, "dirty": bool(dirty), "dirty_paths": list(dirty)}, "seed": seed,
-            "machine": {"cpu": "AMD EPYC", "cores": 2, "memory_gib": 23.5, "python": "3.11.7", "torch": "2.13.0",
-                        "spacy": "3.8.18", "transformers": "5.24.0", "gpu": None},
-            "started_utc": start, "ended_utc": end, "configs": []}
+    return {
+        "git": {"commit": commit, "dirty": bool(dirty), "dirty_paths": list(dirty)},
+        "seed": seed,
+        "machine": {
+            "cpu": "AMD EPYC",
+            "cores": 2,
+            "memory_gib": 23.5,
+            "python": "3.11.7",
+            "torch": "2.13.0",
+            "spacy": "3.8.18",
+            "transformers": "5.24.0",
+            "gpu": None,
+        },
+        "started_utc": start,
+        "ended_utc": end,
+        "configs": [],
+    }
 
 
 def test_provenance_clean_dirty_and_step_times(readme_results, tmp_path):
     metrics = json.loads((ROOT / "results" / "metrics.json").read_text())
-    metrics["provenance"] = {"report": _record(start="2026-11-27T11:00:00Z", end="2026-11-27T11:01:00Z"),
-                             "steps": {"work/bilm": _record(end="2026-11-27T10:37:48Z"),
-                                       "training/elmo_10": _record(start="2026-11-27T10:38:00Z", end="2026-11-27T10:49:12Z")},
-                             "configs": {"ner_elmo.cfg": "b" * 64}}
+    metrics["provenance"] = {
+        "report": _record(start="2026-11-27T11:00:00Z", end="2026-11-27T11:01:00Z"),
+        "steps": {
+            "work/bilm": _record(end="2026-11-27T10:37:48Z"),
+            "training/elmo_10": _record(start="2026-11-27T10:38:00Z", end="2026-11-27T10:49:12Z"),
+        },
+        "configs": {"ner_elmo.cfg": "b" * 64},
+    }
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     section = readme_results.render_section(tmp_path, tmp_path / "README.md")
     assert "provenance not recorded" not in section.split("#### Seeds")[0]
@@ -136,8 +179,14 @@ def test_provenance_clean_dirty_and_step_times(readme_results, tmp_path):
 
 
 def test_seeds_mean_std_and_paired_gains(readme_results, report, tmp_path):
-    scores = {("baseline", 0): 0.6924, ("baseline", 1): 0.6810, ("baseline", 2): 0.7002,
-              ("elmo", 0): 0.7282, ("elmo", 1): 0.7190, ("elmo", 2): 0.7301}
+    scores = {
+        ("baseline", 0): 0.6924,
+        ("baseline", 1): 0.6810,
+        ("baseline", 2): 0.7002,
+        ("elmo", 0): 0.7282,
+        ("elmo", 1): 0.7190,
+        ("elmo", 2): 0.7301,
+    }
     metrics = tmp_path / "metrics_seeds"
     metrics.mkdir()
     for (system, seed), f in scores.items():
@@ -148,10 +197,16 @@ def test_seeds_mean_std_and_paired_gains(readme_results, report, tmp_path):
     cell = json.loads((out / "seeds.json").read_text())["summary"]["ner"]["10"]
     base = [round(scores["baseline", s] * 100, 2) for s in range(3)]
     gains = [round(round(scores["elmo", s] * 100, 2) - base[s], 2) for s in range(3)]
-    assert cell["baseline"] == {"per_seed": {"0": 69.24, "1": 68.1, "2": 70.02}, "mean": round(statistics.fmean(base), 2),
-                                "std": round(statistics.stdev(base), 2), "n": 3}
+    assert cell["baseline"] == {
+        "per_seed": {"0": 69.24, "1": 68.1, "2": 70.02},
+        "mean": round(statistics.fmean(base), 2),
+        "std": round(statistics.stdev(base), 2),
+        "n": 3,
+    }
     assert cell["gain"]["per_seed"] == {"0": gains[0], "1": gains[1], "2": gains[2]}
-    assert cell["gain"]["mean"] == round(statistics.fmean(gains), 2) and cell["gain"]["std"] == round(statistics.stdev(gains), 2)
+    assert cell["gain"]["mean"] == round(statistics.fmean(gains), 2) and cell["gain"]["std"] == round(
+        statistics.stdev(gains), 2
+    )
     section = readme_results.render_section(out, tmp_path / "README.md")
     assert f"{statistics.fmean(gains):+.2f} ± {statistics.stdev(gains):.2f} (n=3)" in section
     assert "s1: 68.10 / 71.90 / +3.80" in section
@@ -181,13 +236,16 @@ def _run(path: Path, f1: float, seed: int, provenance: bool = True) -> None:
     (path / "model-best").mkdir(parents=True)
     (path / "model-best" / "meta.json").write_text(json.dumps({"performance": {"ents_f": f1, "ents_p": f1}}))
     if provenance:
-        (path / "provenance.json").write_text(json.dumps({"seed": seed, "started_utc": "2026-11-26T10:00:00Z",
-                                                          "ended_utc": "2026-11-26T10:10:00Z"}))
+        (path / "provenance.json").write_text(
+            json.dumps({"seed": seed, "started_utc": "2026-11-26T10:00:00Z", "ended_utc": "2026-11-26T10:10:00Z"})
+        )
 
 
 def _bilm(path: Path, step: int, ppl: float) -> None:
     path.mkdir(parents=True)
-    (path / "pretrain_summary.json").write_text(json.dumps({"step": step, "heldout_ppl": ppl, "train_seconds": step * 0.6}))
+    (path / "pretrain_summary.json").write_text(
+        json.dumps({"step": step, "heldout_ppl": ppl, "train_seconds": step * 0.6})
+    )
 
 
 def test_variants_pair_dev_gains_by_seed_and_render(variants, readme_results, tmp_path, capsys):
@@ -204,46 +262,99 @@ def test_variants_pair_dev_gains_by_seed_and_render(variants, readme_results, tm
     _bilm(tmp_path / "bilm", 3500, 128.93)
     _bilm(tmp_path / "bilm1", 1, 20931.0)
     out = tmp_path / "results"
-    assert variants.main(["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm"), str(runs / "elmo_10"),
-                          "--variant", str(tmp_path / "bilm1"), str(runs / "elmo1_10"), "untrained ({steps} step)",
-                          "--out", str(out / "variants.json"), "--plot", str(out / "ppl_vs_gain.png")]) == 0
+    assert (
+        variants.main(
+            [
+                "--baseline",
+                str(runs / "base_10"),
+                "--variant",
+                str(tmp_path / "bilm"),
+                str(runs / "elmo_10"),
+                "--variant",
+                str(tmp_path / "bilm1"),
+                str(runs / "elmo1_10"),
+                "untrained ({steps} step)",
+                "--out",
+                str(out / "variants.json"),
+                "--plot",
+                str(out / "ppl_vs_gain.png"),
+            ]
+        )
+        == 0
+    )
     result = json.loads((out / "variants.json").read_text())
     best, untrained = result["variants"]  # ordered by perplexity
-    assert best["name"] == "3,500 steps" and untrained["name"] == "untrained (1 step)"  # named by steps unless given; {steps} in a given name is the biLM's own count
+    assert (
+        best["name"] == "3,500 steps" and untrained["name"] == "untrained (1 step)"
+    )  # named by steps unless given; {steps} in a given name is the biLM's own count
     assert best["gain"]["per_seed"] == {"0": 3.37, "1": 3.8, "2": 1.0}
     assert best["gain"]["mean"] == round(statistics.fmean([3.37, 3.8, 1.0]), 2) and best["gain"]["n"] == 3
-    assert untrained["gain"]["per_seed"] == {"0": -3.06, "1": -1.1} and untrained["gain"]["n"] == 2  # paired on shared seeds
-    assert set(result["provenance"]["steps"]) == {f"training/{name}_10_s{s}" for name, seeds in
-                                                  (("base", "012"), ("elmo", "012"), ("elmo1", "01")) for s in seeds}
+    assert (
+        untrained["gain"]["per_seed"] == {"0": -3.06, "1": -1.1} and untrained["gain"]["n"] == 2
+    )  # paired on shared seeds
+    assert set(result["provenance"]["steps"]) == {
+        f"training/{name}_10_s{s}" for name, seeds in (("base", "012"), ("elmo", "012"), ("elmo1", "01")) for s in seeds
+    }
     assert (out / "ppl_vs_gain.png").read_bytes()[:4] == b"\x89PNG"
     section = readme_results.render_section(out, tmp_path / "README.md")
     assert "| untrained (1 step) | 0.0 | 20931.0 | 72.50 ± 0.71 (n=2) | -2.08 ± 1.39 (n=2) |" in section
     assert "](results/ppl_vs_gain.png)" in section and "dev only" in section
-    assert (f"Largest mean dev gain: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)); "
-            "lowest held-out perplexity: 3,500 steps (128.9).") in section
+    assert (
+        f"Largest mean dev gain: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)); "
+        "lowest held-out perplexity: 3,500 steps (128.9)."
+    ) in section
     # the leader against the runner-up, paired on the seeds both have: 78.43 - 72.00, 77.90 - 73.00
     lead = result["leader_vs_runner_up"]
     assert lead["per_seed"] == {"0": 6.43, "1": 4.9} and lead["ahead_on"] == 2 and lead["n"] == 2
-    assert (f"3,500 steps against the next largest gain, untrained (1 step), paired by seed (dev F1, the seeds both were "
-            f"trained at): {statistics.fmean([6.43, 4.9]):+.2f} ± {statistics.stdev([6.43, 4.9]):.2f} (n=2), ahead on 2 of 2 seeds.") in section
+    assert (
+        f"3,500 steps against the next largest gain, untrained (1 step), paired by seed (dev F1, the seeds both were "
+        f"trained at): {statistics.fmean([6.43, 4.9]):+.2f} ± {statistics.stdev([6.43, 4.9]):.2f} (n=2), ahead on 2 of 2 seeds."
+    ) in section
     # two variants with the same mean gain are both named, as a tie
     tied = json.loads((out / "variants.json").read_text())
     tied["variants"][1]["gain"] = dict(tied["variants"][0]["gain"], std=0.5)
     (out / "variants.json").write_text(json.dumps(tied))
-    line = next(l for l in readme_results.render_section(out, tmp_path / "README.md").splitlines() if l.startswith("Largest mean"))
-    assert line.startswith(f"Largest mean dev gain: tied: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)) "
-                           f"and untrained (1 step) ({best['gain']['mean']:+.2f} ± 0.50 (n=3)); "), line
+    line = next(
+        l
+        for l in readme_results.render_section(out, tmp_path / "README.md").splitlines()
+        if l.startswith("Largest mean")
+    )
+    assert line.startswith(
+        f"Largest mean dev gain: tied: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)) "
+        f"and untrained (1 step) ({best['gain']['mean']:+.2f} ± 0.50 (n=3)); "
+    ), line
     (out / "variants.json").write_text(json.dumps(result))
     # a run that did not finish is named, not skipped
     shutil.rmtree(runs / "elmo1_10_s1" / "model-best")
     with pytest.raises(SystemExit, match="elmo1_10_s1/model-best/meta.json: missing"):
-        variants.main(["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm1"), str(runs / "elmo1_10"),
-                       "--out", str(out / "v.json")])
+        variants.main(
+            [
+                "--baseline",
+                str(runs / "base_10"),
+                "--variant",
+                str(tmp_path / "bilm1"),
+                str(runs / "elmo1_10"),
+                "--out",
+                str(out / "v.json"),
+            ]
+        )
     with pytest.raises(SystemExit) as error:
-        variants.main(["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm"), "--out", str(out / "v.json")])
+        variants.main(
+            ["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm"), "--out", str(out / "v.json")]
+        )
     assert error.value.code == 2 and "expected BILM PREFIX [NAME], found 1 values" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="pretrain_summary.json: missing"):
-        variants.main(["--baseline", str(runs / "base_10"), "--variant", str(runs), str(runs / "elmo_10"), "--out", str(out / "v.json")])
+        variants.main(
+            [
+                "--baseline",
+                str(runs / "base_10"),
+                "--variant",
+                str(runs),
+                str(runs / "elmo_10"),
+                "--out",
+                str(out / "v.json"),
+            ]
+        )
 
 
 def test_an_ner_side_variant_is_paired_with_the_first_variant_on_the_same_bilm(variants, tmp_path, readme_results):
@@ -261,36 +372,86 @@ def test_an_ner_side_variant_is_paired_with_the_first_variant_on_the_same_bilm(v
     _bilm(tmp_path / "bilm", 4400, 108.0)
     _bilm(tmp_path / "bilm_b", 5200, 100.0)
     out = tmp_path / "results"
-    assert variants.main(["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm"), str(runs / "elmo_10"), "project",
-                          "--variant", str(tmp_path / "bilm_b"), str(runs / "other_10"), "other biLM",
-                          "--variant", str(tmp_path / "bilm"), str(runs / "tuned_10"), "NER: tuned",
-                          "--out", str(out / "variants.json")]) == 0
+    assert (
+        variants.main(
+            [
+                "--baseline",
+                str(runs / "base_10"),
+                "--variant",
+                str(tmp_path / "bilm"),
+                str(runs / "elmo_10"),
+                "project",
+                "--variant",
+                str(tmp_path / "bilm_b"),
+                str(runs / "other_10"),
+                "other biLM",
+                "--variant",
+                str(tmp_path / "bilm"),
+                str(runs / "tuned_10"),
+                "NER: tuned",
+                "--out",
+                str(out / "variants.json"),
+            ]
+        )
+        == 0
+    )
     result = json.loads((out / "variants.json").read_text())
     # only the variant on the first one's biLM, paired on the seeds both have: 76.20 - 75.00, 73.90 - 74.00
     [same] = result["same_bilm_as_first"]
     assert same["variant"] == "NER: tuned" and same["reference"] == "project"
     assert same["per_seed"] == {"0": 1.2, "1": -0.1} and same["ahead_on"] == 1 and same["n"] == 2
     section = readme_results.render_section(out, tmp_path / "README.md")
-    assert (f"NER: tuned against project, the same biLM, paired by seed (dev F1, the seeds both were trained at): "
-            f"{statistics.fmean([1.2, -0.1]):+.2f} ± {statistics.stdev([1.2, -0.1]):.2f} (n=2), ahead on 1 of 2 seeds.") in section
+    assert (
+        f"NER: tuned against project, the same biLM, paired by seed (dev F1, the seeds both were trained at): "
+        f"{statistics.fmean([1.2, -0.1]):+.2f} ± {statistics.stdev([1.2, -0.1]):.2f} (n=2), ahead on 1 of 2 seeds."
+    ) in section
 
 
 def test_a_cells_settings_beyond_its_config_are_read_from_its_runs_commands(readme_results):
     """The headline names what a cell was trained with beyond its config (the seeds run's fine-tuning at 10%),
     from the recorded commands, and says nothing when every cell used its config as published."""
+
     def run(name, *extra):
-        return {"command": ["python", "-m", "spacy", "train", "configs/ner_elmo.cfg", "--output", f"work/training_seeds/{name}",
-                            "--paths.train", "t", "--system.seed", name[-1], "--gpu-id", "-1", "--paths.elmo", "work/bilm", *extra]}
+        return {
+            "command": [
+                "python",
+                "-m",
+                "spacy",
+                "train",
+                "configs/ner_elmo.cfg",
+                "--output",
+                f"work/training_seeds/{name}",
+                "--paths.train",
+                "t",
+                "--system.seed",
+                name[-1],
+                "--gpu-id",
+                "-1",
+                "--paths.elmo",
+                "work/bilm",
+                *extra,
+            ]
+        }
+
     tuned = ("--training.frozen_components", "[]", "--components.elmo.fine_tune_layers", "1")
     steps = {f"training_seeds/ner_elmo_10_s{s}": run(f"ner_elmo_10_s{s}", *tuned) for s in range(3)}
     steps |= {f"training_seeds/ner_elmo_100_s{s}": run(f"ner_elmo_100_s{s}") for s in range(3)}
     steps["metrics_seeds/ner_elmo_10_s0"] = {"command": ["python", "-m", "spacy", "evaluate", "x"]}
     [line, blank] = readme_results.cell_settings_lines({"steps": steps})
-    assert line == ("Settings beyond a cell's config, from its runs' recorded `spacy train` commands: ner elmo 10%: "
-                    "`--training.frozen_components [] --components.elmo.fine_tune_layers 1` (the biLM's top layers fine-tuned "
-                    "with the task). Every other cell: its config as published, the biLM frozen.") and blank == ""
+    assert (
+        line
+        == (
+            "Settings beyond a cell's config, from its runs' recorded `spacy train` commands: ner elmo 10%: "
+            "`--training.frozen_components [] --components.elmo.fine_tune_layers 1` (the biLM's top layers fine-tuned "
+            "with the task). Every other cell: its config as published, the biLM frozen."
+        )
+        and blank == ""
+    )
     steps["training_seeds/ner_elmo_10_s2"] = run("ner_elmo_10_s2")  # one seed without: both shown, not hidden
-    assert "ner elmo 10%: none / `--training.frozen_components []" in readme_results.cell_settings_lines({"steps": steps})[0]
+    assert (
+        "ner elmo 10%: none / `--training.frozen_components []"
+        in readme_results.cell_settings_lines({"steps": steps})[0]
+    )
     for s in range(3):
         steps[f"training_seeds/ner_elmo_10_s{s}"] = run(f"ner_elmo_10_s{s}")
     assert readme_results.cell_settings_lines({"steps": steps}) == []
@@ -307,9 +468,29 @@ def test_tagger_side_variants_are_scored_by_tag_accuracy_in_their_own_section(va
             meta.write_text(json.dumps({"performance": {"tag_acc": acc, "ents_f": 0.0}}))
     _bilm(tmp_path / "bilm", 4400, 108.0)
     out = tmp_path / "results"
-    assert variants.main(["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm"), str(runs / "elmo_10"), "project",
-                          "--variant", str(tmp_path / "bilm"), str(runs / "drop_10"), "POS: drop", "--task", "pos",
-                          "--score", "tag_acc", "--out", str(out / "pos_recipes.json")]) == 0
+    assert (
+        variants.main(
+            [
+                "--baseline",
+                str(runs / "base_10"),
+                "--variant",
+                str(tmp_path / "bilm"),
+                str(runs / "elmo_10"),
+                "project",
+                "--variant",
+                str(tmp_path / "bilm"),
+                str(runs / "drop_10"),
+                "POS: drop",
+                "--task",
+                "pos",
+                "--score",
+                "tag_acc",
+                "--out",
+                str(out / "pos_recipes.json"),
+            ]
+        )
+        == 0
+    )
     result = json.loads((out / "pos_recipes.json").read_text())
     assert result["score_label"] == "accuracy" and result["baseline"]["per_seed"] == {"0": 92.12, "1": 92.1}
     [same] = result["same_bilm_as_first"]
@@ -318,7 +499,9 @@ def test_tagger_side_variants_are_scored_by_tag_accuracy_in_their_own_section(va
     pos_part = section.split("#### Recipe search: the POS tagger (dev)", 1)[1]
     assert "pos at 10% of train" in pos_part and "| POS: drop |" in pos_part
     assert "POS: drop against project, the same biLM, paired by seed (dev accuracy" in pos_part
-    ner_part = section.split("#### Recipe search: what the pretraining hour", 1)[1].split("#### Recipe search: the POS", 1)[0]
+    ner_part = section.split("#### Recipe search: what the pretraining hour", 1)[1].split(
+        "#### Recipe search: the POS", 1
+    )[0]
     assert "No variants recorded yet" in ner_part
 
 
@@ -350,70 +533,129 @@ def test_variants_pair_more_seeds_with_a_second_baseline_prefix(variants, tmp_pa
         variants.main(["--baseline", str(tmp_path / "none_10"), str(seeds_run / "base_10"), *args])
     # the same seed under two prefixes is an error, not a silent choice
     _run(recipes / "base_10_s1", 0.50, 1)
-    with pytest.raises(SystemExit, match="baseline seed 1: found under both .*training_seeds/base_10_s1 and .*recipes/base_10_s1"):
+    with pytest.raises(
+        SystemExit, match="baseline seed 1: found under both .*training_seeds/base_10_s1 and .*recipes/base_10_s1"
+    ):
         variants.main(["--baseline", str(seeds_run / "base_10"), str(recipes / "base_10"), *args])
 
 
 def test_goals_and_wall_time_are_stated_from_the_records(readme_results):
-    summary = {"ner": {"10": {"gain": {"mean": 6.2, "n": 3}}, "100": {"gain": {"mean": 1.16, "n": 3}}},
-               "pos": {"10": {"gain": {"mean": 1.5, "n": 1}}}}
+    summary = {
+        "ner": {"10": {"gain": {"mean": 6.2, "n": 3}}, "100": {"gain": {"mean": 1.16, "n": 3}}},
+        "pos": {"10": {"gain": {"mean": 1.5, "n": 1}}},
+    }
     line = readme_results.goal_lines(summary)[0]
-    assert "ner 10%: ≥ +6.00 — met (+6.20, mean of 3 seed(s))" in line and "ner 100%: ≥ +2.00 — **not met** (+1.16" in line
+    assert (
+        "ner 10%: ≥ +6.00 — met (+6.20, mean of 3 seed(s))" in line and "ner 100%: ≥ +2.00 — **not met** (+1.16" in line
+    )
     # POS at 10% has a goal too; one seed above it is not called met
     assert "pos 10%: ≥ +1.00 — not judged (+1.50 from 1 seed(s); the goal is a mean over 3)" in line
     summary["pos"]["10"]["gain"] = {"mean": 0.8, "n": 3}
     assert "pos 10%: ≥ +1.00 — **not met** (+0.80, mean of 3 seed(s))" in readme_results.goal_lines(summary)[0]
     assert "— not measured" in readme_results.goal_lines({})[0]
-    record = lambda command, start, end: {"command": command, "started_utc": start, "ended_utc": end, "git": {"commit": "a" * 40}}
-    steps = {"work/bilm": record(["python", "-m", "spacy_elmo", "pretrain", "x.cfg"], "2026-11-26T11:33:00Z", "2026-11-26T12:08:00Z"),
-             "training_seeds/a": record(["python", "-m", "spacy", "train"], "2026-11-26T13:00:00Z", "2026-11-26T13:50:00Z"),
-             "metrics_seeds/a": record(["python", "-m", "spacy", "evaluate"], "2026-11-26T13:50:00Z", "2026-11-26T14:30:00Z")}
+    record = lambda command, start, end: {
+        "command": command,
+        "started_utc": start,
+        "ended_utc": end,
+        "git": {"commit": "a" * 40},
+    }
+    steps = {
+        "work/bilm": record(
+            ["python", "-m", "spacy_elmo", "pretrain", "x.cfg"], "2026-11-26T11:33:00Z", "2026-11-26T12:08:00Z"
+        ),
+        "training_seeds/a": record(["python", "-m", "spacy", "train"], "2026-11-26T13:00:00Z", "2026-11-26T13:50:00Z"),
+        "metrics_seeds/a": record(
+            ["python", "-m", "spacy", "evaluate"], "2026-11-26T13:50:00Z", "2026-11-26T14:30:00Z"
+        ),
+    }
     text = readme_results.seeds_time_lines({"steps": steps})[0]
-    assert "ran 90.0 min (first start to last end of their records)" in text and "pretrained in 35.0 min" in text and "125.0 min together, within the 150-minute" in text
+    assert (
+        "ran 90.0 min (first start to last end of their records)" in text
+        and "pretrained in 35.0 min" in text
+        and "125.0 min together, within the 150-minute" in text
+    )
     steps["metrics_seeds/a"]["ended_utc"] = "2026-11-26T15:00:00Z"
     assert "155.0 min together, **over** the 150-minute" in readme_results.seeds_time_lines({"steps": steps})[0]
     # a baseline reused from an earlier seeds run (it does not depend on the biLM) is named and added, not spanned
     steps["metrics_seeds/a"]["ended_utc"] = "2026-11-26T14:30:00Z"
-    steps["training_seeds/b"] = record(["python", "-m", "spacy", "train"], "2026-11-25T09:00:00Z", "2026-11-25T09:20:00Z")
+    steps["training_seeds/b"] = record(
+        ["python", "-m", "spacy", "train"], "2026-11-25T09:00:00Z", "2026-11-25T09:20:00Z"
+    )
     text = readme_results.seeds_time_lines({"steps": steps})[0]
     assert "ran 90.0 min" in text and "they reused training_seeds/b, finished earlier" in text
     assert "(20.0 min while any of them ran, from 2026-11-25T09:00:00Z)" in text
     assert "145.0 min together, within the 150-minute" in text
     # reused steps that ran apart, with that run's other steps between them, add only their own time
-    steps["metrics_seeds/b"] = record(["python", "-m", "spacy", "evaluate"], "2026-11-25T10:00:00Z", "2026-11-25T10:05:00Z")
-    steps["training_seeds/c"] = record(["python", "-m", "spacy", "train"], "2026-11-25T09:10:00Z", "2026-11-25T09:30:00Z")
+    steps["metrics_seeds/b"] = record(
+        ["python", "-m", "spacy", "evaluate"], "2026-11-25T10:00:00Z", "2026-11-25T10:05:00Z"
+    )
+    steps["training_seeds/c"] = record(
+        ["python", "-m", "spacy", "train"], "2026-11-25T09:10:00Z", "2026-11-25T09:30:00Z"
+    )
     text = readme_results.seeds_time_lines({"steps": steps})[0]
     assert "(35.0 min while any of them ran, from 2026-11-25T09:00:00Z)" in text  # 09:00–09:30 and 10:00–10:05
     assert "160.0 min together, **over** the 150-minute" in text
     # a cell retrained in a later sitting (a changed setting): the hours between sittings are not the run's
     del steps["metrics_seeds/b"], steps["training_seeds/c"]
-    steps["training_seeds/d"] = record(["python", "-m", "spacy", "train"], "2026-11-26T20:00:00Z", "2026-11-26T20:30:00Z")
+    steps["training_seeds/d"] = record(
+        ["python", "-m", "spacy", "train"], "2026-11-26T20:00:00Z", "2026-11-26T20:30:00Z"
+    )
     text = readme_results.seeds_time_lines({"steps": steps})[0]
-    assert ("ran 120.0 min (while any of their records ran: they ran in more than one sitting, 450.0 min from first start "
-            "to last end)") in text and "175.0 min together, **over** the 150-minute" in text
+    assert (
+        "ran 120.0 min (while any of their records ran: they ran in more than one sitting, 450.0 min from first start "
+        "to last end)"
+    ) in text and "175.0 min together, **over** the 150-minute" in text
 
 
 def test_all_wall_time_and_a_seeds_run_on_an_earlier_bilm_are_stated_from_the_records(readme_results):
     """make main's hour is judged from the `all` run's own records (first start to the report's end), and the
     headline warns when its seeds were trained on another biLM than the last `all` run pretrained."""
-    record = lambda command, start, end: {"command": command, "started_utc": start, "ended_utc": end, "git": {"commit": "b" * 40}}
-    pretrain = lambda start, steps: record(["python", "-m", "spacy_elmo", "pretrain", "x.cfg", "--training.max_steps", steps],  # noqa: E731
-                                           start, "2026-11-27T08:05:00Z")
-    block = {"report": record(["scripts/report.py", "collect"], "2026-11-27T08:26:00Z", "2026-11-27T08:27:30Z"),
-             "steps": {"work/bilm": pretrain("2026-11-27T07:30:00Z", "4400"),
-                       "training/elmo_10": record(["python", "-m", "spacy", "train"], "2026-11-27T08:05:00Z", "2026-11-27T08:20:00Z")}}
+    record = lambda command, start, end: {
+        "command": command,
+        "started_utc": start,
+        "ended_utc": end,
+        "git": {"commit": "b" * 40},
+    }
+    pretrain = lambda start, steps: record(
+        ["python", "-m", "spacy_elmo", "pretrain", "x.cfg", "--training.max_steps", steps],  # noqa: E731
+        start,
+        "2026-11-27T08:05:00Z",
+    )
+    block = {
+        "report": record(["scripts/report.py", "collect"], "2026-11-27T08:26:00Z", "2026-11-27T08:27:30Z"),
+        "steps": {
+            "work/bilm": pretrain("2026-11-27T07:30:00Z", "4400"),
+            "training/elmo_10": record(
+                ["python", "-m", "spacy", "train"], "2026-11-27T08:05:00Z", "2026-11-27T08:20:00Z"
+            ),
+        },
+    }
     line = readme_results.all_time_lines(block)[0]
-    assert "57 min 30 s from the first recorded start to the report's end" in line and "within the 60-minute budget" in line
+    assert (
+        "57 min 30 s from the first recorded start to the report's end" in line
+        and "within the 60-minute budget" in line
+    )
     block["report"]["ended_utc"] = "2026-11-27T08:29:59Z"  # 59 min 59 s: within, and shown to the second
-    assert "59 min 59 s" in readme_results.all_time_lines(block)[0] and "within the 60-minute" in readme_results.all_time_lines(block)[0]
+    assert (
+        "59 min 59 s" in readme_results.all_time_lines(block)[0]
+        and "within the 60-minute" in readme_results.all_time_lines(block)[0]
+    )
     block["report"]["ended_utc"] = "2026-11-27T08:31:00Z"
-    assert "61 min 0 s" in readme_results.all_time_lines(block)[0] and "**over** the 60-minute" in readme_results.all_time_lines(block)[0]
+    assert (
+        "61 min 0 s" in readme_results.all_time_lines(block)[0]
+        and "**over** the 60-minute" in readme_results.all_time_lines(block)[0]
+    )
     assert readme_results.all_time_lines({}) == []
     # a step reused from an earlier run (the baselines after a new biLM) is named and added to the verdict, not spanned
     block["report"]["ended_utc"] = "2026-11-27T08:27:30Z"
-    block["steps"]["training/baseline_10"] = record(["python", "-m", "spacy", "train"], "2026-11-27T01:00:00Z", "2026-11-27T01:08:24Z")
+    block["steps"]["training/baseline_10"] = record(
+        ["python", "-m", "spacy", "train"], "2026-11-27T01:00:00Z", "2026-11-27T01:08:24Z"
+    )
     line = readme_results.all_time_lines(block)[0]
-    assert "57 min 30 s from the first recorded start" in line and "It reused training/baseline_10, finished earlier" in line
+    assert (
+        "57 min 30 s from the first recorded start" in line
+        and "It reused training/baseline_10, finished earlier" in line
+    )
     assert "(8.4 min while any of them ran, from 2026-11-27T01:00:00Z)" in line
     assert "a run from scratch takes about 65 min 54 s, **over** the 60-minute" in line
     block["steps"]["training/baseline_10"]["ended_utc"] = "2026-11-27T01:02:00Z"
@@ -421,17 +663,29 @@ def test_all_wall_time_and_a_seeds_run_on_an_earlier_bilm_are_stated_from_the_re
     del block["steps"]["training/baseline_10"]
     seeds = {"steps": {"work/bilm": pretrain("2026-11-26T11:33:02Z", "3500")}}
     warning = readme_results.shared_bilm_lines(seeds, block)[0]
-    assert "earlier biLM" in warning and "2026-11-26T11:33:02Z" in warning and "3500 steps" in warning and "4400 steps" in warning
-    assert readme_results.shared_bilm_lines({"steps": {"work/bilm": pretrain("2026-11-27T07:30:00Z", "4400")}}, block) == []
+    assert (
+        "earlier biLM" in warning
+        and "2026-11-26T11:33:02Z" in warning
+        and "3500 steps" in warning
+        and "4400 steps" in warning
+    )
+    assert (
+        readme_results.shared_bilm_lines({"steps": {"work/bilm": pretrain("2026-11-27T07:30:00Z", "4400")}}, block)
+        == []
+    )
     assert readme_results.shared_bilm_lines(seeds, {}) == []
     metrics = {"provenance": block}
-    assert warning in readme_results.headline_section(json.loads((ROOT / "results" / "seeds.json").read_text()) | {"provenance": seeds}, metrics)
+    assert warning in readme_results.headline_section(
+        json.loads((ROOT / "results" / "seeds.json").read_text()) | {"provenance": seeds}, metrics
+    )
 
 
 def test_headline_states_each_cells_seed_count_from_the_data(readme_results, tmp_path):
     """Never "every cell with 3 seeds" when a cell has fewer: the count comes from seeds.json."""
     seeds = json.loads((ROOT / "results" / "seeds.json").read_text())
-    counts = {(task, pct): cell["baseline"]["n"] for task, by_pct in seeds["summary"].items() for pct, cell in by_pct.items()}
+    counts = {
+        (task, pct): cell["baseline"]["n"] for task, by_pct in seeds["summary"].items() for pct, cell in by_pct.items()
+    }
     section = readme_results.render_section(ROOT / "results", ROOT / "README.md")
     headline = next(line for line in section.splitlines() if line.startswith("### Headline"))
     if len(set(counts.values())) > 1:
@@ -441,11 +695,17 @@ def test_headline_states_each_cells_seed_count_from_the_data(readme_results, tmp
             assert f"{task} {pct}% ({n} seed" in headline, headline
     cell = lambda n: {"baseline": {"n": n}, "elmo": {"n": n}}  # noqa: E731
     assert readme_results.seed_counts({"ner": {"10": cell(3), "100": cell(3)}}) == "every cell with 3 seeds"
-    assert readme_results.seed_counts({"ner": {"10": cell(3), "100": cell(3)}, "pos": {"10": cell(3), "100": cell(1)}}) == \
-        "3 seeds per cell except pos 100% (1 seed)"
-    assert readme_results.seed_counts({"ner": {"10": cell(2), "100": cell(1)}, "pos": {"10": cell(2)}}) == \
-        "2 seeds per cell except ner 100% (1 seed)"
-    (tmp_path / "seeds.json").write_text(json.dumps({**seeds, "summary": {"ner": {"10": seeds["summary"]["ner"]["10"]}}}))
+    assert (
+        readme_results.seed_counts({"ner": {"10": cell(3), "100": cell(3)}, "pos": {"10": cell(3), "100": cell(1)}})
+        == "3 seeds per cell except pos 100% (1 seed)"
+    )
+    assert (
+        readme_results.seed_counts({"ner": {"10": cell(2), "100": cell(1)}, "pos": {"10": cell(2)}})
+        == "2 seeds per cell except ner 100% (1 seed)"
+    )
+    (tmp_path / "seeds.json").write_text(
+        json.dumps({**seeds, "summary": {"ner": {"10": seeds["summary"]["ner"]["10"]}}})
+    )
     assert "### Headline: every cell with 3 seeds," in readme_results.render_section(tmp_path, tmp_path / "README.md")
 
 
@@ -458,20 +718,43 @@ def test_bilm_comparison_is_read_from_the_runs_and_rendered(readme_results, tmp_
     def run(name: str, ppl: float, lexicon: int, vocab: str) -> Path:
         folder = tmp_path / name
         folder.mkdir()
-        (folder / "pretrain_summary.json").write_text(json.dumps({"heldout_ppl": ppl, "step": 30, "train_seconds": 90, "parameters": 1234}))
+        (folder / "pretrain_summary.json").write_text(
+            json.dumps({"heldout_ppl": ppl, "step": 30, "train_seconds": 90, "parameters": 1234})
+        )
         (folder / "config.json").write_text(json.dumps({"char_vocab_size": lexicon}))
         (folder / "vocab.txt").write_text(vocab)
         return folder
 
-    utf8, lexicon = run("utf8", 210.456, 0, "<S>\n</S>\n<UNK>\n北京\n"), run("lexicon", 198.2, 3500, "<S>\n</S>\n<UNK>\n北京\n")
+    utf8, lexicon = (
+        run("utf8", 210.456, 0, "<S>\n</S>\n<UNK>\n北京\n"),
+        run("lexicon", 198.2, 3500, "<S>\n</S>\n<UNK>\n北京\n"),
+    )
     out = tmp_path / "results" / "zh_lexicon.json"
-    assert compare_bilms.main(["--bilm", "UTF-8 bytes", str(utf8), "--bilm", "character lexicon", str(lexicon),
-                               "--title", "Chinese biLM", "--out", str(out)]) == 0
+    assert (
+        compare_bilms.main(
+            [
+                "--bilm",
+                "UTF-8 bytes",
+                str(utf8),
+                "--bilm",
+                "character lexicon",
+                str(lexicon),
+                "--title",
+                "Chinese biLM",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     recorded = json.loads(out.read_text())
     assert [b["heldout_ppl"] for b in recorded["bilms"]] == [210.46, 198.2]
     assert [b["characters"] for b in recorded["bilms"]] == ["UTF-8 bytes", "lexicon of 3,500 ids"]
     section = "\n".join(readme_results.bilm_comparison_section(out.parent, "zh_lexicon"))
-    assert "#### Chinese biLM" in section and "| character lexicon | lexicon of 3,500 ids | 1,234 | 30 | 1.5 | 198.2 |" in section
+    assert (
+        "#### Chinese biLM" in section
+        and "| character lexicon | lexicon of 3,500 ids | 1,234 | 30 | 1.5 | 198.2 |" in section
+    )
     other = run("other", 150.0, 0, "<S>\n</S>\n<UNK>\n上海\n")
     with pytest.raises(SystemExit, match="different vocabularies"):
         compare_bilms.main(["--bilm", "a", str(utf8), "--bilm", "b", str(other), "--title", "t", "--out", str(out)])
@@ -495,7 +778,10 @@ def test_publish_keeps_the_config_an_earlier_result_points_to(report, tmp_path):
     (results / "configs" / "ner_elmo.cfg").write_text("[old]\n", encoding="utf-8")
     (run / "configs" / "ner_elmo.cfg").write_text("[new]\n", encoding="utf-8")
     (run / "configs" / "other.cfg").write_text("[other]\n", encoding="utf-8")
-    new_digest, other_digest = report._sha256(run / "configs" / "ner_elmo.cfg"), report._sha256(run / "configs" / "other.cfg")
+    new_digest, other_digest = (
+        report._sha256(run / "configs" / "ner_elmo.cfg"),
+        report._sha256(run / "configs" / "other.cfg"),
+    )
     record = {"score": 1.0, "provenance": {"configs": {"ner_elmo.cfg": new_digest, "other.cfg": other_digest}}}
     (run / "recipes.json").write_text(json.dumps(record), encoding="utf-8")
     (run / "recipes.png").write_bytes(b"png")
@@ -519,16 +805,26 @@ def test_make_main_states_its_own_time_and_the_readme_claim_is_generated(readme_
     """Issue 33: `make main` records its start before building .venv (Makefile → --make-started → metrics.json);
     the report gives the time from there to the report's end and the pretraining speed; the set-up's sentence on
     how long it takes is written from results/ (machine, time, the range of recorded pretraining speeds)."""
-    report = {"started_utc": "2026-11-27T08:26:00Z", "ended_utc": "2026-11-27T08:27:30Z", "machine": {"cpu": "AMD EPYC", "cores": 2}}
-    metrics = {"make_main": {"started_utc": "2026-11-27T07:20:00Z"}, "pretrain_summary": {"words_per_s": 4476.9},
-               "provenance": {"report": report, "steps": {"work/bilm": report}}}
+    report = {
+        "started_utc": "2026-11-27T08:26:00Z",
+        "ended_utc": "2026-11-27T08:27:30Z",
+        "machine": {"cpu": "AMD EPYC", "cores": 2},
+    }
+    metrics = {
+        "make_main": {"started_utc": "2026-11-27T07:20:00Z"},
+        "pretrain_summary": {"words_per_s": 4476.9},
+        "provenance": {"report": report, "steps": {"work/bilm": report}},
+    }
     line = readme_results.make_main_time_lines(metrics)[0]
     assert "from its start (2026-11-27T07:20:00Z, before building `.venv`) to the report's end: 67 min 30 s" in line
     assert "4,477 words/s" in line and "**over** the 60-minute budget" in line
     assert readme_results.make_main_time_lines({"provenance": metrics["provenance"]}) == []  # not started by make main
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     claim = readme_results.make_main_claim(tmp_path)
-    assert claim.startswith("The last recorded run (AMD EPYC, 2 cores, CPU only) took, from its start") and "67 min 30 s" in claim
+    assert (
+        claim.startswith("The last recorded run (AMD EPYC, 2 cores, CPU only) took, from its start")
+        and "67 min 30 s" in claim
+    )
     # the README's sentence is the one make_main_claim writes for results/ (report.py readme --check covers it)
     readme = (ROOT / "README.md").read_text(encoding="utf8")
     written = readme.split(readme_results.CLAIM_START, 1)[1].split(readme_results.CLAIM_END, 1)[0]
@@ -542,10 +838,42 @@ def test_collect_records_make_mains_start(report, tmp_path, capsys):
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
     (metrics_dir / "baseline_10.json").write_text(json.dumps({"ents_f": 0.5, "ents_p": 0.5, "ents_r": 0.5}))
-    assert report.main(["collect", "--metrics-dir", str(metrics_dir), "--training-dir", str(tmp_path / "none"),
-                        "--out", str(tmp_path / "out"), "--make-started", "2026-11-27T07:20:00Z"]) == 0
-    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["make_main"] == {"started_utc": "2026-11-27T07:20:00Z"}
-    assert "`make main` itself, from its start (2026-11-27T07:20:00Z, before building `.venv`)" in capsys.readouterr().out
-    assert report.main(["collect", "--metrics-dir", str(metrics_dir), "--training-dir", str(tmp_path / "none"),
-                        "--out", str(tmp_path / "out2"), "--make-started", ""]) == 0
+    assert (
+        report.main(
+            [
+                "collect",
+                "--metrics-dir",
+                str(metrics_dir),
+                "--training-dir",
+                str(tmp_path / "none"),
+                "--out",
+                str(tmp_path / "out"),
+                "--make-started",
+                "2026-11-27T07:20:00Z",
+            ]
+        )
+        == 0
+    )
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["make_main"] == {
+        "started_utc": "2026-11-27T07:20:00Z"
+    }
+    assert (
+        "`make main` itself, from its start (2026-11-27T07:20:00Z, before building `.venv`)" in capsys.readouterr().out
+    )
+    assert (
+        report.main(
+            [
+                "collect",
+                "--metrics-dir",
+                str(metrics_dir),
+                "--training-dir",
+                str(tmp_path / "none"),
+                "--out",
+                str(tmp_path / "out2"),
+                "--make-started",
+                "",
+            ]
+        )
+        == 0
+    )
     assert "make_main" not in json.loads((tmp_path / "out2" / "metrics.json").read_text())

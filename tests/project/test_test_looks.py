@@ -28,15 +28,32 @@ def test_the_committed_ledger_is_what_the_reconstruction_writes_from_git_history
     committed = json.loads((ROOT / "results" / "test_looks.json").read_text(encoding="utf8"))
     rebuilt = [entry for entry in committed["looks"] if entry["source"].startswith("reconstructed")]
     assert reconstruct.reconstruct(ROOT) == [{k: v for k, v in entry.items() if k != "look"} for entry in rebuilt]
-    at_497 = [entry for entry in rebuilt if entry["published_at"].startswith("497f05a") and (entry["task"], entry["fraction"], entry["system"]) == ("ner", "10", "elmo")]
-    then = json.loads(subprocess.run(["git", "show", "497f05a:results/seeds.json"], cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    at_497 = [
+        entry
+        for entry in rebuilt
+        if entry["published_at"].startswith("497f05a")
+        and (entry["task"], entry["fraction"], entry["system"]) == ("ner", "10", "elmo")
+    ]
+    then = json.loads(
+        subprocess.run(
+            ["git", "show", "497f05a:results/seeds.json"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+    )
     assert {str(entry["seed"]): entry["score"] for entry in at_497} == then["summary"]["ner"]["10"]["elmo"]["per_seed"]
     assert all("missed the +6 goal" in entry["reason"] for entry in at_497)
     later = [entry for entry in rebuilt if entry["published_at"].startswith("604d628") and entry["system"] == "elmo"]
     assert later and all(entry["reason"].startswith("search started because a test score missed") for entry in later)
     # rerunning keeps the looks evaluate_runs.py appended, after the rebuilt ones
     ledger = tmp_path / "test_looks.json"
-    live = {"task": "ner", "fraction": "10", "system": "elmo", "seed": 0, "recipe": {}, "score": 1.0, "source": "scripts/evaluate_runs.py"}
+    live = {
+        "task": "ner",
+        "fraction": "10",
+        "system": "elmo",
+        "seed": 0,
+        "recipe": {},
+        "score": 1.0,
+        "source": "scripts/evaluate_runs.py",
+    }
     ledger.write_text(json.dumps({"looks": [*committed["looks"], {"look": 999, **live}]}))
     assert reconstruct.main(["--repo", str(ROOT), "--out", str(ledger)]) == 0
     looks = json.loads(ledger.read_text())["looks"]
@@ -73,8 +90,22 @@ def _trained_run(tmp_path: Path, name: str = "ner_elmo_10_s0", settings: tuple[s
     run = tmp_path / "training" / name
     run.mkdir(parents=True)
     spacy.blank("en").to_disk(run / "model-best")
-    command = [sys.executable, "-m", "spacy", "train", "c.cfg", "--output", str(run), "--paths.train", "t.spacy",
-               "--system.seed", "0", *settings, "--paths.elmo", "bilm"]
+    command = [
+        sys.executable,
+        "-m",
+        "spacy",
+        "train",
+        "c.cfg",
+        "--output",
+        str(run),
+        "--paths.train",
+        "t.spacy",
+        "--system.seed",
+        "0",
+        *settings,
+        "--paths.elmo",
+        "bilm",
+    ]
     inputs = {"c.cfg": "c" * 64, "t.spacy": "d" * 64, "bilm/model.safetensors": "e" * 64}
     Provenance(command=command, seed=0).write(run / "provenance.json", exit_code=0, inputs=inputs)
     return run
@@ -105,8 +136,14 @@ def test_evaluate_runs_allows_one_look_per_recipe_unless_told_why(tmp_path, scri
     first = looks[0]
     assert (first["task"], first["fraction"], first["system"], first["seed"]) == ("ner", "10", "elmo", 0)
     assert first["recipe"]["bilm_sha256"] == "e" * 64 and first["recipe"]["config_sha256"] == "c" * 64
-    assert first["reason"] == "first look at this recipe" and first["source"] == "scripts/evaluate_runs.py" and first["utc"]
-    assert evaluate_runs.main(argv) == 0 and len(json.loads(ledger.read_text())["looks"]) == 1  # scored already: no look
+    assert (
+        first["reason"] == "first look at this recipe"
+        and first["source"] == "scripts/evaluate_runs.py"
+        and first["utc"]
+    )
+    assert (
+        evaluate_runs.main(argv) == 0 and len(json.loads(ledger.read_text())["looks"]) == 1
+    )  # scored already: no look
     # trained again with the same recipe, another model: refused in one line, nothing scored or moved
     _retrain(run, changed=True)
     capsys.readouterr()
@@ -157,17 +194,35 @@ def test_train_ner_leaves_a_record_and_reuses_it_only_when_every_hash_matches(tm
     out, records = tmp_path / "training_seeds", tmp_path / "results" / "runs" / "training_seeds"
     out.mkdir()
     name = "pos_baseline_10_s1"
-    command = [sys.executable, str(fake), "-m", "spacy", "train", str(config), "--output", str(out / name),
-               "--paths.train", str(train), "--system.seed", "1"]
+    command = [
+        sys.executable,
+        str(fake),
+        "-m",
+        "spacy",
+        "train",
+        str(config),
+        "--output",
+        str(out / name),
+        "--paths.train",
+        str(train),
+        "--system.seed",
+        "1",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    runs = lambda: len(fake.with_suffix(".count").read_text().splitlines()) if fake.with_suffix(".count").is_file() else 0  # noqa: E731
+    runs = lambda: (
+        len(fake.with_suffix(".count").read_text().splitlines()) if fake.with_suffix(".count").is_file() else 0
+    )  # noqa: E731
 
     assert train_ner.run_one(name, command, 1, out, env, records) and runs() == 1
     record = json.loads((records / f"{name}.json").read_text())
     assert (record["task"], record["fraction"], record["system"], record["seed"]) == ("pos", "10", "baseline", 1)
     assert record["best_dev"] == {"tag_acc": 92.12} and record["dev_curve"] == [[0, 19.09], [400, 92.12]]
     assert record["config_sha256"] and record["data_sha256"] == {str(train): record["inputs"][str(train)]}
-    assert record["threads"] == {"OMP_NUM_THREADS": "1"} and record["test"] is None and record["provenance"]["exit_code"] == 0
+    assert (
+        record["threads"] == {"OMP_NUM_THREADS": "1"}
+        and record["test"] is None
+        and record["provenance"]["exit_code"] == 0
+    )
     # another session: the work folder is gone. Without a test score the record can't stand for the run: trained again
     shutil.rmtree(out)
     out.mkdir()
@@ -212,17 +267,36 @@ def test_evaluate_runs_adds_the_test_score_to_the_record_and_the_seeds_report_re
     records.mkdir()
     (records / "pos_baseline_10_s0.json").write_text(json.dumps({"run": run.name, "test": None}))
     out = tmp_path / "metrics"
-    assert evaluate_runs.main([str(tmp_path / "training"), str(test), str(out), "--ledger", str(tmp_path / "l.json"),
-                               "--records", str(records)]) == 0
+    assert (
+        evaluate_runs.main(
+            [
+                str(tmp_path / "training"),
+                str(test),
+                str(out),
+                "--ledger",
+                str(tmp_path / "l.json"),
+                "--records",
+                str(records),
+            ]
+        )
+        == 0
+    )
     record = json.loads((records / "pos_baseline_10_s0.json").read_text())
-    assert record["test"]["look"] == 1 and record["test"]["score_name"] == "tag_acc" and record["test"]["provenance"]["exit_code"] == 0
+    assert (
+        record["test"]["look"] == 1
+        and record["test"]["score_name"] == "tag_acc"
+        and record["test"]["provenance"]["exit_code"] == 0
+    )
     # a later session: seed 0's score file is gone, seed 1 was scored there; the report reads seed 0 from its record
     record["test"]["score"] = 92.11
     (records / "pos_baseline_10_s0.json").write_text(json.dumps(record))
     later = tmp_path / "metrics_later"
     later.mkdir()
     (later / "pos_baseline_10_s1.json").write_text(json.dumps({"tag_acc": 0.9221}))
-    assert report.main(["seeds", "--metrics-dir", str(later), "--out", str(tmp_path / "res"), "--records", str(records)]) == 0
+    assert (
+        report.main(["seeds", "--metrics-dir", str(later), "--out", str(tmp_path / "res"), "--records", str(records)])
+        == 0
+    )
     seeds = json.loads((tmp_path / "res" / "seeds.json").read_text())
     assert seeds["summary"]["pos"]["10"]["baseline"]["per_seed"] == {"0": 92.11, "1": 92.21}
     assert "metrics_seeds/pos_baseline_10_s0" in seeds["provenance"]["steps"]
@@ -236,14 +310,31 @@ def test_seed_check_summarises_each_runs_dev_curve_and_best(script, tmp_path):
         (run / "model-best").mkdir(parents=True)
         (run / "model-best" / "meta.json").write_text(json.dumps({"performance": {"tag_acc": best}}))
         log = tmp_path / f"s{seed}.log"
-        log.write_text("\x1b[38;5;4mE    #       LOSS TOK2VEC  LOSS TAGGER  TAG_ACC  POS_ACC  SCORE\x1b[0m\n"
-                       f"  0     400        193.58      2439.80    {best * 100:.2f}     0.00    0.92\n")
+        log.write_text(
+            "\x1b[38;5;4mE    #       LOSS TOK2VEC  LOSS TAGGER  TAG_ACC  POS_ACC  SCORE\x1b[0m\n"
+            f"  0     400        193.58      2439.80    {best * 100:.2f}     0.00    0.92\n"
+        )
         specs.append(f"{seed}:{run}:{log}")
     (tmp_path / "c.cfg").write_text("[x]\n")
-    assert seed_check.main(["--out", str(tmp_path / "out"), "--command", "spacy train SEED", "--input", str(tmp_path / "c.cfg"), *specs]) == 0
+    assert (
+        seed_check.main(
+            [
+                "--out",
+                str(tmp_path / "out"),
+                "--command",
+                "spacy train SEED",
+                "--input",
+                str(tmp_path / "c.cfg"),
+                *specs,
+            ]
+        )
+        == 0
+    )
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["runs"]["0"] == {"log": "seed0.log", "dev_curve": [[400, 92.16]], "best_dev_tag_acc": 92.16}
-    assert summary["runs"]["1"]["best_dev_tag_acc"] == 92.1 and "\x1b" not in (tmp_path / "out" / "seed1.log").read_text()
+    assert (
+        summary["runs"]["1"]["best_dev_tag_acc"] == 92.1 and "\x1b" not in (tmp_path / "out" / "seed1.log").read_text()
+    )
 
 
 def test_the_published_seeds_runs_records_are_rebuilt_from_seeds_json(script):
@@ -257,13 +348,20 @@ def test_the_published_seeds_runs_records_are_rebuilt_from_seeds_json(script):
         committed = json.loads((ROOT / "results" / "runs" / "training_seeds" / f"{run}.json").read_text())
         if not committed.get("source", "").startswith("reconstructed"):
             continue  # trained since, by train_ner.py
-        assert {k: v for k, v in committed.items() if k != "source"} == {k: v for k, v in record.items() if k != "source"}, run
+        assert {k: v for k, v in committed.items() if k != "source"} == {
+            k: v for k, v in record.items() if k != "source"
+        }, run
         parsed = (record["task"], record["system"], record["fraction"], str(record["seed"]))
         assert record["test"]["score"] == seeds["summary"][parsed[0]][parsed[2]][parsed[1]]["per_seed"][parsed[3]]
         look = ledger["looks"][record["test"]["look"] - 1]
         assert look["score"] == record["test"]["score"] and look["run"] == f"metrics_seeds/{run}"
-    assert len(records) == sum(len(cell.get("per_seed", {})) for by_pct in seeds["summary"].values()
-                               for by_system in by_pct.values() for name, cell in by_system.items() if name != "gain")
+    assert len(records) == sum(
+        len(cell.get("per_seed", {}))
+        for by_pct in seeds["summary"].values()
+        for by_system in by_pct.values()
+        for name, cell in by_system.items()
+        if name != "gain"
+    )
 
 
 # the commit that committed the 24 records rebuilt from the published seeds run (scripts/reconstruct_run_records.py);
@@ -280,13 +378,30 @@ def test_the_seeds_report_from_the_records_alone_is_the_published_one(script, tm
     records = tmp_path / "records"
     records.mkdir()
     folder = "results/runs/training_seeds"
-    names = subprocess.run(["git", "ls-tree", "--name-only", f"{RECORDS_REBUILT_AT}:{folder}"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split()
+    names = subprocess.run(
+        ["git", "ls-tree", "--name-only", f"{RECORDS_REBUILT_AT}:{folder}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert len(names) == 24
     for name in names:
         (records / name).write_text(_git_show(f"{RECORDS_REBUILT_AT}:{folder}/{name}"))
-    assert report.main(["seeds", "--metrics-dir", str(tmp_path / "metrics"), "--out", str(tmp_path / "out"),
-                        "--records", str(records)]) == 0
+    assert (
+        report.main(
+            [
+                "seeds",
+                "--metrics-dir",
+                str(tmp_path / "metrics"),
+                "--out",
+                str(tmp_path / "out"),
+                "--records",
+                str(records),
+            ]
+        )
+        == 0
+    )
     published = json.loads(_git_show(f"{RECORDS_REBUILT_AT}:results/seeds.json"))
     assert json.loads((tmp_path / "out" / "seeds.json").read_text())["summary"] == published["summary"]
 

@@ -27,21 +27,50 @@ def test_ctrl_c_then_resume_of_two_processes_ends_where_an_uninterrupted_run_end
     """Dropout and a sampled softmax draw from each process's RNG: the resume restores both processes' states."""
     train = write_grammar_corpus(tmp_path / "train.txt", 1500, seed=3)
     heldout = write_grammar_corpus(tmp_path / "heldout.txt", 100, seed=4)
-    pretrain = [*TORCHRUN_2, "-m", "spacy_elmo", "pretrain", TINY, "--no-progress", "--paths.train", train,
-                "--paths.heldout", heldout, "--training.checkpoint_every", "10", "--model.dropout", "0.1",
-                "--training.softmax", "sampled", "--training.n_negative_samples", "8"]
+    pretrain = [
+        *TORCHRUN_2,
+        "-m",
+        "spacy_elmo",
+        "pretrain",
+        TINY,
+        "--no-progress",
+        "--paths.train",
+        train,
+        "--paths.heldout",
+        heldout,
+        "--training.checkpoint_every",
+        "10",
+        "--model.dropout",
+        "0.1",
+        "--training.softmax",
+        "sampled",
+        "--training.n_negative_samples",
+        "8",
+    ]
     cut = tmp_path / "cut"
-    child, (_, err) = ctrl_c_after_checkpoint([*pretrain, "--output", cut, "--training.max_steps", "100000"], cut, _env())
+    child, (_, err) = ctrl_c_after_checkpoint(
+        [*pretrain, "--output", cut, "--training.max_steps", "100000"], cut, _env()
+    )
     assert child.returncode != 0 and not (cut / "model.safetensors").exists(), err[-3000:]
     saved = int((cut / "checkpoints" / "latest").read_text().strip().removeprefix("step-"))
     total = str(saved + 10)
 
-    resumed = subprocess.run([str(c) for c in [*pretrain, "--output", cut, "--training.max_steps", total, "--resume"]],
-                             env=_env(), capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        [str(c) for c in [*pretrain, "--output", cut, "--training.max_steps", total, "--resume"]],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     whole = tmp_path / "whole"
-    uninterrupted = subprocess.run([str(c) for c in [*pretrain, "--output", whole, "--training.max_steps", total]],
-                                   env=_env(), capture_output=True, text=True, timeout=300)
+    uninterrupted = subprocess.run(
+        [str(c) for c in [*pretrain, "--output", whole, "--training.max_steps", total]],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-4000:]
 
     starts = [json.loads(line) for line in (cut / "metrics.jsonl").read_text().splitlines() if '"start"' in line]
@@ -61,12 +90,36 @@ def test_resumable_step_records_the_workers_threads_and_starts_over_on_other_thr
     for name, seed in (("a.txt", 5), ("b.txt", 6)):
         write_grammar_corpus(corpus / name, 400, seed=seed)
     output = tmp_path / "bilm"
-    command = [*TORCHRUN_2, "-m", "spacy_elmo", "pretrain", str(TINY), "--output", str(output), "--no-progress",
-               "--paths.train", f"{corpus}/*.txt", "--training.max_steps", "30", "--training.checkpoint_every", "10"]
-    wrapper = [sys.executable, ROOT / "scripts" / "pretrain_resumable.py", "--output", output, "--config", TINY, "--",
-               "python", *command[1:]]
-    cut = subprocess.run([str(c) for c in wrapper], env=_env(SPACY_ELMO_CRASH_AT="step:15"),
-                         capture_output=True, text=True, timeout=300)  # both workers stop after step 15
+    command = [
+        *TORCHRUN_2,
+        "-m",
+        "spacy_elmo",
+        "pretrain",
+        str(TINY),
+        "--output",
+        str(output),
+        "--no-progress",
+        "--paths.train",
+        f"{corpus}/*.txt",
+        "--training.max_steps",
+        "30",
+        "--training.checkpoint_every",
+        "10",
+    ]
+    wrapper = [
+        sys.executable,
+        ROOT / "scripts" / "pretrain_resumable.py",
+        "--output",
+        output,
+        "--config",
+        TINY,
+        "--",
+        "python",
+        *command[1:],
+    ]
+    cut = subprocess.run(
+        [str(c) for c in wrapper], env=_env(SPACY_ELMO_CRASH_AT="step:15"), capture_output=True, text=True, timeout=300
+    )  # both workers stop after step 15
     assert cut.returncode != 0 and (output / "checkpoints" / "step-00000010").is_dir(), cut.stderr[-3000:]
 
     record = json.loads((output / "run_inputs.json").read_text())

@@ -27,16 +27,37 @@ from spacy_elmo.cli import main
 PEOPLE = ["杨过", "郭靖", "黄蓉", "小龙女", "令狐冲", "张无忌", "乔峰", "段誉"]
 PLACES = ["北京", "襄阳", "杭州", "大理", "洛阳", "古墓", "华山", "桃花岛"]
 ORGS = ["丐帮", "全真教", "明教", "少林寺", "武当派", "峨眉派"]
-TEMPLATES = ["{PER}在{LOC}练功。", "{PER}和{PER}去了{LOC}。", "{PER}是{ORG}的弟子。", "{ORG}在{LOC}。",
-             "昨天{PER}从{LOC}回来了。", "{PER}加入了{ORG}，住在{LOC}。"]
+TEMPLATES = [
+    "{PER}在{LOC}练功。",
+    "{PER}和{PER}去了{LOC}。",
+    "{PER}是{ORG}的弟子。",
+    "{ORG}在{LOC}。",
+    "昨天{PER}从{LOC}回来了。",
+    "{PER}加入了{ORG}，住在{LOC}。",
+]
 
 # a few seconds of training: small model, small batches, two evaluations
 TRAIN_OVERRIDES = [
-    "--training.max_steps", "60", "--training.eval_frequency", "30", "--training.patience", "0",
-    "--training.batcher.size.start", "60", "--training.batcher.size.stop", "60",
-    "--training.optimizer.learn_rate", "0.005",
-    "--components.ner.model.tok2vec.encode.width", "32", "--components.ner.model.tok2vec.encode.depth", "1",
-    "--components.ner.model.hidden_width", "32", "--components.ner.model.tok2vec.embed.embed.rows", "[500,100,100,100]",
+    "--training.max_steps",
+    "60",
+    "--training.eval_frequency",
+    "30",
+    "--training.patience",
+    "0",
+    "--training.batcher.size.start",
+    "60",
+    "--training.batcher.size.stop",
+    "60",
+    "--training.optimizer.learn_rate",
+    "0.005",
+    "--components.ner.model.tok2vec.encode.width",
+    "32",
+    "--components.ner.model.tok2vec.encode.depth",
+    "1",
+    "--components.ner.model.hidden_width",
+    "32",
+    "--components.ner.model.tok2vec.embed.embed.rows",
+    "[500,100,100,100]",
 ]
 
 
@@ -90,8 +111,20 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 def _train(config: Path, output: Path, corpus: Path, *extra: str, env: dict[str, str] | None = None) -> Path:
-    _run("spacy", "train", str(config), "--output", str(output), "--paths.train", str(corpus / "train.spacy"),
-         "--paths.dev", str(corpus / "dev.spacy"), *TRAIN_OVERRIDES, *extra, env=env)
+    _run(
+        "spacy",
+        "train",
+        str(config),
+        "--output",
+        str(output),
+        "--paths.train",
+        str(corpus / "train.spacy"),
+        "--paths.dev",
+        str(corpus / "dev.spacy"),
+        *TRAIN_OVERRIDES,
+        *extra,
+        env=env,
+    )
     return output / "model-best"
 
 

@@ -40,8 +40,11 @@ def test_both_faces_mix_alike_and_penalize_alike():
     outputs, backprop = layer.begin_update(docs)
     d_docs = backprop(d_out)
     thinc = {
-        "outputs": outputs, "d_docs": d_docs, "weights": layer_weights(layer),
-        "s": layer.get_grad("s"), "gamma": layer.get_grad("gamma").reshape(-1),
+        "outputs": outputs,
+        "d_docs": d_docs,
+        "weights": layer_weights(layer),
+        "s": layer.get_grad("s"),
+        "gamma": layer.get_grad("gamma").reshape(-1),
     }
 
     def torch_face(dtype):
@@ -51,8 +54,11 @@ def test_both_faces_mix_alike_and_penalize_alike():
         loss = sum((y * torch.from_numpy(d).to(dtype)).sum() for y, d in zip(out, d_out)) + face.regularization(L2)
         loss.backward()
         return {
-            "outputs": [y.detach() for y in out], "d_docs": [x.grad for x in layers], "weights": face.weights.detach(),
-            "s": face.scalar_parameters.grad, "gamma": face.gamma.grad.reshape(-1),
+            "outputs": [y.detach() for y in out],
+            "d_docs": [x.grad for x in layers],
+            "weights": face.weights.detach(),
+            "s": face.scalar_parameters.grad,
+            "gamma": face.gamma.grad.reshape(-1),
         }
 
     # two float32 implementations: thinc's as close to the float64 mix as torch's, up to float32_error's

@@ -33,11 +33,25 @@ def test_wheel_contains_the_configs(tmp_path):
     for name in ("setup.cfg", "pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "configs", src / "configs")
-    shutil.copytree(ROOT / "spacy_elmo", src / "spacy_elmo", symlinks=True,
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "spacy_elmo", src / "spacy_elmo", symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
+    )
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist"), str(src)],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     (wheel,) = (tmp_path / "dist").glob("spacy_elmo-*.whl")
@@ -80,8 +94,23 @@ def test_init_config_lang_takes_the_language_tokenizer_from_spacy(tmp_path, tiny
     nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
     assert [t.text for t in nlp.make_doc("杨过在北京练功。")] == list("杨过在北京练功。")  # spaCy's default: char
     # the tokenizer's own settings are overrides like any other, e.g. the segmenter
-    assert main(["init-config", "ner_elmo", str(out), "--lang", "zh", "--force",
-                 "--nlp.tokenizer.segmenter", "pkuseg", "--initialize.tokenizer.pkuseg_model", "spacy_ontonotes"]) == 0
+    assert (
+        main(
+            [
+                "init-config",
+                "ner_elmo",
+                str(out),
+                "--lang",
+                "zh",
+                "--force",
+                "--nlp.tokenizer.segmenter",
+                "pkuseg",
+                "--initialize.tokenizer.pkuseg_model",
+                "spacy_ontonotes",
+            ]
+        )
+        == 0
+    )
     config = spacy.util.load_config(out)
     assert config["nlp"]["tokenizer"]["segmenter"] == "pkuseg"
     assert config["initialize"]["tokenizer"]["pkuseg_model"] == "spacy_ontonotes"
@@ -90,12 +119,18 @@ def test_init_config_lang_takes_the_language_tokenizer_from_spacy(tmp_path, tiny
     assert out.read_bytes() == (ROOT / "configs" / "ner_elmo.cfg").read_bytes()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["ner_elmo", "--lang", "qq"], "--lang 'qq': spaCy has no such language"),
-    (["ner_elmo", "--nlp.lang", "qq"], "--lang 'qq': spaCy has no such language"),
-    (["pretrain_small", "--lang", "qq"], "--lang 'qq': spaCy has no such language"),
-    (["ner_elmo", "--lang", "zh", "--nlp.tokenizer.segmenter", "nope"], "segmenter: at root: 'nope' is not <enum 'Segmenter'> (expected one of char, jieba, pkuseg)"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["ner_elmo", "--lang", "qq"], "--lang 'qq': spaCy has no such language"),
+        (["ner_elmo", "--nlp.lang", "qq"], "--lang 'qq': spaCy has no such language"),
+        (["pretrain_small", "--lang", "qq"], "--lang 'qq': spaCy has no such language"),
+        (
+            ["ner_elmo", "--lang", "zh", "--nlp.tokenizer.segmenter", "nope"],
+            "segmenter: at root: 'nope' is not <enum 'Segmenter'> (expected one of char, jieba, pkuseg)",
+        ),
+    ],
+)
 def test_init_config_bad_language_is_one_line(args, message, tmp_path, capsys):
     out = tmp_path / "x.cfg"
     assert main(["init-config", args[0], str(out), *args[1:]]) == 2
@@ -107,6 +142,9 @@ def test_init_config_bad_language_is_one_line(args, message, tmp_path, capsys):
 @pytest.mark.skipif(importlib.util.find_spec("jieba") is not None, reason="jieba is installed")
 def test_init_config_names_a_missing_segmenter_package(tmp_path, capsys):
     """A segmenter that needs a package not installed here (jieba) fails when the config is written."""
-    assert main(["init-config", "ner_elmo", str(tmp_path / "x.cfg"), "--lang", "zh", "--nlp.tokenizer.segmenter", "jieba"]) == 2
+    assert (
+        main(["init-config", "ner_elmo", str(tmp_path / "x.cfg"), "--lang", "zh", "--nlp.tokenizer.segmenter", "jieba"])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "spacy.zh.ChineseTokenizer (language 'zh') needs a package not installed here" in err and "jieba" in err

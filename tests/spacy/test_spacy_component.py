@@ -134,7 +134,9 @@ def test_vectors_spans_and_layer_choice(nlp, tiny_model_dir, exact_model):
     same_vectors(top(doc.text).tensor, layers[2], top_exact, terms=forward_terms(exact_model.config))
     weighted = spacy.blank("en")
     weighted.add_pipe("elmo", config={"model": str(tiny_model_dir), "layers": [0, 2], "layer_weights": [0.25, 0.5]})
-    same_vectors(weighted(doc.text).tensor, 0.25 * layers[0] + 0.5 * layers[2], 0.25 * exact[0] + 0.5 * exact[2], terms=2)
+    same_vectors(
+        weighted(doc.text).tensor, 0.25 * layers[0] + 0.5 * layers[2], 0.25 * exact[0] + 0.5 * exact[2], terms=2
+    )
 
 
 def test_pipe_batch_size_invariance(nlp, exact_model):
@@ -147,8 +149,12 @@ def test_pipe_batch_size_invariance(nlp, exact_model):
     budget = elmo.model.attrs["max_batch_tokens"]
     elmo.model.attrs["max_batch_tokens"] = 50  # forces many small biLM batches
     shapes = []
-    hook = elmo.model.layers[0].shims[0]._model.register_forward_hook(
-        lambda m, args, kwargs, out: shapes.append(kwargs["input_ids"].shape), with_kwargs=True
+    hook = (
+        elmo.model.layers[0]
+        .shims[0]
+        ._model.register_forward_hook(
+            lambda m, args, kwargs, out: shapes.append(kwargs["input_ids"].shape), with_kwargs=True
+        )
     )
     try:
         small = [d.tensor for d in nlp.pipe(texts[:60], batch_size=64)]
@@ -159,7 +165,9 @@ def test_pipe_batch_size_invariance(nlp, exact_model):
     assert len(shapes) > 5 and all(rows * steps <= 50 or rows == 1 for rows, steps, _ in shapes)
     assert sum(rows for rows, _, _ in shapes) == sum(1 for t in texts[:60] if t)
     assert len(one) == len(many) == 200
-    exact = [reference_layers(exact_model, text.split()).mean(axis=0) if text else numpy.zeros((0, 32)) for text in texts]
+    exact = [
+        reference_layers(exact_model, text.split()).mean(axis=0) if text else numpy.zeros((0, 32)) for text in texts
+    ]
     terms = forward_terms(exact_model.config)
     for a, b, want, text in zip(one, many, exact, texts):
         assert a.shape == (len(text.split()), 32)

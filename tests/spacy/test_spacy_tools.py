@@ -54,8 +54,20 @@ def test_init_config_writes_what_spacy_debug_config_and_train_accept(corpus, tin
     checked = run(sys.executable, "-m", "spacy", "debug", "config", config, *data)
     assert checked.returncode == 0 and "Config is valid" in checked.stdout, checked.stdout[-3000:]
     out = tmp_path / "trained"
-    trained = run(sys.executable, "-m", "spacy", "train", config, "--output", out, *data,
-                  "--training.max_steps", "2", "--training.eval_frequency", "1")
+    trained = run(
+        sys.executable,
+        "-m",
+        "spacy",
+        "train",
+        config,
+        "--output",
+        out,
+        *data,
+        "--training.max_steps",
+        "2",
+        "--training.eval_frequency",
+        "1",
+    )
     assert trained.returncode == 0, (trained.stdout + trained.stderr)[-3000:]
     # 9: the training run had its layer cache; the trained pipeline does not keep one
     nlp = spacy.load(out / "model-last")
@@ -90,8 +102,19 @@ def test_init_config_names_nothing_a_pip_install_lacks(name, capsys):
 
 @pytest.mark.slow
 def test_spacy_train_without_paths_elmo_is_one_line_before_training(corpus, tmp_path):
-    done = run(sys.executable, "-m", "spacy", "train", ROOT / "configs" / "ner_elmo.cfg",
-               "--paths.train", corpus, "--paths.dev", corpus, "--output", tmp_path / "out")
+    done = run(
+        sys.executable,
+        "-m",
+        "spacy",
+        "train",
+        ROOT / "configs" / "ner_elmo.cfg",
+        "--paths.train",
+        corpus,
+        "--paths.dev",
+        corpus,
+        "--output",
+        tmp_path / "out",
+    )
     shown = done.stdout + done.stderr
     assert done.returncode == 1, shown
     assert "Traceback" not in shown and "Training pipeline" not in shown, shown

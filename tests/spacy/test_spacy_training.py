@@ -217,11 +217,20 @@ def test_elmo_embed_feeds_the_context_encoder(tiny_model_dir):
             "width": width,
             "upstream": "elmo",
             "embed": {
-                "@architectures": "spacy.MultiHashEmbed.v2", "width": width, "attrs": ["NORM", "SHAPE"],
-                "rows": [500, 50], "include_static_vectors": False,
+                "@architectures": "spacy.MultiHashEmbed.v2",
+                "width": width,
+                "attrs": ["NORM", "SHAPE"],
+                "rows": [500, 50],
+                "include_static_vectors": False,
             },
         },
-        "encode": {"@architectures": "spacy.MaxoutWindowEncoder.v2", "width": width, "depth": 1, "window_size": 1, "maxout_pieces": 2},
+        "encode": {
+            "@architectures": "spacy.MaxoutWindowEncoder.v2",
+            "width": width,
+            "depth": 1,
+            "window_size": 1,
+            "maxout_pieces": 2,
+        },
     }
     nlp, examples = tagger_pipeline(tiny_model_dir, tok2vec)
     optimizer = nlp.initialize(lambda: examples)
@@ -381,8 +390,11 @@ def test_spacy_train_ner_on_an_elmoformanylangs_directory(corpus, fixtures_dir, 
     source = tmp_path / "efml"
     shutil.copytree(fixtures_dir / "efml_tiny", source)
     overrides = {
-        "paths.train": str(corpus), "paths.dev": str(corpus), "paths.elmo": str(source),
-        "training.max_steps": 4, "training.eval_frequency": 2,
+        "paths.train": str(corpus),
+        "paths.dev": str(corpus),
+        "paths.elmo": str(source),
+        "training.max_steps": 4,
+        "training.eval_frequency": 2,
     }
     train(CONFIGS / "ner_elmo.cfg", tmp_path / "out", overrides=overrides)
     shutil.rmtree(source)

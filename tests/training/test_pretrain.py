@@ -51,10 +51,17 @@ def corpus(tmp_path_factory) -> dict:
 def trained(corpus, tmp_path_factory) -> tuple[Path, dict]:
     """The tiny config, 300 steps, with held-out evaluation and the legacy export."""
     out = tmp_path_factory.mktemp("tiny_bilm")
-    result = pretrain(TINY, out, {
-        "paths.train": str(corpus["train"]), "paths.heldout": str(corpus["heldout"]), "export.legacy": True,
-        "training.eval_every": 150,
-    }, progress=False)
+    result = pretrain(
+        TINY,
+        out,
+        {
+            "paths.train": str(corpus["train"]),
+            "paths.heldout": str(corpus["heldout"]),
+            "export.legacy": True,
+            "training.eval_every": 150,
+        },
+        progress=False,
+    )
     return out, result
 
 
@@ -103,7 +110,9 @@ def test_output_loads_with_and_without_lm_head_and_as_legacy(trained):
     with torch.no_grad():
         a, b = elmo(**batch).hidden_states, legacy(**batch).hidden_states
         exact = exact_copy(elmo)(**batch).hidden_states
-        labels = torch.tensor([vocab.encode(["the", "cat", "sees", "a", "dog", "."]), vocab.encode(["a", "fox", ".", "x", "x", "x"])])
+        labels = torch.tensor(
+            [vocab.encode(["the", "cat", "sees", "a", "dog", "."]), vocab.encode(["a", "fox", ".", "x", "x", "x"])]
+        )
         loss = lm(**batch, labels=labels).loss
     # the legacy files hold the same weights in another layout: the same layers up to float rounding
     assert_float32_error(exact, a, b, terms=forward_terms(elmo.config))
@@ -127,8 +136,12 @@ def test_checkpoints_load_without_unpickling(trained):
 def test_resume_continues_exactly(corpus, tmp_path):
     """Dropout and a sampled softmax use the RNG, so this also checks RNG state and data position."""
     settings = {
-        "paths.train": str(corpus["train"]), "model.dropout": 0.2, "training.softmax": "sampled",
-        "training.n_negative_samples": 12, "training.checkpoint_every": 10, "training.log_every": 5,
+        "paths.train": str(corpus["train"]),
+        "model.dropout": 0.2,
+        "training.softmax": "sampled",
+        "training.n_negative_samples": 12,
+        "training.checkpoint_every": 10,
+        "training.log_every": 5,
         "data.block_lines": 700,  # several blocks per epoch: positions inside and across blocks
         "training.warmup_steps": 30,  # the checkpoint at step 20 is mid warm-up
     }
@@ -143,15 +156,20 @@ def test_resume_continues_exactly(corpus, tmp_path):
     shutil.rmtree(checkpoints / "step-00000025")
     (checkpoints / "latest").write_text("step-00000020\n")
     # another thread count sums in another order: refused, in one line, before any work
-    with pytest.raises(PretrainError, match=r"cannot resume .*step-00000020 exactly: it was trained with 1 torch threads "
-                                            r"per process \(.*\), this run has 2 .*system.threads or OMP_NUM_THREADS"):
+    with pytest.raises(
+        PretrainError,
+        match=r"cannot resume .*step-00000020 exactly: it was trained with 1 torch threads "
+        r"per process \(.*\), this run has 2 .*system.threads or OMP_NUM_THREADS",
+    ):
         pretrain(TINY, part, settings | {"training.max_steps": 60, "system.threads": 2}, resume=True, progress=False)
     resumed = pretrain(TINY, part, settings | {"training.max_steps": 60}, resume=True, progress=False)
     assert resumed["step"] == whole["step"] == 60 and resumed["words"] == whole["words"]
     # the same float32 operations on the same bits (weights, optimizer state, RNG, data position),
     # in this process with its thread count both times: the same parameters, bit for bit
     assert max_difference(params(part), params(tmp_path / "whole")) == 0.0
-    logged = [json.loads(line)["step"] for line in (part / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+    logged = [
+        json.loads(line)["step"] for line in (part / "metrics.jsonl").read_text().splitlines() if '"loss"' in line
+    ]
     assert logged == list(range(5, 61, 5))  # records past the checkpoint were replaced, not duplicated
     rates = [json.loads(line)["lr"] for line in (part / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
     assert rates[:2] == pytest.approx([0.01 * 5 / 30, 0.01 * 10 / 30]) and rates[-1] == pytest.approx(0.01)
@@ -163,22 +181,36 @@ def test_bf16_precision_trains_under_autocast(corpus, tmp_path):
     settings = {"paths.train": str(corpus["train"]), "training.max_steps": 12, "training.log_every": 4}
     fp32 = pretrain(TINY, tmp_path / "fp32", settings, progress=False)
     bf16 = pretrain(TINY, tmp_path / "bf16", settings | {"training.precision": "bf16"}, progress=False)
-    losses = [json.loads(line)["loss"] for line in (tmp_path / "bf16" / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+    losses = [
+        json.loads(line)["loss"]
+        for line in (tmp_path / "bf16" / "metrics.jsonl").read_text().splitlines()
+        if '"loss"' in line
+    ]
     assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]
     assert bf16["step"] == fp32["step"] == 12
     assert max_difference(params(tmp_path / "bf16"), params(tmp_path / "fp32")) > 1e-4
 
 
 def test_learning_rate_schedule():
-    training = {"learning_rate": 1.0, "warmup_steps": 0, "lr_schedule": "linear", "lr_decay_start": 0.5, "max_steps": 100}
+    training = {
+        "learning_rate": 1.0,
+        "warmup_steps": 0,
+        "lr_schedule": "linear",
+        "lr_decay_start": 0.5,
+        "max_steps": 100,
+    }
     rates = [learning_rate_at(training, step) for step in range(1, 101)]
     assert rates[:50] == [1.0] * 50  # constant until half way
     assert all(a > b for a, b in zip(rates[49:], rates[50:]))  # then strictly decreasing
     assert rates[-1] == pytest.approx(1 / 51) and rates[50] == pytest.approx(50 / 51)
     warm = training | {"warmup_steps": 10, "lr_schedule": "constant"}
     assert [learning_rate_at(warm, s) for s in (1, 5, 10, 11, 100)] == pytest.approx([0.1, 0.5, 1.0, 1.0, 1.0])
-    for bad in ({"training.lr_schedule": "cosine"}, {"training.lr_decay_start": 1.0}, {"training.warmup_steps": -1},
-                {"training.lr_schedule": "linear", "training.max_steps": 0, "training.max_epochs": 1}):
+    for bad in (
+        {"training.lr_schedule": "cosine"},
+        {"training.lr_decay_start": 1.0},
+        {"training.warmup_steps": -1},
+        {"training.lr_schedule": "linear", "training.max_steps": 0, "training.max_epochs": 1},
+    ):
         with pytest.raises(PretrainError, match=next(iter(bad)).split(".")[1]):
             load_settings(TINY, bad)
 
@@ -186,11 +218,19 @@ def test_learning_rate_schedule():
 def test_corpus_position_resumes_the_same_batches(corpus):
     files = resolve_files(str(corpus["train"]))
     vocab = Vocabulary.build(iter_sequences(files))
-    make = lambda: Corpus(files, vocab, encoder=TokenEncoder(Utf8Characters(20)), batch_tokens=300, max_tokens=40, block_lines=500, max_epochs=2)
+    make = lambda: Corpus(
+        files,
+        vocab,
+        encoder=TokenEncoder(Utf8Characters(20)),
+        batch_tokens=300,
+        max_tokens=40,
+        block_lines=500,
+        max_epochs=2,
+    )
     everything = [(b.word_ids, p) for b, p in make().batches()]
     epochs = [p.epoch for _, p in everything]
     assert sorted(set(epochs)) == [0, 1] and epochs.count(0) == epochs.count(1)  # two epochs of equal size
-    assert not all(torch.equal(a, b) for (a, _), (b, _) in zip(everything, everything[epochs.count(0):]))  # reshuffled
+    assert not all(torch.equal(a, b) for (a, _), (b, _) in zip(everything, everything[epochs.count(0) :]))  # reshuffled
     for cut in (7, 20, len(everything) // 2 + 3):
         position = DataPosition.from_dict(json.loads(json.dumps(everything[cut - 1][1].to_dict())))
         rest = [b.word_ids for b, _ in make().batches(position)]
@@ -215,21 +255,33 @@ def test_bad_data_does_not_crash_training(tmp_path):
     shards.mkdir()
     good = " ".join(["the cat sees a dog ."] * 3)
     (shards / "a.txt").write_bytes(
-        b"\n\n   \n\r\n" + good.encode() + b"\r\n"
+        b"\n\n   \n\r\n"
+        + good.encode()
+        + b"\r\n"
         + "café naïve\u00a0nbsp \u200b zero-width .\n".encode()  # unusual, but UTF-8 (not UTF-8: refused, test_first_hour)
-        + ("word " * 5000).encode() + b"\n"  # a line of many words: split into max_tokens sequences
-        + b"x" * 300_000 + b" tail\n"  # a line over max_line_bytes without spaces: cut
-        + ("y" * 5000).encode() + b" .\n"  # a word longer than max_characters_per_token
+        + ("word " * 5000).encode()
+        + b"\n"  # a line of many words: split into max_tokens sequences
+        + b"x" * 300_000
+        + b" tail\n"  # a line over max_line_bytes without spaces: cut
+        + ("y" * 5000).encode()
+        + b" .\n"  # a word longer than max_characters_per_token
         + good.encode()  # no final newline
     )
     (shards / "b.txt").write_bytes(b"")  # an empty shard
     lines, offset = read_block(shards / "a.txt", 0, 100, max_line_bytes=100_000)
     assert offset == (shards / "a.txt").stat().st_size and all(line.strip() for line in lines)
     assert "café naïve\u00a0nbsp \u200b zero-width ." in lines and max(len(line.encode()) for line in lines) <= 100_000
-    result = pretrain(TINY, tmp_path / "out", {
-        "paths.train": str(shards / "*.txt"), "paths.heldout": str(shards / "a.txt"),
-        "training.max_steps": 20, "data.max_line_bytes": 100_000,
-    }, progress=False)
+    result = pretrain(
+        TINY,
+        tmp_path / "out",
+        {
+            "paths.train": str(shards / "*.txt"),
+            "paths.heldout": str(shards / "a.txt"),
+            "training.max_steps": 20,
+            "data.max_line_bytes": 100_000,
+        },
+        progress=False,
+    )
     assert result["step"] == 20 and result["heldout_ppl"] < float("inf")
     assert "café" in Vocabulary.load(tmp_path / "out" / "vocab.txt").words
 
@@ -237,19 +289,40 @@ def test_bad_data_does_not_crash_training(tmp_path):
 def test_raw_text_is_tokenized_by_spacy(tmp_path):
     raw = tmp_path / "raw.txt"
     raw.write_text("Hello, world! It's a test of the tokenizer.\nDr. Smith paid $5.50 (cash).\n" * 20)
-    result = pretrain(TINY, tmp_path / "out", {
-        "paths.train": str(raw), "data.format": "text", "data.lang": "en", "training.max_steps": 3,
-    }, progress=False)
+    result = pretrain(
+        TINY,
+        tmp_path / "out",
+        {
+            "paths.train": str(raw),
+            "data.format": "text",
+            "data.lang": "en",
+            "training.max_steps": 3,
+        },
+        progress=False,
+    )
     words = Vocabulary.load(tmp_path / "out" / "vocab.txt").words
     assert result["step"] == 3 and {",", "!", "It", "'s", "$", "(", "cash"} <= set(words)
 
 
 def test_nan_loss_stops_with_the_step_and_a_nonzero_exit(corpus, tmp_path, capsys):
     out = tmp_path / "nan"
-    code = main([
-        "pretrain", str(TINY), "--output", str(out), "--no-progress", "--paths.train", str(corpus["train"]),
-        "--training.learning_rate", "1e30", "--training.clip_norm", "0", "--training.checkpoint_every", "1",
-    ])
+    code = main(
+        [
+            "pretrain",
+            str(TINY),
+            "--output",
+            str(out),
+            "--no-progress",
+            "--paths.train",
+            str(corpus["train"]),
+            "--training.learning_rate",
+            "1e30",
+            "--training.clip_norm",
+            "0",
+            "--training.checkpoint_every",
+            "1",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 3, err
     assert "diverged at step 2" in err and "nan" in err and "step-00000001" in err
@@ -273,7 +346,9 @@ def test_unusable_output_fails_before_training(corpus, tmp_path, capsys):
 
 def test_config_overrides_and_validation():
     assert parse_overrides(["--training.max_steps", "5", "--paths.train=a b.txt", "--model.filters", "[[1, 4]]"]) == {
-        "training.max_steps": 5, "paths.train": "a b.txt", "model.filters": [[1, 4]],
+        "training.max_steps": 5,
+        "paths.train": "a b.txt",
+        "model.filters": [[1, 4]],
     }
     cfg = load_settings(TINY, {"training.max_steps": 7, "model.lstm_dim": 48})
     assert cfg["training"]["max_steps"] == 7 and cfg["model"]["lstm_dim"] == 48 and cfg["data"]["shuffle"] is True
@@ -287,11 +362,17 @@ def test_config_overrides_and_validation():
 def test_overrides_are_read_as_spacy_train_reads_them(monkeypatch, capsys):
     # spaCy's parser: a key without a value is a flag; SPACY_CONFIG_OVERRIDES (for `spacy train`) is ignored
     monkeypatch.setenv("SPACY_CONFIG_OVERRIDES", "--training.max_steps 99")
-    assert parse_overrides(["--data.shuffle", "--training.max_steps", "-3"]) == {"data.shuffle": True, "training.max_steps": -3}
+    assert parse_overrides(["--data.shuffle", "--training.max_steps", "-3"]) == {
+        "data.shuffle": True,
+        "training.max_steps": -3,
+    }
     for bad in (["training.max_steps", "5"], ["--training.max_steps", "5", "6"], ["--max_steps", "5"]):
         with pytest.raises(PretrainError) as info:
             parse_overrides(bad)
-        assert str(info.value) == f"config overrides look like --section.key value or --section.key=value, found: {' '.join(bad)}"
+        assert (
+            str(info.value)
+            == f"config overrides look like --section.key value or --section.key=value, found: {' '.join(bad)}"
+        )
     assert capsys.readouterr().out == ""  # spaCy's own message is not printed as well
 
 
@@ -299,10 +380,22 @@ def test_finetune_continues_from_a_pretrained_model(trained, corpus, tmp_path, c
     out, _ = trained
     domain = write_grammar_corpus(tmp_path / "domain.txt", 300, seed=5)
     tuned = tmp_path / "tuned"
-    code = main([
-        "finetune", str(out), str(TINY), "--output", str(tuned), "--no-progress",
-        "--paths.train", str(domain), "--paths.heldout", str(corpus["heldout"]), "--training.max_steps", "10",
-    ])
+    code = main(
+        [
+            "finetune",
+            str(out),
+            str(TINY),
+            "--output",
+            str(tuned),
+            "--no-progress",
+            "--paths.train",
+            str(domain),
+            "--paths.heldout",
+            str(corpus["heldout"]),
+            "--training.max_steps",
+            "10",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     assert (tuned / "vocab.txt").read_text() == (out / "vocab.txt").read_text()
     before, after = params(out), params(tuned)
@@ -315,9 +408,20 @@ def test_finetune_continues_from_a_pretrained_model(trained, corpus, tmp_path, c
 def test_kill_9_during_pretraining_loses_at_most_one_interval(corpus, tmp_path):
     out, every = tmp_path / "killed", 20
     command = [
-        sys.executable, "-m", "spacy_elmo", "pretrain", str(TINY), "--output", str(out), "--no-progress",
-        "--paths.train", str(corpus["train"]), "--training.max_steps", "100000",
-        f"--training.checkpoint_every={every}", "--training.log_every=1",
+        sys.executable,
+        "-m",
+        "spacy_elmo",
+        "pretrain",
+        str(TINY),
+        "--output",
+        str(out),
+        "--no-progress",
+        "--paths.train",
+        str(corpus["train"]),
+        "--training.max_steps",
+        "100000",
+        f"--training.checkpoint_every={every}",
+        "--training.log_every=1",
     ]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -331,15 +435,23 @@ def test_kill_9_during_pretraining_loses_at_most_one_interval(corpus, tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc.stderr.close()
-    logged = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
-              if line.endswith("}") and '"loss"' in line]
+    logged = [
+        json.loads(line)["step"]
+        for line in (out / "metrics.jsonl").read_text().splitlines()
+        if line.endswith("}") and '"loss"' in line
+    ]
     latest = Checkpoints(out / "checkpoints").latest()
     saved = json.loads((latest / "state.json").read_text())["step"]
     load_file(str(latest / "model.safetensors"))
     torch.load(latest / "optimizer.pt", weights_only=True)
     assert saved % every == 0 and saved >= max(logged) - every
-    result = pretrain(TINY, out, {"paths.train": str(corpus["train"]), "training.max_steps": saved + 5,
-                                  "training.checkpoint_every": every}, resume=True, progress=False)
+    result = pretrain(
+        TINY,
+        out,
+        {"paths.train": str(corpus["train"]), "training.max_steps": saved + 5, "training.checkpoint_every": every},
+        resume=True,
+        progress=False,
+    )
     assert result["step"] == saved + 5
     starts = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if '"start"' in line]
     assert starts[-1]["resumed"] and starts[-1]["step"] == saved
@@ -388,9 +500,12 @@ def test_a_character_lexicon_and_a_word_embedding_train_save_and_resume(corpus, 
 
     out = tmp_path / "lexicon_bilm"
     overrides = {
-        "paths.train": str(corpus["train"]), "paths.heldout": str(corpus["heldout"]),
-        "data.characters": "lexicon", "model.word_embedding_dim": 8,
-        "training.max_steps": 40, "training.checkpoint_every": 20,
+        "paths.train": str(corpus["train"]),
+        "paths.heldout": str(corpus["heldout"]),
+        "data.characters": "lexicon",
+        "model.word_embedding_dim": 8,
+        "training.max_steps": 40,
+        "training.checkpoint_every": 20,
     }
     result = pretrain(TINY, out, {**overrides, "training.max_steps": 20}, progress=False)
     assert result["step"] == 20

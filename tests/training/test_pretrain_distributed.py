@@ -22,15 +22,41 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_two_gloo_processes_match_one_process_with_the_same_global_batch(tmp_path):
     train = write_grammar_corpus(tmp_path / "train.txt", 1500, seed=3)
     heldout = write_grammar_corpus(tmp_path / "heldout.txt", 100, seed=4)
-    settings = ["--paths.train", str(train), "--paths.heldout", str(heldout),
-                "--training.max_steps", "30", "--training.checkpoint_every", "10"]
+    settings = [
+        "--paths.train",
+        str(train),
+        "--paths.heldout",
+        str(heldout),
+        "--training.max_steps",
+        "30",
+        "--training.checkpoint_every",
+        "10",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     two = tmp_path / "two"
     run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "spacy_elmo", "pretrain", str(TINY), "--output", str(two), "--no-progress",
-         "--data.batch_tokens", "128", *settings],
-        env=env, capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "spacy_elmo",
+            "pretrain",
+            str(TINY),
+            "--output",
+            str(two),
+            "--no-progress",
+            "--data.batch_tokens",
+            "128",
+            *settings,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert run.returncode == 0, run.stderr[-4000:]
     assert run.stderr.count("Trained 30 steps") == 1  # only rank 0 reports

@@ -30,8 +30,13 @@ from spacy_elmo.training.settings import PretrainError
 ROOT = Path(__file__).resolve().parents[2]
 # dropout and a sampled softmax draw random numbers: an exact resume needs RNG state and data position
 SETTINGS = {
-    "model.dropout": 0.2, "training.softmax": "sampled", "training.n_negative_samples": 12,
-    "training.max_steps": 30, "training.checkpoint_every": 10, "training.log_every": 5, "data.block_lines": 400,
+    "model.dropout": 0.2,
+    "training.softmax": "sampled",
+    "training.n_negative_samples": 12,
+    "training.max_steps": 30,
+    "training.checkpoint_every": 10,
+    "training.log_every": 5,
+    "data.block_lines": 400,
 }
 
 
@@ -40,8 +45,20 @@ def as_args(settings: dict) -> list[str]:
 
 
 def run_cli(out: Path, settings: dict, env: dict, timeout: int = 240) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "spacy_elmo", "pretrain", str(TINY), "--output", str(out), "--no-progress", *as_args(settings)]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env)
+    command = [
+        sys.executable,
+        "-m",
+        "spacy_elmo",
+        "pretrain",
+        str(TINY),
+        "--output",
+        str(out),
+        "--no-progress",
+        *as_args(settings),
+    ]
+    env = dict(
+        os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env
+    )
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -71,12 +88,16 @@ def uninterrupted(corpus, tmp_path_factory) -> Path:
 
 # `step:N` ends the process after step N's update and before step N's checkpoint: step 20 (a checkpoint
 # step, so the last checkpoint on disk is step 10) always, and one other step drawn at random
-STEP = random.Random(os.environ.get("SPACY_ELMO_TEST_SEED", time.time_ns())).choice([s for s in range(11, 30) if s != 20])
+STEP = random.Random(os.environ.get("SPACY_ELMO_TEST_SEED", time.time_ns())).choice(
+    [s for s in range(11, 30) if s != 20]
+)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["mid-tensor:20", "before-rename:20", "before-latest:20", "step:20", f"step:{STEP}"])
-def test_hard_exit_during_a_checkpoint_write_then_resume_matches_an_uninterrupted_run(point, corpus, uninterrupted, tmp_path):
+def test_hard_exit_during_a_checkpoint_write_then_resume_matches_an_uninterrupted_run(
+    point, corpus, uninterrupted, tmp_path
+):
     out = tmp_path / "crashed"
     crashed = run_cli(out, SETTINGS | {"paths.train": str(corpus)}, {"SPACY_ELMO_CRASH_AT": point})
     assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr[-3000:]
@@ -100,12 +121,24 @@ def test_hard_exit_during_a_checkpoint_write_then_resume_matches_an_uninterrupte
     assert sorted(p.name for p in checkpoints.glob("step-*")) == ["step-00000020", "step-00000030"]
 
 
-@pytest.mark.parametrize("fault, reason", [("mid-tensor:20=ENOSPC", "no space left on device"),
-                                           ("fsync-dir:20=EIO", "input/output error")])
-def test_a_failing_checkpoint_write_stops_clearly_and_keeps_the_previous_one(fault, reason, corpus, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize(
+    "fault, reason", [("mid-tensor:20=ENOSPC", "no space left on device"), ("fsync-dir:20=EIO", "input/output error")]
+)
+def test_a_failing_checkpoint_write_stops_clearly_and_keeps_the_previous_one(
+    fault, reason, corpus, tmp_path, capsys, monkeypatch
+):
     out = tmp_path / "failing"
     monkeypatch.setenv("SPACY_ELMO_FAIL_AT", fault)
-    code = main(["pretrain", str(TINY), "--output", str(out), "--no-progress", *as_args(SETTINGS | {"paths.train": str(corpus)})])
+    code = main(
+        [
+            "pretrain",
+            str(TINY),
+            "--output",
+            str(out),
+            "--no-progress",
+            *as_args(SETTINGS | {"paths.train": str(corpus)}),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     message = [line for line in err.splitlines() if line.startswith("error:")]
@@ -128,7 +161,9 @@ def small_disk(tmp_path):
     """A real 24 MiB tmpfs (needs root and mount rights; skipped where the machine does not allow it)."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
@@ -142,7 +177,17 @@ def test_a_full_disk_during_training_stops_clearly_and_keeps_the_previous_checkp
     """A real ENOSPC: the disk fills up (another file) after the first checkpoint."""
     out = small_disk / "run"
     settings = SETTINGS | {"paths.train": str(corpus), "training.max_steps": 100000, "training.log_every": 100000}
-    command = [sys.executable, "-m", "spacy_elmo", "pretrain", str(TINY), "--output", str(out), "--no-progress", *as_args(settings)]
+    command = [
+        sys.executable,
+        "-m",
+        "spacy_elmo",
+        "pretrain",
+        str(TINY),
+        "--output",
+        str(out),
+        "--no-progress",
+        *as_args(settings),
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ballast = small_disk / f"ballast-{uuid.uuid4().hex}"
@@ -220,7 +265,9 @@ def test_planted_pickles_are_refused_without_running_code(target, corpus, finish
         (checkpoint / "model.safetensors").unlink()
     torch.save({"state": Planted(marker), "param_groups": []}, checkpoint / target)
     with pytest.raises(CheckpointError) as info:
-        pretrain(TINY, out, SETTINGS | {"paths.train": str(corpus), "training.max_steps": 20}, resume=True, progress=False)
+        pretrain(
+            TINY, out, SETTINGS | {"paths.train": str(corpus), "training.max_steps": 20}, resume=True, progress=False
+        )
     assert not marker.exists(), "loading the checkpoint ran code from a pickle"
     message = str(info.value)
     assert "\n" not in message and str(checkpoint) in message, message
@@ -235,7 +282,10 @@ def test_an_rng_file_of_another_layout_is_one_line_naming_it_and_the_expected_la
     checkpoint = Checkpoints(out / "checkpoints").latest()
     torch.save({"cpu": torch.get_rng_state()}, checkpoint / "rng.pt")
     with pytest.raises(CheckpointError) as info:
-        pretrain(TINY, out, SETTINGS | {"paths.train": str(corpus), "training.max_steps": 20}, resume=True, progress=False)
+        pretrain(
+            TINY, out, SETTINGS | {"paths.train": str(corpus), "training.max_steps": 20}, resume=True, progress=False
+        )
     size = torch.get_rng_state().numel()
-    assert str(info.value) == (f"{checkpoint / 'rng.pt'}: expected 'cpu': a uint8 tensor [processes, {size}], "
-                               f"found torch.uint8 [{size}]")
+    assert str(info.value) == (
+        f"{checkpoint / 'rng.pt'}: expected 'cpu': a uint8 tensor [processes, {size}], found torch.uint8 [{size}]"
+    )

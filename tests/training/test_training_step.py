@@ -31,7 +31,9 @@ def _train(kind: str, dtype, fused: bool, steps: int = 8) -> list[torch.Tensor]:
     cls, settings = SETTINGS[kind]
     g = torch.Generator().manual_seed(3)
     params = [torch.nn.Parameter(torch.randn(shape, generator=g).to(dtype)) for shape in SHAPES]
-    grads = [[(torch.randn(shape, generator=g) * 10.0 ** (k % 3 - 1)).to(dtype) for shape in SHAPES] for k in range(steps)]
+    grads = [
+        [(torch.randn(shape, generator=g) * 10.0 ** (k % 3 - 1)).to(dtype) for shape in SHAPES] for k in range(steps)
+    ]
     optimizer = cls(params, lr=0.01, **settings, **({"fused": True} if fused else {"foreach": False}))
     for step, step_grads in enumerate(grads):
         for p, grad in zip(params, step_grads):
@@ -59,7 +61,9 @@ def test_fused_optimizers_make_the_loops_updates(kind):
 
 def test_a_pretraining_run_uses_the_fused_optimizer_and_softmax(tmp_path):
     train = write_grammar_corpus(tmp_path / "train.txt", 200, seed=5)
-    settings = read_settings(TINY, {"paths.train": str(train), "training.softmax": "sampled", "training.n_negative_samples": 8})
+    settings = read_settings(
+        TINY, {"paths.train": str(train), "training.softmax": "sampled", "training.n_negative_samples": 8}
+    )
     run = build_run(settings, Path(tmp_path / "out"))
     assert run.optimizer.defaults["fused"] is True
     assert run.softmax_fn.resolve(torch.device("cpu")) == "fused"
@@ -75,7 +79,9 @@ def test_a_pretraining_runs_optimizer_steps_on_every_device(tmp_path, optimizer,
     device, the loop elsewhere. (torch makes a fused Adagrad on CUDA, then refuses its first step:
     `spacy-elmo pretrain` on a GPU with the bilm-tf recipe stopped there.)"""
     train = write_grammar_corpus(tmp_path / "train.txt", 200, seed=5)
-    settings = read_settings(TINY, {"paths.train": str(train), "system.device": device, "training.optimizer": optimizer})
+    settings = read_settings(
+        TINY, {"paths.train": str(train), "system.device": device, "training.optimizer": optimizer}
+    )
     run = build_run(settings, Path(tmp_path / "out"))
     assert bool(run.optimizer.defaults.get("fused")) is fused_optimizer(optimizer, torch.device(device))
     assert device != "cpu" or run.optimizer.defaults["fused"]  # both are fused on the CPU
@@ -111,7 +117,9 @@ def test_evaluation_after_fused_optimizer_steps_sees_the_new_weights(tmp_path):
     held-out perplexity from stale prepacked weights.)"""
     corpus = write_grammar_corpus(tmp_path / "train.txt", 400, seed=1)
     heldout = write_grammar_corpus(tmp_path / "heldout.txt", 40, seed=2)
-    settings = read_settings(TINY, {"paths.train": str(corpus), "paths.heldout": str(heldout), "training.learning_rate": 0.05})
+    settings = read_settings(
+        TINY, {"paths.train": str(corpus), "paths.heldout": str(heldout), "training.learning_rate": 0.05}
+    )
     run = build_run(settings, Path(tmp_path / "out"))
     assert run.optimizer.defaults["fused"] is True
     batches = run.corpus.batches()
@@ -128,7 +136,9 @@ def test_evaluation_after_fused_optimizer_steps_sees_the_new_weights(tmp_path):
 def _char_cnn(dtype, definition: bool, monkeypatch):
     """Features and every gradient of the char CNN (embedding, convolutions) for a weighted sum of
     its features, through the model's definition (conv1d) or the products over windows."""
-    config = ElmoConfig(filters=[[1, 4], [2, 6], [3, 8], [5, 8]], char_embedding_dim=4, n_highway=1, lstm_dim=16, projection_dim=8)
+    config = ElmoConfig(
+        filters=[[1, 4], [2, 6], [3, 8], [5, 8]], char_embedding_dim=4, n_highway=1, lstm_dim=16, projection_dim=8
+    )
     torch.manual_seed(0)
     encoder = ElmoModel(config).token_encoder.to(dtype)
     if definition:
@@ -157,7 +167,9 @@ def test_char_cnn_as_products_gives_the_convolutions_features_and_gradients(monk
 
 
 def test_char_cnn_products_only_where_gradients_flow():
-    encoder = ElmoModel(ElmoConfig(filters=[[1, 4], [2, 4]], char_embedding_dim=4, lstm_dim=16, projection_dim=8)).token_encoder
+    encoder = ElmoModel(
+        ElmoConfig(filters=[[1, 4], [2, 4]], char_embedding_dim=4, lstm_dim=16, projection_dim=8)
+    ).token_encoder
     chars = encoder.char_embedding(torch.ones(3, 8, dtype=torch.long))
     assert encoder._convolutions_as_products(chars)
     with torch.no_grad():  # inference keeps the convolutions (the token cache's bitwise property rests on them)
