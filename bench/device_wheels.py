@@ -73,8 +73,9 @@ def carried() -> dict[str, str]:
             dist = importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
             raise SystemExit(
-                f"device_wheels: {requirement} is needed on the device but not installed here: no tested version to carry"
-            )
+                f"device_wheels: {requirement} is needed on the device but not installed here: no tested version to "
+                "carry"
+            ) from None
         out[name] = dist.version
         todo += [(Requirement(line), set(requirement.extras)) for line in dist.requires or []]
     return dict(sorted(out.items()))
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     size = sum(path.stat().st_size for path in folder.glob("*.whl"))
     print(
-        f"{len(wanted)} wheels in {folder} ({size / 2**20:.1f} MiB; the device tool carries 64 MiB with the tree): {' '.join(wanted)}"
+        f"{len(wanted)} wheels in {folder} ({size / 2**20:.1f} MiB; the device tool carries 64 MiB with the tree): "
+        f"{' '.join(wanted)}"
     )
     return 0
 

@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     models = build_models(args.size, sentences, args.seed)
     rates = measure(models, batches, args.rounds)
     share = word_part_share(models, batches)
-    ratios = [e / l for e, l in zip(rates["efml"], rates["legacy"])]
+    ratios = [e / legacy for e, legacy in zip(rates["efml"], rates["legacy"])]
     result = {
         "size": args.size,
         "batch": args.batch,
@@ -174,22 +174,27 @@ def render(result: dict, json_path: str | None) -> str:
     met = "met" if result["within_10_percent"] else "**not met**"
     return "\n".join(
         [
-            f"## ELMoForManyLangs vs legacy inference speed, {prov['started_utc'][:16].replace('T', ' ')} UTC (issue 18 item 7)",
+            f"## ELMoForManyLangs vs legacy inference speed, {prov['started_utc'][:16].replace('T', ' ')} UTC (issue "
+            "18 item 7)",
             "",
             f"`python bench/efml_speed.py --size {result['size']}` at commit {prov['git']['commit'][:7]}"
             f"{' (dirty tree)' if prov['git'].get('dirty') else ''}, {machine['cpu']}, {machine['cores']} cores, "
-            f"{result['threads']} threads; {result['rounds']} rounds of {result['batches']} batches of {result['batch']} "
+            f"{result['threads']} threads; {result['rounds']} rounds of {result['batches']} batches of "
+            f"{result['batch']} "
             f"Zipfian sentences, each batch run by both models in turn"
             + (
-                f"; record: [{json_path}]({Path(json_path).relative_to('bench') if json_path.startswith('bench/') else json_path})."
+                f"; record: [{json_path}]"
+                f"({Path(json_path).relative_to('bench') if json_path.startswith('bench/') else json_path})."
                 if json_path
                 else "."
             ),
             "",
             "| model | words/s (median of rounds) |",
             "| --- | ---: |",
-            f"| legacy ({'AllenNLP original' if result['size'] == 'released' else result['size']}) | {rates['legacy']:,.0f} |",
-            f"| ELMoForManyLangs ({'released architecture' if result['size'] == 'released' else result['size']}) | {rates['efml']:,.0f} |",
+            f"| legacy ({'AllenNLP original' if result['size'] == 'released' else result['size']}) | "
+            f"{rates['legacy']:,.0f} |",
+            f"| ELMoForManyLangs ({'released architecture' if result['size'] == 'released' else result['size']}) | "
+            f"{rates['efml']:,.0f} |",
             "",
             f"EFML / legacy: {result['efml_over_legacy']:.3f} (per round: "
             + ", ".join(f"{r:.3f}" for r in result["ratio_by_round"])

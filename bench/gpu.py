@@ -67,7 +67,7 @@ def gemm_rates(n: int = 8192) -> dict:
         real = torch.float32 if dtype == "tf32" else dtype
         a = torch.randn(n, n, device=DEVICE, dtype=real)
         b = torch.randn(n, n, device=DEVICE, dtype=real)
-        seconds = statistics.median(_sync_time(lambda: a @ b, 10, 3))
+        seconds = statistics.median(_sync_time(lambda: a @ b, 10, 3))  # noqa: B023 - timed within this iteration
         torch.backends.cuda.matmul.allow_tf32 = allow
         out[f"{name}_tflops"] = 2 * n**3 / seconds / 1e12
     return out
@@ -101,7 +101,7 @@ def inference(model, batch_size: int, batches: int, repeats: int, rates: dict) -
                 for ids, mask in encoded:  # host → device copies are part of the work
                     with (
                         torch.inference_mode(),
-                        torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=precision == "bf16"),
+                        torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=precision == "bf16"),  # noqa: B023 - run within this iteration
                     ):
                         outs.append(
                             model(ids.to(DEVICE, non_blocking=True), mask.to(DEVICE, non_blocking=True)).hidden_states
@@ -192,7 +192,7 @@ def training(config, implementations, vocab: int, rows: int, steps: int, repeats
             model.config.lstm_implementation = implementation
 
             def step():
-                with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=precision == "bf16"):
+                with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=precision == "bf16"):  # noqa: B023 - run within this iteration
                     out = model(input_ids=ids, attention_mask=mask, labels=labels, softmax_fn=softmax)
                 out.loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)

@@ -32,7 +32,8 @@ def render(report: dict, source: str) -> str:
             f"Inference, batch {inference['batch']} (~{inference['words_per_batch'] / inference['batch']:.0f}-word "
             "sentences, nearly all-distinct words, token cache off, host→device copies included):",
             "",
-            "| LSTM kernel | precision | words/s | positions/s | bf16 roofline | max abs error vs packed fp32 (relative) |",
+            "| LSTM kernel | precision | words/s | positions/s | bf16 roofline | max abs error vs packed fp32 "
+            "(relative) |",
             "| --- | --- | ---: | ---: | ---: | --- |",
         ]
         for name, entry in inference["modes"].items():
@@ -95,8 +96,10 @@ def render(report: dict, source: str) -> str:
             lines.append(f"`nlp.pipe` on the GPU failed: {pipe['error'][:200]}")
         else:
             lines.append(
-                f"`nlp.pipe` with the `elmo` component on the GPU (batch 128): {_num(pipe['pipe_words_per_s'])} words/s, "
-                f"{pipe['pipe_over_raw']:.0%} of the raw model on the same sentences ({_num(pipe['raw_words_per_s'])} words/s, "
+                f"`nlp.pipe` with the `elmo` component on the GPU (batch 128): {_num(pipe['pipe_words_per_s'])} "
+                "words/s, "
+                f"{pipe['pipe_over_raw']:.0%} of the raw model on the same sentences ({_num(pipe['raw_words_per_s'])} "
+                "words/s, "
                 "all layers copied to the host)."
             )
         lines.append("")

@@ -257,7 +257,10 @@ def _measured(target: Target, row: dict) -> str:
     if target.metric == "pipe_over_raw":
         return f"{row['pipe_over_raw']:.0%} ({row['words_per_s']:,.0f} vs {row['raw_words_per_s']:,.0f} words/s)"
     if target.metric == "roofline_executed":
-        return f"{row['roofline_executed']:.0%} executed / {row['roofline']:.0%} nominal ({row['words_per_s']:,.0f} words/s)"
+        return (
+            f"{row['roofline_executed']:.0%} executed / {row['roofline']:.0%} nominal "
+            f"({row['words_per_s']:,.0f} words/s)"
+        )
     return f"{row[target.metric]:.0%} ({row['words_per_s']:,.0f} words/s)"
 
 
@@ -329,10 +332,12 @@ def render(runs: list[Run]) -> str:
         "\n".join(
             [
                 "",
-                "<!-- Written by `python -m bench.performance_doc` from bench/RESULTS.md; tests/bench/test_performance_doc.py fails "
+                "<!-- Written by `python -m bench.performance_doc` from bench/RESULTS.md; "
+                "tests/bench/test_performance_doc.py fails "
                 "if this differs from what it would write. -->",
                 "",
-                "Targets (exact fp32, 2 threads, token cache off, nearly all-distinct words), each judged on the newest run "
+                "Targets (exact fp32, 2 threads, token cache off, nearly all-distinct words), each judged on the "
+                "newest run "
                 "in bench/RESULTS.md that measured it and records a clean commit of this checkout's code:",
                 "",
                 *target_lines(runs),

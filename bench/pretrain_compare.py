@@ -1,7 +1,8 @@
 """End-to-end pretraining words/s with two LSTM implementations, alternating, in one invocation.
 
     python bench/pretrain_compare.py configs/pretrain_project.cfg --steps 30 [--rounds 2]
-        [--implementations eager,fused] [--corpus text.txt] [--append-results bench/RESULTS.md] [--section.key value ...]
+        [--implementations eager,fused] [--corpus text.txt] [--append-results bench/RESULTS.md]
+        [--section.key value ...]
 
 Each round runs `spacy-elmo pretrain`'s own code path (`read_settings` + `build_run` + `train`:
 vocabulary, data pipeline, training steps, checkpoint and export) once per implementation, for
@@ -105,11 +106,14 @@ def main(argv=None) -> int:
             f"## End-to-end pretraining, eager vs fused LSTM, {started} ({result['config']})",
             "",
             f"Machine: {describe()['cpu']}, {os.cpu_count()} cores; torch {torch.__version__}, "
-            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}. Commit {commit}{' (with uncommitted changes)' if dirty else ''}. "
-            f"Load average at start {'/'.join(f'{x:.2f}' for x in load_start)}, at end {'/'.join(f'{x:.2f}' for x in load_end)}.",
+            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}. Commit "
+            f"{commit}{' (with uncommitted changes)' if dirty else ''}. "
+            f"Load average at start {'/'.join(f'{x:.2f}' for x in load_start)}, at end "
+            f"{'/'.join(f'{x:.2f}' for x in load_end)}.",
             "",
             f"Command: `python bench/pretrain_compare.py {' '.join(argv if argv is not None else sys.argv[1:])}` — "
-            f"the pretrain command's code path (build_run + train) for {args.steps} steps per run, {args.rounds} rounds "
+            f"the pretrain command's code path (build_run + train) for {args.steps} steps per run, {args.rounds} "
+            "rounds "
             f"alternating the order, corpus {result['corpus']}.",
             "",
             f"| lstm_implementation | words/s (all rounds) | per round | vs {implementations[0]} |",

@@ -66,7 +66,10 @@ def _source(path: Path, report: dict, doc: str) -> str:
     """Commit, tree state, date and a link (from `doc`) to the result file `ROOT/bench/results/NAME/gpu.json`."""
     root = path.parents[3]
     link = Path(os.path.relpath(path, (root / doc).parent)).as_posix()
-    return f"commit {report['commit'][:7]}, {_tree(report)}, {report['started'][:10]}; [{path.relative_to(root).as_posix()}]({link})"
+    return (
+        f"commit {report['commit'][:7]}, {_tree(report)}, {report['started'][:10]}; "
+        f"[{path.relative_to(root).as_posix()}]({link})"
+    )
 
 
 def _cli(report: dict) -> dict:
@@ -78,7 +81,8 @@ def _inference_line(report: dict) -> str:
     modes = report["inference"]["modes"]
     auto_bf16 = modes["eager_bf16"]["words_per_s"]  # what `auto` runs on CUDA under autocast
     return (
-        f"- **inference** (the model called on batches of {report['inference']['batch']} sentences under bf16 autocast, "
+        f"- **inference** (the model called on batches of {report['inference']['batch']} sentences under bf16 "
+        "autocast, "
         f"host→device copies included): **{auto_bf16:,.0f} words/s** with the default kernel (`auto` → eager), "
         f'{modes["cuda_graphs_bf16"]["words_per_s"]:,.0f} with `lstm_implementation="cuda_graphs"`; fp32 (packed): '
         f"{modes['packed_fp32']['words_per_s']:,.0f}; bf16's largest error is "
@@ -137,7 +141,8 @@ def render(path: Path, report: dict) -> str:
     return "\n".join(
         [
             "",
-            f"On one {report['device']} (`bash bench/gpu.sh`, {_source(path, report, 'docs/performance.md')}), the original "
+            f"On one {report['device']} (`bash bench/gpu.sh`, {_source(path, report, 'docs/performance.md')}), the "
+            "original "
             "architecture with seeded random weights; each target is judged on what a user runs:",
             "",
             _inference_line(report),
@@ -164,10 +169,13 @@ def render_bf16(path: Path, report: dict) -> str:
         low, high = sorted((whole, warm))
         body = (
             f'Measured speed of `training.precision = "bf16"` against fp32: {low:.2f}–{high:.2f}× the words/s. On one '
-            f"{report['device']}, `spacy-elmo pretrain configs/pretrain_original.cfg` end to end ({bf16['steps']} steps of "
-            f"{bf16['batch_tokens']:,} words, {bf16['softmax']} softmax) ran {whole:.2f}× fp32's words/s over the whole run "
+            f"{report['device']}, `spacy-elmo pretrain configs/pretrain_original.cfg` end to end ({bf16['steps']} "
+            "steps of "
+            f"{bf16['batch_tokens']:,} words, {bf16['softmax']} softmax) ran {whole:.2f}× fp32's words/s over the "
+            "whole run "
             f"({bf16['words_per_s_whole_run']:,.0f} vs {fp32['words_per_s_whole_run']:,.0f}) and {warm:.2f}× once warm "
-            f"({bf16['words_per_s_median_window']:,.0f} vs {fp32['words_per_s_median_window']:,.0f}, medians of the logged "
+            f"({bf16['words_per_s_median_window']:,.0f} vs {fp32['words_per_s_median_window']:,.0f}, medians of the "
+            "logged "
             f"windows after the first); from {_source(path, report, 'docs/pretraining.md')}, written by "
             "`python -m bench.readme_speed`."
         )

@@ -220,7 +220,6 @@ def main(argv=None) -> int:
     rows = []
     for arch in archs:
         directory = ensure_model(arch, args.seed, models)
-        config = config_for(arch)
         jobs = [(b, "exact") for b in batch_sizes] + [(32, e) for e in extras if e in ("cache", "int8", "bf16", "pipe")]
         for index, (batch, mode) in enumerate(jobs):
             sources = [(None, "")] + ([(args.baseline, "baseline")] if args.baseline else [])
@@ -281,7 +280,8 @@ def render(started, info, before, after, limits, rows, train, args) -> str:
         )
         + ".",
         "",
-        f"Measured in this run: fp32 GEMM {before['gemm']['peak']:.1f} / {after['gemm']['peak']:.1f} GFLOP/s (before/after; "
+        f"Measured in this run: fp32 GEMM {before['gemm']['peak']:.1f} / {after['gemm']['peak']:.1f} GFLOP/s "
+        "(before/after; "
         f"roofline = {limits['gemm_peak']:.1f}), read bandwidth {before['bandwidth']['peak']:.1f} / "
         f"{after['bandwidth']['peak']:.1f} GB/s (bound uses {limits['bandwidth']:.1f}).",
     ]
@@ -292,7 +292,8 @@ def render(started, info, before, after, limits, rows, train, args) -> str:
         lines.append(f"Recurrent-shape GEMM [2,M,512]·[2,512,16384]: {skinny} GFLOP/s.")
     lines += [
         "",
-        "| arch | batch | mode | words/s | GFLOP/s | roofline (nominal) | roofline (executed) | bandwidth bound | peak RSS infer / load (MiB) | notes |",
+        "| arch | batch | mode | words/s | GFLOP/s | roofline (nominal) | roofline (executed) | bandwidth bound | "
+        "peak RSS infer / load (MiB) | notes |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for row in rows:
@@ -300,20 +301,23 @@ def render(started, info, before, after, limits, rows, train, args) -> str:
             row = dict(row, mode=f"{row['mode']} ({row['code']})")
         if "error" in row or "pipe_error" in row:
             lines.append(
-                f"| {row['arch']} | {row['batch']} | {row['mode']} | | | | | | | {row.get('error') or row.get('pipe_error')} |"
+                f"| {row['arch']} | {row['batch']} | {row['mode']} | | | | | | | "
+                f"{row.get('error') or row.get('pipe_error')} |"
             )
             continue
         notes = []
         if "relative_error" in row:
             notes.append(
-                f"max abs err {row['max_abs_error']:.2e} (rel {row['relative_error']:.1e}), mean {row['mean_abs_error']:.1e}"
+                f"max abs err {row['max_abs_error']:.2e} (rel {row['relative_error']:.1e}), mean "
+                f"{row['mean_abs_error']:.1e}"
             )
         if "cache_hit_rate" in row:
             notes.append(f"cache hit rate {100 * row['cache_hit_rate']:.0f}% (Zipf text)")
         if "pipe_over_raw" in row:
             lines.append(
                 f"| {row['arch']} | {row['batch']} | pipe | {row['pipe_words_per_s']:.0f} | | | | | "
-                f"{row['rss_peak_inference_mib']:.0f} / {row['rss_peak_load_mib']:.0f} | nlp.pipe = {100 * row['pipe_over_raw']:.0f}% of raw model ({row['raw_words_per_s']:.0f} words/s) |"
+                f"{row['rss_peak_inference_mib']:.0f} / {row['rss_peak_load_mib']:.0f} | nlp.pipe = "
+                f"{100 * row['pipe_over_raw']:.0f}% of raw model ({row['raw_words_per_s']:.0f} words/s) |"
             )
             continue
         lines.append(
@@ -325,9 +329,12 @@ def render(started, info, before, after, limits, rows, train, args) -> str:
         "",
         "words/s counts sentence words (~25 per sentence); the roofline uses positions/s (words + <S>, </S>) × "
         "`bench.flops.forward_flops_per_token` ÷ the GEMM rate. *Executed* counts the char-CNN work actually done "
-        "(unique words, columns cut after the word; see spacy_elmo/kernels/char_cnn.py), *nominal* the full 50-column CNN per position. "
-        "Bandwidth bound (batch 1): recurrent weights read once per time step, the rest once per sentence, at the measured "
-        "read bandwidth. exact/int8/bf16 rows: token cache off, nearly all-distinct words; cache row: default settings on Zipfian text.",
+        "(unique words, columns cut after the word; see spacy_elmo/kernels/char_cnn.py), *nominal* the full 50-column "
+        "CNN per position. "
+        "Bandwidth bound (batch 1): recurrent weights read once per time step, the rest once per sentence, at the "
+        "measured "
+        "read bandwidth. exact/int8/bf16 rows: token cache off, nearly all-distinct words; cache row: default "
+        "settings on Zipfian text.",
     ]
     if train is not None:
         lines += ["", "Training throughput: " + train]

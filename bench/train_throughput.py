@@ -199,7 +199,10 @@ def worker(spec: dict) -> int:
                     "projection_dim",
                 )
             },
-            "architecture": f"{config.num_layers}x{config.lstm_dim}_{config.projection_dim}_{config.n_filters}cnn_{config.n_highway}xhighway",
+            "architecture": (
+                f"{config.num_layers}x{config.lstm_dim}_{config.projection_dim}_"
+                f"{config.n_filters}cnn_{config.n_highway}xhighway"
+            ),
         }
     )
     for line in sys.stdin:
@@ -555,7 +558,7 @@ def main(argv=None) -> int:
     args.layouts = args.layouts or f"{args.procs}x{args.threads}"
     try:
         layouts = [tuple(int(n) for n in item.lower().split("x")) for item in args.layouts.split(",") if item.strip()]
-        assert layouts and all(len(l) == 2 and min(l) >= 1 for l in layouts)
+        assert layouts and all(len(layout) == 2 and min(layout) >= 1 for layout in layouts)
     except (ValueError, AssertionError):
         parser.error(f"--layouts: expected comma-separated PxT (e.g. 2x1,1x2), found {args.layouts!r}")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -727,52 +730,65 @@ def render_section(result: dict, argv: list[str], started: str, load_start, labe
         + (f" ({label})" if label else ""),
         "",
         f"Machine: {cpu}, {os.cpu_count()} cores; torch {torch.__version__}; processes × threads per variant: "
-        f"{result['layouts']} (global batch {result['global_batch_tokens']} padded words), fp32, OMP_WAIT_POLICY={result['omp_wait_policy']}. "
-        f"Load average at start {'/'.join(f'{x:.2f}' for x in load_start)}, at end {'/'.join(f'{x:.2f}' for x in load_end)}.",
+        f"{result['layouts']} (global batch {result['global_batch_tokens']} padded words), fp32, "
+        f"OMP_WAIT_POLICY={result['omp_wait_policy']}. "
+        f"Load average at start {'/'.join(f'{x:.2f}' for x in load_start)}, at end "
+        f"{'/'.join(f'{x:.2f}' for x in load_end)}.",
         "",
         f"Code: {code_lines}.",
         "",
         f"Command: `python bench/train_throughput.py {shlex.join(argv)}` — the variants take turns step by step "
         f"(alternating order; {result['warmup']} warm-up + {result['steps']} measured steps each, the same batches: "
         f"{result['variants'][names[-1]]['words_per_step']:.0f} words per step; {result['softmax']} softmax over "
-        f"{result['vocab_size']} ids; corpus {result['corpus']}). A step = next batch + `train_step` (one `train_steps` step).",
+        f"{result['vocab_size']} ids; corpus {result['corpus']}). A step = next batch + `train_step` (one "
+        "`train_steps` step).",
         f"FLOPs as executed (distinct words, cut char-CNN columns, padded LSTM positions, the softmax's real width; "
-        f"training = 3 × forward matrix products); roofline = executed training FLOP/s ÷ (cores used × single-thread fp32 GEMM "
+        "training = 3 × forward matrix products); roofline = executed training FLOP/s ÷ (cores used × single-thread "
+        "fp32 GEMM "
         f"rate measured in this run: {result['gemm_gflops']:.1f} GFLOP/s; before/after "
-        f"{result['gemm_gflops_before_after'][0]:.1f} / {result['gemm_gflops_before_after'][1]:.1f}). Nominal = the char CNN over "
+        f"{result['gemm_gflops_before_after'][0]:.1f} / {result['gemm_gflops_before_after'][1]:.1f}). Nominal = the "
+        "char CNN over "
         "all columns for every position (bench.flops.forward_flops_per_token).",
         "",
-        "words/CPU·s = words ÷ the CPU time of every thread of every rank (less sensitive to other jobs' load than words/s).",
+        "words/CPU·s = words ÷ the CPU time of every thread of every rank (less sensitive to other jobs' load than "
+        "words/s).",
         "",
-        "| variant | s/step | words/s | words/CPU·s | executed GFLOP/step | GFLOP/s | roofline (executed) | roofline (nominal) | data s/step |",
+        "| variant | s/step | words/s | words/CPU·s | executed GFLOP/step | GFLOP/s | roofline (executed) | roofline "
+        "(nominal) | data s/step |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, r in result["variants"].items():
         lines.append(
             f"| {name} | {r['seconds_per_step']:.3f} | {r['words_per_s']:.0f} | {r['words_per_cpu_s']:.0f} | "
-            f"{r['executed_training_gflop_per_step']:.1f} | {r['executed_gflops']:.1f} | {100 * r['roofline_executed']:.0f}% | "
+            f"{r['executed_training_gflop_per_step']:.1f} | {r['executed_gflops']:.1f} | "
+            f"{100 * r['roofline_executed']:.0f}% | "
             f"{100 * r['roofline_nominal']:.0f}% | {r['data_seconds_per_step']:.3f} |"
         )
     for name, ratio in result["ratios"].items():
         q, qc = ratio["per_step_quartiles"], ratio["per_step_cpu_quartiles"]
         lines += [
             "",
-            f"**{name} vs {result['ratios_vs']}: words/s ratio {ratio['words_per_s_ratio']:.2f}×** (per step, same batch: median "
-            f"{ratio['per_step_median']:.2f}×, quartiles {q[0]:.2f}–{q[2]:.2f}×, range {ratio['per_step_min_max'][0]:.2f}–"
-            f"{ratio['per_step_min_max'][1]:.2f}×); words/CPU·s ratio {ratio['words_per_cpu_s_ratio']:.2f}× (per step median "
+            f"**{name} vs {result['ratios_vs']}: words/s ratio {ratio['words_per_s_ratio']:.2f}×** (per step, same "
+            "batch: median "
+            f"{ratio['per_step_median']:.2f}×, quartiles {q[0]:.2f}–{q[2]:.2f}×, range "
+            f"{ratio['per_step_min_max'][0]:.2f}–"
+            f"{ratio['per_step_min_max'][1]:.2f}×); words/CPU·s ratio {ratio['words_per_cpu_s_ratio']:.2f}× (per step "
+            "median "
             f"{ratio['per_step_cpu_median']:.2f}×, quartiles {qc[0]:.2f}–{qc[2]:.2f}×).",
         ]
     first = result["variants"][names[-1]]
     share = ", ".join(f"{part} {100 * value:.0f}%" for part, value in first["executed_forward_share"].items())
     lines += [
         "",
-        f"Executed forward FLOPs by part ({names[-1]}): {share}; distinct words per position {first['distinct_words_per_token']:.2f}.",
+        f"Executed forward FLOPs by part ({names[-1]}): {share}; distinct words per position "
+        f"{first['distinct_words_per_token']:.2f}.",
     ]
     if result["profiles"]:
         profiled = list(result["profiles"])
         lines += [
             "",
-            "Profile of one step per variant (torch.profiler on rank 0, ms; backward work attributed to the part whose forward "
+            "Profile of one step per variant (torch.profiler on rank 0, ms; backward work attributed to the part "
+            "whose forward "
             "created it; profiler overhead included):",
             "",
             "| part | " + " | ".join(f"{n} fwd | {n} bwd" for n in profiled) + " |",

@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     print(
         f"{args.out}: model.safetensors {'matches' if record['match'] else 'DIFFERS FROM'} the published biLM "
-        f"({record['model_safetensors_sha256']['rebuilt'][:12]} vs {record['model_safetensors_sha256']['published'][:12]})"
+        f"({record['model_safetensors_sha256']['rebuilt'][:12]} vs "
+        f"{record['model_safetensors_sha256']['published'][:12]})"
     )
     return 0
 

@@ -13,9 +13,9 @@ hand. The regions and their writers:
 
 It lives in scripts/, beside the report script, because the project (project.yml, configs/, scripts/) must run
 without the rest of the repository: the smoke test copies only those, so scripts/ cannot import bench/.
-bench/ imports it from here (bench/performance_doc.py and bench/readme_speed.py put scripts/ at the end of sys.path). It imports nothing but the
-standard library, and spacy_elmo/ never imports it.
-"""
+bench/ imports it from here (bench/performance_doc.py and bench/readme_speed.py put scripts/ at the end of
+sys.path). It imports nothing but the standard library, and spacy_elmo/ never imports it.
+"""  # noqa: E501 - the table's rows stay whole (Markdown has no continuation line)
 
 from __future__ import annotations
 

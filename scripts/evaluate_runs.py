@@ -9,8 +9,9 @@ Every `{training}/{run}/model-best` (run names from scripts/train_ner.py, e.g. `
 one thread each, so spaCy and torch are imported once per worker rather than once per model. Test
 is scored once per final model: a run whose score file is newer than its `model-best` is skipped
 (delete the file to score again); an older score file (the run was trained again) moves, with its
-provenance record, to `{out}.replaced/{run}-{when it was written}.json` before the new model is scored. Only the project's final
-configurations are trained into these folders; settings are chosen on dev (results/README.md, "Protocol").
+provenance record, to `{out}.replaced/{run}-{when it was written}.json` before the new model is scored. Only the
+project's final configurations are trained into these folders; settings are chosen on dev (results/README.md,
+"Protocol").
 
 With `--ledger results/test_looks.json` every scoring is appended to the ledger of test looks
 (scripts/looks_ledger.py): the run's task, fraction, system, seed and recipe (from its training record), the
@@ -38,7 +39,8 @@ from train_ner import move_aside
 
 
 def evaluate(run: Path, test: Path, out: Path, gpu_id: int) -> str:
-    """Scores one run's `model-best` on `test` once: "scored", "kept" (scored before), or "" if that failed (the error shown)."""
+    """Scores one run's `model-best` on `test` once: "scored", "kept" (scored before), or "" if that failed (the
+    error shown)."""
     from spacy.cli.evaluate import evaluate as spacy_evaluate
 
     from spacy_elmo.provenance import Provenance
@@ -208,8 +210,10 @@ def main(argv: list[str] | None = None) -> int:
             if reason is None:
                 earlier = looks_ledger.same_recipe_looks(ledger, look)
                 print(
-                    f"[{run.name}] refused: {look['task']} {look['fraction']}% {look['system']} seed {look['seed']} with this recipe "
-                    f"already had a test look (look {earlier[-1]['look']}: {earlier[-1]['score']}); one look per recipe "
+                    f"[{run.name}] refused: {look['task']} {look['fraction']}% {look['system']} seed {look['seed']} "
+                    "with this recipe "
+                    f"already had a test look (look {earlier[-1]['look']}: {earlier[-1]['score']}); one look per "
+                    "recipe "
                     "- pass --again REASON to score it anyway (the reason is recorded)",
                     flush=True,
                 )

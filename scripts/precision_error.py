@@ -96,7 +96,8 @@ def cmd_measure(args) -> int:
 
     torch.manual_seed(0)
     result = {
-        "about": "Error of int8 / bf16 / fp16 against fp32 on the fixture biLMs (CPU), written by scripts/precision_error.py",
+        "about": "Error of int8 / bf16 / fp16 against fp32 on the fixture biLMs (CPU), written by "
+        "scripts/precision_error.py",
         "fixtures": {name: measure_fixture(name) for name in FIXTURES},
     }
     result["provenance"] = prov.record(torch_threads=torch.get_num_threads())
@@ -126,7 +127,8 @@ def render(result: dict) -> str:
         lines.append(f"| {title} | {how} | {'; '.join(parts)} |")
     lines += [
         "",
-        f"(Measured on CPU by `python scripts/precision_error.py measure`, {prov.get('ended_utc', '?')}, commit {commit}, "
+        f"(Measured on CPU by `python scripts/precision_error.py measure`, {prov.get('ended_utc', '?')}, commit "
+        f"{commit}, "
         f"{machine}: [results/precision_error.json](../results/precision_error.json).)",
     ]
     return "\n".join(lines)

@@ -115,7 +115,7 @@ def main():
     for name, part in [("train.txt", train), ("heldout.txt", heldout)]:
         path = args.output_dir / name
         path.write_text("".join(line + "\n" for line in part), encoding="utf8")
-        print(f"{path}: {len(part)} lines, {sum(len(l.split()) for l in part)} words")
+        print(f"{path}: {len(part)} lines, {sum(len(text.split()) for text in part)} words")
 
     words = [w for line in lines for w in line.split()]
     n_bytes = [len(w.encode("utf8")) for w in words]

@@ -4,8 +4,8 @@
 results/README.md) between `<!-- results:start -->` and `<!-- results:end -->`, and the few summary lines of the
 top-level README.md (between `<!-- results-summary:start -->` and `<!-- results-summary:end -->`, and the set-up's
 sentence on how long `make main` takes, between `<!-- make-main-time:start -->` and `<!-- make-main-time:end -->`).
-`python scripts/report.py readme` (and `publish`) call it; tests/project/test_report.py checks that both pages hold exactly
-what it returns for results/. The regions are spliced by doc_regions.py, the lab's one marker-splicing helper.
+`python scripts/report.py readme` (and `publish`) call it; tests/project/test_report.py checks that both pages hold
+exactly what it returns for results/. The regions are spliced by doc_regions.py, the lab's one marker-splicing helper.
 Every sentence here states what the files say (provenance, seeds, goals met or not, wall times against their
 budgets); nothing is typed by hand and nothing reads a clock or the machine.
 """
@@ -225,11 +225,15 @@ def seeds_time_lines(block: dict | None) -> list[str]:
     span, busy = _span_minutes(rest), _busy_minutes(rest)
     if span - busy < 1.0:
         total = span
-        text = f"Wall time: the seeds trainings and evaluations ran {span:.1f} min (first start to last end of their records)"
+        text = (
+            f"Wall time: the seeds trainings and evaluations ran {span:.1f} min "
+            "(first start to last end of their records)"
+        )
     else:  # run in more than one sitting (a changed cell retrained later): the time between sittings is not the run's
         total = busy
         text = (
-            f"Wall time: the seeds trainings and evaluations ran {busy:.1f} min (while any of their records ran: they ran in "
+            f"Wall time: the seeds trainings and evaluations ran {busy:.1f} min (while any of their records ran: they "
+            "ran in "
             f"more than one sitting, {span:.1f} min from first start to last end)"
         )
     if reused:
@@ -265,7 +269,8 @@ def all_time_lines(block: dict | None) -> list[str]:
         return []
     seconds = round(span * 60)  # to the second: a run near the budget must not read "60.0 min, within"
     text = (
-        f"Wall time of this `all` run: {seconds // 60} min {seconds % 60} s from the first recorded start to the report's end (fetching the "
+        f"Wall time of this `all` run: {seconds // 60} min {seconds % 60} s from the first recorded start to the "
+        "report's end (fetching the "
         "data and preprocessing record no time: about a minute)"
     )
     total = span
@@ -280,7 +285,8 @@ def all_time_lines(block: dict | None) -> list[str]:
 
 def make_main_time_lines(metrics: dict) -> list[str]:
     """`make main`'s own wall time, from the start the Makefile records (before it builds .venv) to the report's
-    end, and the pretraining speed it reached; nothing for a run not started by `make main` (or before it recorded this)."""
+    end, and the pretraining speed it reached; nothing for a run not started by `make main` (or before it recorded
+    this)."""
     started = (metrics.get("make_main") or {}).get("started_utc")
     report = (metrics.get("provenance") or {}).get("report") or {}
     minutes = _minutes({"started_utc": started, "ended_utc": report.get("ended_utc")}) if started else None
@@ -289,7 +295,8 @@ def make_main_time_lines(metrics: dict) -> list[str]:
     seconds = round(minutes * 60)
     speed = (metrics.get("pretrain_summary") or {}).get("words_per_s")
     text = (
-        f"`make main` itself, from its start ({started}, before building `.venv`) to the report's end: {seconds // 60} min "
+        f"`make main` itself, from its start ({started}, before building `.venv`) to the report's end: "
+        f"{seconds // 60} min "
         f"{seconds % 60} s, building the environment, fetching the data and preprocessing included"
     )
     if isinstance(speed, (int, float)):
@@ -344,7 +351,8 @@ def make_main_claim(results: Path) -> str:
         seconds = round(_span_minutes(records) * 60)
         speed = (metrics.get("pretrain_summary") or {}).get("words_per_s")
         text = (
-            f"The last recorded run took {seconds // 60} min {seconds % 60} s on {machine}, from its pretraining's start to its "
+            f"The last recorded run took {seconds // 60} min {seconds % 60} s on {machine}, from its pretraining's "
+            "start to its "
             "report, with building `.venv`, fetching the data and preprocessing not counted (it predates `make main` "
             "recording its own start)"
         )
@@ -493,12 +501,15 @@ def test_looks_lines(results: Path, page: Path) -> list[str]:
     out = [
         "#### Test looks per cell",
         "",
-        f"Every scoring of a model on the test set, from the ledger [{link}]({link}): {len(looks)} looks, {rebuilt} of them "
-        "reconstructed from git history (the commit each was published at), the rest recorded by `scripts/evaluate_runs.py` "
+        f"Every scoring of a model on the test set, from the ledger [{link}]({link}): {len(looks)} looks, {rebuilt} "
+        "of them "
+        "reconstructed from git history (the commit each was published at), the rest recorded by "
+        "`scripts/evaluate_runs.py` "
         "when it scored them. A look is one model scored once (one seed of one cell); a recipe is the config, the "
         "settings, the training data and the biLM. From this ledger on, a cell gets one look per recipe and seed.",
         "",
-        "| cell | looks | recipes looked at | looks at a recipe looked at before | recipe not in the files | published at, or scored at until published (commit: looks) |",
+        "| cell | looks | recipes looked at | looks at a recipe looked at before | recipe not in the files | "
+        "published at, or scored at until published (commit: looks) |",
         "|---|---:|---:|---:|---:|---|",
     ]
     cells: dict[tuple[str, str], list[dict]] = {}
@@ -558,7 +569,10 @@ def _look_before(looks: list[dict], entries: list[dict]) -> str:
     published = before[-1].get("published_at")
     before = [entry for entry in before if entry.get("published_at") == published]
     scores = " / ".join(f"s{entry['seed']} {entry['score']:.2f}" for entry in before)
-    text = f" The looks before them at this cell: {', '.join(str(e['look']) for e in before)} (published at `{(published or '?')[:7]}`): {scores}"
+    text = (
+        f" The looks before them at this cell: {', '.join(str(e['look']) for e in before)} "
+        f"(published at `{(published or '?')[:7]}`): {scores}"
+    )
     baseline = {
         entry["seed"]: entry["score"]
         for entry in cell
@@ -635,7 +649,8 @@ def _bilm_lines(bilm: dict | None) -> list[str]:
     text += (
         f"; {bilm['step']:,} steps, {bilm['words']:,} words in {bilm['train_seconds'] / 60:.1f} min of training, "
         f"{bilm['words_per_s']:,.0f} words/s ({bilm.get('world_size', 1)} process(es), {bilm.get('device', '?')}), "
-        f"{bilm.get('parameters', 0):,} parameters, {bilm.get('softmax', '?')} softmax over {bilm.get('vocab_size', 0):,} words."
+        f"{bilm.get('parameters', 0):,} parameters, {bilm.get('softmax', '?')} softmax over "
+        f"{bilm.get('vocab_size', 0):,} words."
     )
     return [text, ""]
 
@@ -764,7 +779,8 @@ def variants_section(
         "|---|---:|---:|---:|---:|",
     ]
     out += [
-        f"| {v['name']} | {v['pretrain_minutes']:.1f} | {v['heldout_ppl']:.1f} | {_pm(v['elmo'])} | {_gain_pm(v['gain'])} |"
+        f"| {v['name']} | {v['pretrain_minutes']:.1f} | {v['heldout_ppl']:.1f} | {_pm(v['elmo'])} | "
+        f"{_gain_pm(v['gain'])} |"
         for v in variants["variants"]
     ]
     top = max(v["gain"]["mean"] for v in variants["variants"])
@@ -786,7 +802,8 @@ def variants_section(
         ]
     for same in variants.get("same_bilm_as_first") or []:
         out += [
-            f"{same['variant']} against {same['reference']}, the same biLM, paired by seed (dev {label}, the seeds both "
+            f"{same['variant']} against {same['reference']}, the same biLM, paired by seed (dev {label}, the seeds "
+            "both "
             f"were trained at): {_gain_pm(same)}, ahead on {same['ahead_on']} of {same['n']} seeds.",
             "",
         ]
@@ -812,24 +829,28 @@ TASK_SIDE_RECIPES = (
     (
         "ner_recipes",
         "Recipe search with the adopted biLM: the NER model's side (dev)",
-        "`spacy project run recipes-report` in a checkout whose biLM is the adopted one writes `recipes.json`, published "
+        "`spacy project run recipes-report` in a checkout whose biLM is the adopted one writes `recipes.json`, "
+        "published "
         "as `results/ner_recipes.json`: each NER-side variant's paired dev gain",
     ),
     (
         "pos_recipes",
         "Recipe search: the POS tagger (dev)",
-        "`spacy project run pos-recipes-report` writes `results/pos_recipes.json`: each tagger-side variant's paired dev gain",
+        "`spacy project run pos-recipes-report` writes `results/pos_recipes.json`: each tagger-side variant's paired "
+        "dev gain",
     ),
     (
         "pos_finetune",
         "Recipe search: the POS tagger with the top biLM layer fine-tuned (dev)",
-        "`spacy project run pos-recipes-report . --vars.pos_recipes_name pos_finetune` writes `results/pos_finetune.json`",
+        "`spacy project run pos-recipes-report . --vars.pos_recipes_name pos_finetune` writes "
+        "`results/pos_finetune.json`",
     ),
 )
 
 
 def task_side_recipe_sections(results: Path, page: Path) -> list[str]:
-    """The task-side variants (`ner-variant-train`, `pos-variant-train`) on the adopted biLM, rendered like the variants."""
+    """The task-side variants (`ner-variant-train`, `pos-variant-train`) on the adopted biLM, rendered like the
+    variants."""
     return [
         line for name, title, empty in TASK_SIDE_RECIPES for line in variants_section(results, page, name, title, empty)
     ]

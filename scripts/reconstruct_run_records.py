@@ -104,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     from spacy_elmo.provenance import git_state
 
     commit = (git_state().get("commit") or "unknown")[:7]
-    source = f"reconstructed from {args.seeds} at {commit} by scripts/reconstruct_run_records.py (no dev curve: the logs are gone)"
+    source = (
+        f"reconstructed from {args.seeds} at {commit} by scripts/reconstruct_run_records.py "
+        "(no dev curve: the logs are gone)"
+    )
     records = records_from(
         json.loads(args.seeds.read_text(encoding="utf8")),
         source,

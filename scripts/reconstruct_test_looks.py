@@ -259,7 +259,8 @@ def _plain_reason(look: dict, earlier: list[dict]) -> str:
         again = "the same score" if any(entry["score"] == look["score"] for entry in same) else "another score"
         where = same[-1]["workflow"]
         return (
-            f"the same recipe as an earlier look (the `{where}` workflow's run, published at {same[-1]['published_at'][:7]}), "
+            f"the same recipe as an earlier look (the `{where}` workflow's run, published at "
+            f"{same[-1]['published_at'][:7]}), "
             f"trained and scored again by the `{look['workflow']}` workflow: {again}"
         )
     return "first look at this recipe"
@@ -281,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         ledger["looks"].append({"look": index, **{k: v for k, v in entry.items() if k != "look"}})
     looks_ledger.save(args.out, ledger)
     print(
-        f"wrote {args.out}: {len(rebuilt)} looks reconstructed from git history, {len(live)} recorded by evaluate_runs.py kept"
+        f"wrote {args.out}: {len(rebuilt)} looks reconstructed from git history, {len(live)} recorded by "
+        "evaluate_runs.py kept"
     )
     return 0
 

@@ -21,7 +21,7 @@ i.e. results/README.md) between `<!-- results:start -->` and `<!-- results:end -
 set-up's sentence on `make main`'s time); `--check` only compares, and exits 1 if either differs from what it
 would write (tests/project/test_report.py runs it). `publish` copies a run's results folder into results/ and then does
 `readme`.
-"""
+"""  # noqa: E501 - the first line is the script's --help description, whole
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@ from its console log and its model-best/meta.json, with the inputs' sha256 and t
 POS baseline's seed reaches the tagger).
 
     python scripts/seed_check.py --score tag_acc --column TAG_ACC --out results/pos_seed_check \
-        --command "the spacy train command, SEED for the seed" --input configs/tagger_baseline.cfg --input train_10.spacy \
+        --command "the spacy train command, SEED for the seed" \
+        --input configs/tagger_baseline.cfg --input train_10.spacy \
         0:RUN_DIR_0:LOG_0 1:RUN_DIR_1:LOG_1
 
 Copies each log (ANSI colours removed) into --out and writes --out/summary.json.

@@ -37,7 +37,8 @@ def main() -> None:
     model = load_model(args.model)
     vocab = find_vocab(args.model)
     lines = [
-        f"Nearest words ({args.n}) by cosine of token vectors, model `{args.model}`, vocabulary of {len(vocab.words):,} words.",
+        f"Nearest words ({args.n}) by cosine of token vectors, model `{args.model}`, vocabulary of "
+        f"{len(vocab.words):,} words.",
         "",
     ]
     lines += ["| word | nearest words (cosine) |", "|---|---|"]

@@ -33,7 +33,7 @@ is gone (another session) but whose record has the same command, inputs and thre
 score is not trained again: its result is the record's (the seeds report reads it), and with no model there is
 nothing to score on test again. A record without a test score, or with another command, input or thread setting,
 is trained again and rewritten (the committed history keeps the earlier record).
-"""
+"""  # noqa: E501 - the first line is the script's --help description, whole
 
 from __future__ import annotations
 
@@ -164,7 +164,8 @@ def dev_curve(log: Path, column: str) -> list[list[float]]:
 
 
 def write_record(records: Path, name: str, folder: Path, log: Path, prov: dict) -> Path:
-    """The committed record of a finished run (`records/{name}.json`): what it was, what it read, what it reached on dev."""
+    """The committed record of a finished run (`records/{name}.json`): what it was, what it read, what it reached on
+    dev."""
     parsed = looks_ledger.parse_run(name) or {"task": "ner", "system": name, "fraction": None, "seed": None}
     key, column = DEV_SCORE.get(parsed["task"], DEV_SCORE["ner"])
     try:

@@ -24,7 +24,10 @@ def _inference(when: str, code_line: str, rows: str, source: bool = False, threa
 
 
 def _row(batch: int, rss: int, executed: str = "70%", mode: str = "exact") -> str:
-    return f"| original | {batch} | {mode} | 700 | 150.0 | 75% | {executed} | {'50%' if batch == 1 else ''} | {rss} / 1300 |  |\n"
+    return (
+        f"| original | {batch} | {mode} | 700 | 150.0 | 75% | {executed} | {'50%' if batch == 1 else ''} | "
+        f"{rss} / 1300 |  |\n"
+    )
 
 
 def _runs(tmp_path, text: str):
@@ -78,7 +81,8 @@ def test_the_newest_clean_run_of_this_code_judges_each_target(tmp_path):
 def test_training_rows_come_from_the_newest_clean_run_per_config(tmp_path):
     section = lambda when, commit, fused: (  # noqa: E731
         f"## Training throughput, 2026-12-01 {when} UTC (pretrain_tiny.cfg, 2x256)\n\n"
-        f"Machine: AMD EPYC, 2 cores; torch 2.13.0+cpu, 1 threads, fp32, OMP_WAIT_POLICY=PASSIVE. {commit} Load average "
+        f"Machine: AMD EPYC, 2 cores; torch 2.13.0+cpu, 1 threads, fp32, OMP_WAIT_POLICY=PASSIVE. {commit} Load "
+        "average "
         "at start 1.00/1.00/1.00, at end 1.00/1.00/1.00.\n\nRoofline: words/s × 3 × forward FLOPs per word (1.00 MFLOP "
         "incl. softmax) ÷ fp32 GEMM rate measured in this run (100.0 GFLOP/s; before/after 90.0 / 100.0).\n\n"
         "| lstm_implementation | s/step | words/s | GFLOP/s (effective) | training roofline | vs eager |\n"

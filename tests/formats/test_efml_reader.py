@@ -108,7 +108,7 @@ def test_reads_the_fixture(efml_dir, efml):
 
 def test_whitespace_token_is_u3000(efml_dir, efml):
     # char.dic has a line for U+00A0; `strip` removes it, so the runtime files its id under U+3000
-    line = next(l for l in (efml_dir / "char.dic").read_text(encoding="utf-8").split("\n") if l.startswith("\xa0"))
+    line = next(e for e in (efml_dir / "char.dic").read_text(encoding="utf-8").split("\n") if e.startswith("\xa0"))
     assert efml.char_lexicon["\u3000"] == int(line.split("\t")[1])
     assert "\xa0" not in efml.char_lexicon
 
@@ -262,38 +262,42 @@ BROKEN = {
         "line 39 is not valid UTF-8",
     ),
     "three fields": (
-        lambda d: _edit_lines(d / "char.dic", lambda l: l.__setitem__(10, "a\tb\t10")),
+        lambda d: _edit_lines(d / "char.dic", lambda lines: lines.__setitem__(10, "a\tb\t10")),
         "char.dic",
         "line 11 has 3 tab-separated fields",
     ),
-    "blank line": (lambda d: _edit_lines(d / "word.dic", lambda l: l.insert(4, "")), "word.dic", "line 5 is blank"),
+    "blank line": (
+        lambda d: _edit_lines(d / "word.dic", lambda lines: lines.insert(4, "")),
+        "word.dic",
+        "line 5 is blank",
+    ),
     "id not an integer": (
-        lambda d: _edit_lines(d / "char.dic", lambda l: l.__setitem__(5, "<eow>\tfive")),
+        lambda d: _edit_lines(d / "char.dic", lambda lines: lines.__setitem__(5, "<eow>\tfive")),
         "char.dic",
         "line 6: id 'five' is not an integer",
     ),
     "line ended at U+2028": (
-        lambda d: _edit_lines(d / "word.dic", lambda l: l.__setitem__(14, "Ca\u2028fé\t14")),
+        lambda d: _edit_lines(d / "word.dic", lambda lines: lines.__setitem__(14, "Ca\u2028fé\t14")),
         "word.dic",
         "line 15: id 'Ca' is not an integer (the runtime also ends a line at U+2028)",
     ),
     "id used twice": (
-        lambda d: _edit_lines(d / "word.dic", lambda l: l.__setitem__(15, "long\t14")),
+        lambda d: _edit_lines(d / "word.dic", lambda lines: lines.__setitem__(15, "long\t14")),
         "word.dic",
         "id 14 is used twice: 'Café' (line 15) and 'long' (line 16)",
     ),
     "id gap": (
-        lambda d: _edit_lines(d / "word.dic", lambda l: l.__setitem__(15, "long\t99")),
+        lambda d: _edit_lines(d / "word.dic", lambda lines: lines.__setitem__(15, "long\t99")),
         "word.dic",
         "ids must be exactly 0..15",
     ),
     "overwritten whitespace entry": (
-        lambda d: _edit_lines(d / "char.dic", lambda l: l.append("\u3000\t119")),
+        lambda d: _edit_lines(d / "char.dic", lambda lines: lines.append("\u3000\t119")),
         "char.dic",
         "id 100 is unused; line 101 gave it to '\\u3000', which line 120 gives id 119",
     ),
     "missing special": (
-        lambda d: _edit_lines(d / "char.dic", lambda l: l.remove("<bow>\t4")),
+        lambda d: _edit_lines(d / "char.dic", lambda lines: lines.remove("<bow>\t4")),
         "char.dic",
         "missing the special token(s) <bow>",
     ),

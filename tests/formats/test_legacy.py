@@ -117,7 +117,8 @@ def test_missing_dataset(tmp_path, allennlp_dir):
     _edit_weights(weights, "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/B", delete=True)
     with pytest.raises(
         LegacyFormatError,
-        match=r"lm_weights\.hdf5: .*missing dataset 'RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/B' \(expected shape \(256,\)\)",
+        match=r"lm_weights\.hdf5: .*missing dataset 'RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/B' "
+        r"\(expected shape \(256,\)\)",
     ) as error:
         load_legacy(options, weights)
     assert str(error.value).startswith(f"{weights}: ") and "\n" not in str(error.value)

@@ -153,7 +153,8 @@ def test_a_users_readme_is_kept_and_our_card_is_rewritten(tiny_model, tmp_path, 
     assert (target / "README.md").read_text() == "# My notes\n\nHow I trained this.\n"
     kept = [r.getMessage() for r in caplog.records if "README.md" in r.getMessage()]
     assert kept == [
-        f"kept {target / 'README.md'}: it was not written by spacy-elmo, so no model card was written (delete it for one)"
+        f"kept {target / 'README.md'}: it was not written by spacy-elmo, so no model card was written (delete it for "
+        "one)"
     ]
     (target / "README.md").unlink()
     tiny_model.save_pretrained(target, tokenizer=ElmoTokenizer(lang="de"))

@@ -104,7 +104,8 @@ def _variant(src, dst, config_edit=None, tensors_edit=None):
         (
             lambda c: c.update(lstm_dim=128),
             None,
-            r"model.safetensors: weight shapes do not match config.json \(encoder.layers.0.bias: file \(2, 256\), config.json \(2, 512\);",
+            r"model.safetensors: weight shapes do not match config.json \(encoder.layers.0.bias: file \(2, 256\), "
+            r"config.json \(2, 512\);",
         ),
         (
             None,

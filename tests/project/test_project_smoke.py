@@ -213,7 +213,10 @@ def test_train_ner_reports_a_failed_run(tmp_path, capsys, script):
 def test_zh_preprocess_strips_tags_and_joins_split_person_names(script):
     """People's Daily tags names as surname + given name ("江/nr 泽民/nr"): joined into one word."""
     preprocess_zh = script("preprocess_zh")
-    line = "19980101-01-001-002/m  主席/n  江/nr  泽民/nr  和/c  [中央/n  人民/n]nt  克林顿/nr  欧阳/nr  修/nr  、/w  李/nr  鹏/nr"
+    line = (
+        "19980101-01-001-002/m  主席/n  江/nr  泽民/nr  和/c  [中央/n  人民/n]nt  "
+        "克林顿/nr  欧阳/nr  修/nr  、/w  李/nr  鹏/nr"
+    )
     assert preprocess_zh.parse_line(line) == ["主席", "江泽民", "和", "中央", "人民", "克林顿", "欧阳修", "、", "李鹏"]
     assert preprocess_zh.parse_line(line, join_compounds=True)[3] == "中央人民"
     assert preprocess_zh.parse_line("江/nr  泽民/nr", join_names=False) == ["江", "泽民"]
@@ -265,7 +268,8 @@ def test_train_ner_counts_a_run_on_other_threads_as_another_run(tmp_path, script
 
 
 def test_train_ner_trains_each_run_once_per_biLM(tmp_path, script):
-    """`--elmo TAG PATH` (repeated): one run per biLM × fraction × seed, each with its own --paths.elmo, named by tag."""
+    """`--elmo TAG PATH` (repeated): one run per biLM × fraction × seed, each with its own --paths.elmo, named by
+    tag."""
     train_ner = script("train_ner")
     import argparse
 

@@ -93,8 +93,8 @@ def test_project_settings_reach_the_command_with_their_dashes(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert (
-        "['--training.precision', 'bf16', '--components.elmo.fine_tune_layers', '1', '--training.frozen_components', '[]']"
-        in done.stdout
+        "['--training.precision', 'bf16', '--components.elmo.fine_tune_layers', '1', '--training.frozen_components', "
+        "'[]']" in done.stdout
     )
     assert "[]\n" in run("--force").stdout  # no settings: the command as written
     bad = run("--vars.settings", "training.precision bf16", "--force")

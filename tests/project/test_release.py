@@ -129,7 +129,8 @@ def test_wheel_and_sdist_build_pass_twine_and_a_fresh_venv_runs_the_quick_start(
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", venv], env=env, timeout=300)
     bin_dir = venv / "bin"
-    # --no-compile: no bytecode for all of torch (half the install's time); what the quick start imports compiles as it runs
+    # --no-compile: no bytecode for all of torch (half the install's time); what the quick start imports compiles
+    # as it runs
     pip = [bin_dir / "python", "-m", "pip", "install", "-q", "--no-compile", "-c", ROOT / "constraints.txt"]
     run([*pip, "torch"], env=env, timeout=600)  # the CPU wheel where the index serves it (Makefile, README)
     run([*pip, wheel], env=env, timeout=600)

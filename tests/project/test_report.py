@@ -308,16 +308,17 @@ def test_variants_pair_dev_gains_by_seed_and_render(variants, readme_results, tm
     assert lead["per_seed"] == {"0": 6.43, "1": 4.9} and lead["ahead_on"] == 2 and lead["n"] == 2
     assert (
         f"3,500 steps against the next largest gain, untrained (1 step), paired by seed (dev F1, the seeds both were "
-        f"trained at): {statistics.fmean([6.43, 4.9]):+.2f} ± {statistics.stdev([6.43, 4.9]):.2f} (n=2), ahead on 2 of 2 seeds."
+        f"trained at): {statistics.fmean([6.43, 4.9]):+.2f} ± {statistics.stdev([6.43, 4.9]):.2f} (n=2), ahead on 2 "
+        "of 2 seeds."
     ) in section
     # two variants with the same mean gain are both named, as a tie
     tied = json.loads((out / "variants.json").read_text())
     tied["variants"][1]["gain"] = dict(tied["variants"][0]["gain"], std=0.5)
     (out / "variants.json").write_text(json.dumps(tied))
     line = next(
-        l
-        for l in readme_results.render_section(out, tmp_path / "README.md").splitlines()
-        if l.startswith("Largest mean")
+        text
+        for text in readme_results.render_section(out, tmp_path / "README.md").splitlines()
+        if text.startswith("Largest mean")
     )
     assert line.startswith(
         f"Largest mean dev gain: tied: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)) "

@@ -1,4 +1,5 @@
-"""Issue 33: the ledger of test looks (results/test_looks.json), one look per recipe, and the runs' committed records."""
+"""Issue 33: the ledger of test looks (results/test_looks.json), one look per recipe, and the runs' committed
+records."""
 
 from __future__ import annotations
 

@@ -258,7 +258,8 @@ def test_bad_data_does_not_crash_training(tmp_path):
         b"\n\n   \n\r\n"
         + good.encode()
         + b"\r\n"
-        + "café naïve\u00a0nbsp \u200b zero-width .\n".encode()  # unusual, but UTF-8 (not UTF-8: refused, test_first_hour)
+        # unusual, but UTF-8 (not UTF-8: refused, test_first_hour)
+        + "café naïve\u00a0nbsp \u200b zero-width .\n".encode()
         + ("word " * 5000).encode()
         + b"\n"  # a line of many words: split into max_tokens sequences
         + b"x" * 300_000

@@ -57,7 +57,6 @@ def test_fused_gives_the_definitions_loss_and_gradients():
 def test_the_draws_hit_targets_and_the_hits_are_masked():
     """The comparison above covers accidental hits (a row's target among the negatives): without
     masking them, the fused loss would differ from the definition's."""
-    head = Head()
     hidden, targets = _inputs(torch.float32)
     torch.manual_seed(7)
     sampled, _ = LogUniformSampler(V).sample(S)
