@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test test-fast time-test bench main demo clean
+.PHONY: install test test-fast lint time-test bench main demo clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt requirements-test.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,13 @@ FAST_TESTS := tests/hf tests/spacy tests/formats tests/kernels tests/training te
 
 test-fast: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal -m "not slow" $(FAST_TESTS)
+
+# ruff (lint and format, over the whole repository's Python) and mypy (the library, spacy_elmo/), as configured
+# in pyproject.toml; .ci/run runs it after `make test`
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # `make test` in a fresh clone of HEAD, timed: writes bench/results/make_test.txt (the duration the README cites)
 time-test: install
