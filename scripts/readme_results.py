@@ -611,6 +611,54 @@ def headline_section(seeds: dict, metrics: dict | None = None) -> list[str]:
     return out + goal_lines(seeds["summary"]) + seeds_time_lines(seeds.get("provenance"))
 
 
+def redo_lines(results: Path) -> list[str]:
+    """While the seeds run's ELMo runs are being redone with the project biLM (`results/bilm`, whose
+    published.json names its model.safetensors sha256; issue 33): which runs read it, and each redone cell's
+    per-seed test scores and paired gains from the committed records (runs/training_seeds). Nothing when every
+    ELMo record names one biLM (then seeds.json, the headline above, is built from them)."""
+    folder = results / "runs" / "training_seeds"
+    records = {path.stem: _read_json(path) for path in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
+    scored = {run: r for run, r in records.items() if isinstance((r.get("test") or {}).get("score"), (int, float))}
+    elmo = {run: r for run, r in scored.items() if r.get("system") == "elmo"}
+    bilms = {r.get("bilm_sha256") for r in elmo.values()}
+    project = _read_json(results / "bilm" / "published.json").get("files", {}).get("model.safetensors")
+    if len(bilms) < 2 or project not in bilms:
+        return []
+    redone = {run: r for run, r in elmo.items() if r.get("bilm_sha256") == project}
+    out = [
+        f"**Being redone:** {len(redone)} of the {len(elmo)} ELMo runs' committed records "
+        f"([runs/training_seeds](runs/training_seeds)) read the project biLM `results/bilm` (model.safetensors "
+        f"sha256 {project[:12]}); the others read the published seeds run's biLM, whose weights are lost "
+        "(results/experiments.md). The headline above is the published run's until every ELMo run reads one biLM "
+        "(`report.py seeds` refuses a mixed set). The cells redone so far, test score per seed "
+        "(baseline / ELMo / paired gain):",
+        "",
+    ]
+    cells: dict = {}
+    for r in redone.values():
+        cells.setdefault((r["task"], str(r["fraction"])), []).append(r)
+    for (task, pct), runs in sorted(cells.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))):
+        parts, gains = [], []
+        for r in sorted(runs, key=lambda r: int(r["seed"])):
+            base = scored.get(f"{task}_baseline_{pct}_s{r['seed']}")
+            if base is None:
+                parts.append(f"s{r['seed']}: – / {r['test']['score']:.2f} / –")
+                continue
+            gains.append(round(r["test"]["score"] - base["test"]["score"], 2))
+            parts.append(f"s{r['seed']}: {base['test']['score']:.2f} / {r['test']['score']:.2f} / {gains[-1]:+.2f}")
+        spread = ""
+        if len(gains) > 1:
+            mean = sum(gains) / len(gains)
+            std = (sum((g - mean) ** 2 for g in gains) / (len(gains) - 1)) ** 0.5
+            spread = f"; paired gain {mean:+.2f} ± {std:.2f} (n={len(gains)})"
+            goal = GOALS.get((task, pct))
+            if goal is not None and len(gains) >= GOAL_SEEDS:
+                spread += f", goal ≥ {goal:+.2f}: " + ("met" if mean >= goal else "**not met**")
+        label = TASK_SCORE.get(task, ("", task))[1]
+        out.append(f"- {task} {pct}% ({label}): " + ", ".join(parts) + spread)
+    return out + [""]
+
+
 def _ner_lines(metrics: dict) -> list[str]:
     """The one-seed NER table, the best dev F1 each `model-best` was chosen by, and `spacy evaluate`'s speeds."""
     ner = {system: {int(p): s for p, s in per.items()} for system, per in metrics.get("ner", {}).items()}
@@ -906,6 +954,7 @@ def render_section(results: Path, page: Path) -> str:
     out = [GENERATED, ""]
     metrics = _read_json(results / "metrics.json")
     out += headline_section(_read_json(results / "seeds.json"), metrics)
+    out += redo_lines(results)
     out += test_looks_lines(results, page)
     out += last_run_section(metrics, results, page)
     out += probe_section(results, page) + variants_section(results, page) + recipes_section(results, page)
@@ -939,6 +988,12 @@ def render_summary(results: Path, readme: Path, page: Path) -> str:
                     f"{_gain_pm(gain) if gain else '–'} |"
                 )
         out += [""] + cell_settings_lines(_read_json(results / "seeds.json").get("provenance")) + goal_lines(summary)
+        if redo_lines(results):
+            out += [
+                "These are the published seeds run's figures; its ELMo runs are being redone with the committed "
+                'project biLM, and the cells redone so far are on the results page ("Being redone").',
+                "",
+            ]
     out += [
         f"How these were measured (the protocol, and which choices saw a test score), the per-seed values, the last "
         f"`all` run, the layer probes, the recipe searches, the ledger of test-set looks and the Chinese biLM: "

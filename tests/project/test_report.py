@@ -212,6 +212,43 @@ def test_seeds_mean_std_and_paired_gains(readme_results, report, tmp_path):
     assert "s1: 68.10 / 71.90 / +3.80" in section
 
 
+def test_the_page_shows_the_cells_redone_with_the_project_biLM(readme_results, tmp_path):
+    """While the ELMo runs are redone with results/bilm, the page lists the redone cells from their records
+    (per-seed scores, paired gains, the goal), and says nothing once one biLM remains."""
+    runs = tmp_path / "runs" / "training_seeds"
+    runs.mkdir(parents=True)
+    (tmp_path / "bilm").mkdir()
+    (tmp_path / "bilm" / "published.json").write_text(json.dumps({"files": {"model.safetensors": "a" * 64}}))
+
+    def record(system, seed, score, sha=None):
+        body = {"task": "pos", "fraction": "10", "system": system, "seed": seed, "test": {"score": score}}
+        (runs / f"pos_{system}_10_s{seed}.json").write_text(json.dumps({**body, "bilm_sha256": sha}))
+
+    for seed, (base, elmo) in enumerate([(92.11, 93.35), (92.21, 93.35), (92.15, 93.18)]):
+        record("baseline", seed, base)
+        record("elmo", seed, elmo, "a" * 64)
+    assert readme_results.redo_lines(tmp_path) == []  # one biLM: the headline is built from these records
+    (runs / "ner_elmo_10_s0.json").write_text(
+        json.dumps(
+            {
+                "task": "ner",
+                "fraction": "10",
+                "system": "elmo",
+                "seed": 0,
+                "test": {"score": 75.0},
+                "bilm_sha256": "b" * 64,
+            }
+        )
+    )
+    lines = readme_results.redo_lines(tmp_path)
+    assert lines[0].startswith("**Being redone:** 3 of the 4 ELMo runs")
+    gains = [1.24, 1.14, 1.03]
+    assert lines[2] == (
+        "- pos 10% (test accuracy): s0: 92.11 / 93.35 / +1.24, s1: 92.21 / 93.35 / +1.14, s2: 92.15 / 93.18 / +1.03; "
+        f"paired gain {statistics.fmean(gains):+.2f} ± {statistics.stdev(gains):.2f} (n=3), goal ≥ +1.00: met"
+    )
+
+
 def test_seeds_refuses_elmo_runs_of_two_biLMs(report, tmp_path):
     """The headline compares cells, so every ELMo run it reads must come from one biLM: committed records that
     name two model.safetensors sha256 stop the report, naming the runs of each (issue 33)."""
