@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 from pathlib import Path
 
 import doc_regions  # scripts/, beside this one
@@ -648,8 +649,7 @@ def redo_lines(results: Path) -> list[str]:
             parts.append(f"s{r['seed']}: {base['test']['score']:.2f} / {r['test']['score']:.2f} / {gains[-1]:+.2f}")
         spread = ""
         if len(gains) > 1:
-            mean = sum(gains) / len(gains)
-            std = (sum((g - mean) ** 2 for g in gains) / (len(gains) - 1)) ** 0.5
+            mean, std = statistics.fmean(gains), statistics.stdev(gains)
             spread = f"; paired gain {mean:+.2f} ± {std:.2f} (n={len(gains)})"
             goal = GOALS.get((task, pct))
             if goal is not None and len(gains) >= GOAL_SEEDS:
