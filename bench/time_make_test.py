@@ -100,7 +100,11 @@ def render(record: dict) -> str:
         f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Python {m['python']}; "
         f"load average {record['load_start']} at start, {record['load_end']} at end",
         "assets/: "
-        + ("present" if record["assets"] else "absent, so the project smoke test fetched its corpora from PyPI"),
+        + (
+            "present"
+            if record["assets"]
+            else "absent, so the project smoke test, where the command runs it, fetched its corpora from PyPI"
+        ),
         "",
         f"wall time (whole command, venv build included): {_minutes(record['wall_s'])} ({record['wall_s']:.1f} s)",
         f"CPU time of the command and its children: user {record['user_s']:.1f} s, sys {record['sys_s']:.1f} s",

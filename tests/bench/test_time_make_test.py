@@ -49,7 +49,9 @@ def test_times_make_test_in_a_fresh_clone_and_records_it(tmp_path):
     assert (
         f"commit: {commit} (a clean clone of HEAD) (the checkout also had uncommitted changes, not measured: " in text
     )
-    assert "assets/: absent, so the project smoke test fetched its corpora from PyPI" in text
+    assert (
+        "assets/: absent, so the project smoke test, where the command runs it, fetched its corpora from PyPI" in text
+    )
     assert "exit status: 0" in text and "    2 passed, 1 warning in 1.72s\n" in text
     assert "    1.50s call tests/test_a.py::test_slow\n    0.20s setup tests/test_a.py::test_fast\n" in text
     assert "failed tests" not in text and not (tmp_path / "make_test_failed_output.txt").exists()
