@@ -694,19 +694,12 @@ def main(argv=None) -> int:
 
 
 def _commit(directory: Path) -> str:
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(directory), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return commit + (" (with uncommitted changes)" if dirty else "")
+    """bench.run.code_version, worded for this section: "(with uncommitted changes)" for its "-dirty"."""
+    sys.path.insert(0, str(ROOT))
+    from bench.run import code_version
+
+    version = code_version(directory)
+    return version.removesuffix("-dirty") + (" (with uncommitted changes)" if version.endswith("-dirty") else "")
 
 
 def render_section(result: dict, argv: list[str], started: str, load_start, label: str, codes: dict) -> str:
