@@ -13,6 +13,11 @@ takes its size once on disk. pooch downloads into a temporary file and moves it 
 complete (and its hash matches), and an archive is extracted into a temporary sibling folder renamed
 to `model/` only on success, so an interrupted or failed run leaves nothing that a later run would
 use, and no folder it created.
+
+Processes that fetch one URL at once (the ranks of a torchrun job) download it once: a file lock per
+cache folder (in the system's temporary folder, so the cache holds only models) lets the first one
+download while the others wait, then find it cached. The lock does not reach processes on other
+machines that share a cache folder (a network file system): fetch the model on one machine first.
 """
 
 from __future__ import annotations
@@ -152,18 +157,30 @@ def _retrieve(url: str, progress: bool, processor=None) -> str:
     address, known_hash = _split_fragment(url)
     name = _file_name(address)
     folder = cache_dir() / f"{hashlib.sha256(address.encode()).hexdigest()[:16]}-{name}"
-    if processor is not None:
-        cached = processor.cached(folder, known_hash)
-        if cached is not None:
-            return cached
-    created = [p for p in (folder, *folder.parents) if not p.exists()]  # nearest first
-    try:
-        return _download(address, known_hash, name, folder, progress, processor)
-    except BaseException:
-        for path in created:  # only folders this run made, and only if empty: never what another run put there
-            with contextlib.suppress(OSError):
-                path.rmdir()
-        raise
+    with _one_fetch_at_a_time(folder):
+        if processor is not None:
+            cached = processor.cached(folder, known_hash)
+            if cached is not None:
+                return cached
+        created = [p for p in (folder, *folder.parents) if not p.exists()]  # nearest first
+        try:
+            return _download(address, known_hash, name, folder, progress, processor)
+        except BaseException:
+            for path in created:  # only folders this run made, and only if empty: never what another run put there
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+            raise
+
+
+@contextlib.contextmanager
+def _one_fetch_at_a_time(folder: Path):
+    """Holds the lock of cache folder `folder` while it is checked and filled. The lock file is
+    named by the folder's absolute path and kept in the temporary folder, not in the cache."""
+    from filelock import FileLock
+
+    key = hashlib.sha256(str(folder.absolute()).encode()).hexdigest()[:16]
+    with FileLock(Path(tempfile.gettempdir()) / f"spacy_elmo-fetch-{key}.lock"):
+        yield
 
 
 def _download(address: str, known_hash: str | None, name: str, folder: Path, progress: bool, processor) -> str:

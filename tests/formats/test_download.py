@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+import subprocess
 import sys
 import tarfile
 import threading
+import time
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,10 +23,14 @@ from spacy_elmo.download import DownloadError, cache_dir, fetch, is_url
 
 class _Handler(BaseHTTPRequestHandler):
     """Serves `server.routes[path] = (body, drop)`; `drop` sends the full Content-Length but
-    closes the connection after half the body. Records each request path in `server.requests`."""
+    closes the connection after half the body. Records each request path in `server.requests`. With
+    `server.hold` seconds, the first request waits up to that long for a second one to come."""
 
     def do_GET(self):
         self.server.requests.append(self.path)
+        deadline = time.monotonic() + self.server.hold  # hold the first request until a second one comes
+        while len(self.server.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
         route = self.server.routes.get(self.path)
         if route is None:
             self.send_error(404)
@@ -42,7 +49,7 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    httpd.routes, httpd.requests = {}, []
+    httpd.routes, httpd.requests, httpd.hold = {}, [], 0.0
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
@@ -426,6 +433,47 @@ def test_cache_location(monkeypatch, tmp_path):
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache_dir() == tmp_path / "home" / ".cache" / "spacy_elmo"
+
+
+# a process that imports the downloader, says so, waits for a line on stdin, then fetches argv[1]
+_FETCH_ON_GO = (
+    "import sys; from spacy_elmo.download import fetch; print('ready', flush=True); sys.stdin.readline(); "
+    "print(fetch(sys.argv[1], progress=False), flush=True)"
+)
+
+
+def test_processes_fetching_one_url_at_once_download_it_once(server, cache, model_files, tmp_path):
+    """Two processes (as the ranks of a torchrun job) fetch one archive URL at the same moment: the server
+    sees one download and both get the same, complete model directory. The server holds the first request
+    until a second comes (up to 3 s), so without the lock both processes would download it."""
+    url = serve(server, "/m.zip", make_zip({"elmo/" + k: v for k, v in model_files.items()}))
+    server.hold = 3.0
+    (tmp_path / "tmp").mkdir()  # the lock files of this test only
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", _FETCH_ON_GO, url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(2)
+    ]
+    for rank in ranks:
+        assert rank.stdout.readline().strip() == "ready"
+    for rank in ranks:
+        rank.stdin.write("go\n")
+        rank.stdin.flush()
+    outputs = [rank.communicate(timeout=120) for rank in ranks]
+    assert [rank.returncode for rank in ranks] == [0, 0], [err for _, err in outputs]
+    (model_dir,) = {out.strip() for out, _ in outputs}
+    assert server.requests == ["/m.zip"]
+    assert {p.name: p.read_bytes() for p in Path(model_dir).iterdir()} == model_files
+    (folder,) = cache.iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == ["model", "model.sha256"]  # no lock file in the cache
+    assert len(list((tmp_path / "tmp").glob("spacy_elmo-fetch-*.lock"))) == 1
 
 
 # --- URL references wherever a model reference is taken ---------------------------------------------
