@@ -76,14 +76,29 @@ def _gain_pm(cell: dict) -> str:
     )
 
 
+# what the lab's own steps write into results/ as a workflow goes (scripts/train_ner.py's run records,
+# scripts/evaluate_runs.py's ledger of test looks): a later step of the same workflow finds them changed. They
+# are its outputs, and no computation reads them for its numbers (they only decide what to reuse or refuse).
+_BOOKKEEPING = ("results/runs/", "results/test_looks.json")
+
+
+def _changed_inputs(record: dict) -> list[str]:
+    """A record's uncommitted paths other than the workflow's own bookkeeping (_BOOKKEEPING)."""
+    git = record.get("git") or {}
+    return [p for p in git.get("dirty_paths", []) if not p.startswith(_BOOKKEEPING)] if git.get("dirty") else []
+
+
 def _commit(record: dict) -> str:
     git = record.get("git") or {}
     if not git.get("commit"):
         return "commit unknown (not a git checkout)"
     text = f"commit `{git['commit'][:12]}`"
-    if git.get("dirty"):
-        paths = ", ".join(f"`{p}`" for p in git.get("dirty_paths", []))
+    changed = _changed_inputs(record)
+    if changed:
+        paths = ", ".join(f"`{p}`" for p in changed)
         text += f" **with uncommitted changes (dirty tree: {paths})**"
+    elif git.get("dirty"):
+        text += " (clean tree but for the run records and test-look ledger that the workflow writes)"
     else:
         text += " (clean tree)"
     return text
@@ -119,7 +134,7 @@ def provenance_lines(what: str, block: dict | None) -> list[str]:
     records = [block["report"]] if "report" in block else [block]
     records += list(block.get("steps", {}).values())
     commits = sorted({_commit(r) for r in records})
-    dirty = any((r.get("git") or {}).get("dirty") for r in records)
+    dirty = any(_changed_inputs(r) for r in records)
     starts = [r["started_utc"] for r in records if r.get("started_utc")]
     ends = [r["ended_utc"] for r in records if r.get("ended_utc")]
     lines = [f"**{what}**: {'; '.join(commits)}; {min(starts)} – {max(ends)} UTC; {_machine(records[0])}."]
@@ -424,16 +439,23 @@ def cell_settings_lines(block: dict | None) -> list[str]:
 
 
 def shared_bilm_lines(seeds_block: dict | None, all_block: dict | None) -> list[str]:
-    """Says so when the seeds results were made with another biLM than the last `all` run's (a rerun of `all`
-    with a new recipe that `seeds` has not followed yet), naming both pretrainings."""
+    """Says so when the seeds results were made with another biLM than the last `all` run's, naming both
+    pretrainings: an earlier one (a rerun of `all` with a new recipe that `seeds` has not followed yet) or a later
+    one (the committed project biLM, `results/bilm`, pretrained after the last `all` run, which pretrains its own)."""
     mine, theirs = (next(iter(_pretrain_records(block)), None) for block in (seeds_block, all_block))
     if not mine or not theirs or mine.get("started_utc") == theirs.get("started_utc"):
         return []
+    earlier = str(mine.get("started_utc")) < str(theirs.get("started_utc"))
+    why = (
+        "`spacy project run seeds` has not been rerun on the new one yet."
+        if earlier
+        else "the seeds workflow reads the committed project biLM (`results/bilm`), and `make main`, which "
+        "pretrains its own, has not been run since it was made."
+    )
     return [
-        f"⚠ **These seeds results use an earlier biLM** than the last `all` run below: pretrained "
-        f"{mine.get('started_utc')} ({_commit(mine)}, {_max_steps(mine)} steps), against "
-        f"{theirs.get('started_utc')} ({_commit(theirs)}, {_max_steps(theirs)} steps) for `all`; "
-        "`spacy project run seeds` has not been rerun on the new one yet.",
+        f"⚠ **These seeds results use {'an earlier' if earlier else 'a later'} biLM** than the last `all` run "
+        f"below: pretrained {mine.get('started_utc')} ({_commit(mine)}, {_max_steps(mine)} steps), against "
+        f"{theirs.get('started_utc')} ({_commit(theirs)}, {_max_steps(theirs)} steps) for `all`; {why}",
         "",
     ]
 

@@ -176,6 +176,18 @@ def test_provenance_clean_dirty_and_step_times(readme_results, tmp_path):
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     section = readme_results.render_section(tmp_path, tmp_path / "README.md")
     assert "DIRTY TREE" in section and "`configs/ner_elmo.cfg`" in section
+    # the run records and test-look ledger that earlier steps of the workflow wrote are its outputs, not a dirty tree
+    metrics["provenance"]["steps"]["training/elmo_10"] = _record(
+        dirty=["results/runs/training_seeds/ner_elmo_10_s0.json", "results/test_looks.json"]
+    )
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    section = readme_results.render_section(tmp_path, tmp_path / "README.md")
+    assert "DIRTY" not in section and "uncommitted" not in section
+    assert "(clean tree but for the run records and test-look ledger that the workflow writes)" in section
+    metrics["provenance"]["steps"]["training/elmo_10"] = _record(dirty=["results/test_looks.json", "scripts/x.py"])
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    section = readme_results.render_section(tmp_path, tmp_path / "README.md")
+    assert "DIRTY TREE" in section and "(dirty tree: `scripts/x.py`)" in section
 
 
 def test_seeds_mean_std_and_paired_gains(readme_results, report, tmp_path):
@@ -711,6 +723,9 @@ def test_all_wall_time_and_a_seeds_run_on_an_earlier_bilm_are_stated_from_the_re
         readme_results.shared_bilm_lines({"steps": {"work/bilm": pretrain("2026-11-27T07:30:00Z", "4400")}}, block)
         == []
     )
+    # the committed project biLM, pretrained after the last `all` run: a later biLM, and why
+    later = readme_results.shared_bilm_lines({"steps": {"bilm": pretrain("2026-11-28T12:10:34Z", "4400")}}, block)[0]
+    assert "a later biLM" in later and "earlier" not in later and "`results/bilm`" in later
     assert readme_results.shared_bilm_lines(seeds, {}) == []
     metrics = {"provenance": block}
     assert warning in readme_results.headline_section(
