@@ -137,7 +137,9 @@ def provenance_lines(what: str, block: dict | None) -> list[str]:
     dirty = any(_changed_inputs(r) for r in records)
     starts = [r["started_utc"] for r in records if r.get("started_utc")]
     ends = [r["ended_utc"] for r in records if r.get("ended_utc")]
-    lines = [f"**{what}**: {'; '.join(commits)}; {min(starts)} – {max(ends)} UTC; {_machine(records[0])}."]
+    machines = list(dict.fromkeys(_machine(r) for r in records if r.get("machine"))) or [_machine(records[0])]
+    where = machines[0] if len(machines) == 1 else f"{len(machines)} machines: " + "; ".join(machines)
+    lines = [f"**{what}**: {'; '.join(commits)}; {min(starts)} – {max(ends)} UTC; {where}."]
     if dirty:
         lines[0] = "⚠ **DIRTY TREE: not reproducible from a commit.** " + lines[0]
     seeds = sorted({r["seed"] for r in records if r.get("seed") is not None})

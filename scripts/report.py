@@ -26,10 +26,12 @@ would write (tests/project/test_report.py runs it). `publish` copies a run's res
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -41,6 +43,8 @@ from spacy_elmo.provenance import sha256 as _sha256
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout: configs at a recorded commit are read from its git
 
 NAME = re.compile(r"^(?P<system>[a-z]+)_(?P<pct>\d+)\.json$")
 SEED_NAME = re.compile(r"^(?P<task>[a-z]+)_(?P<system>[a-z]+)_(?P<pct>\d+)_s(?P<seed>\d+)\.json$")
@@ -200,19 +204,38 @@ def _versioned(name: str, digest: str) -> str:
     return f"{Path(name).stem}.{digest[:8]}{Path(name).suffix}"
 
 
+def _config_text(entry: dict, record: dict) -> bytes | None:
+    """The bytes of a config a step used: its copy in the step's output folder, or, for a step run in an earlier
+    session (its committed run record; the folder is gone), the file at the step's recorded commit, when its
+    sha256 is the one recorded (a config that was uncommitted then gives None)."""
+    copy = entry.get("copy")
+    if copy and Path(copy).is_file():
+        return Path(copy).read_bytes()
+    commit = (record.get("git") or {}).get("commit")
+    if not commit or not entry.get("path") or not entry.get("sha256"):
+        return None
+    shown = subprocess.run(["git", "show", f"{commit}:{entry['path']}"], capture_output=True, cwd=ROOT)
+    if shown.returncode != 0 or hashlib.sha256(shown.stdout).hexdigest() != entry["sha256"]:
+        return None
+    return shown.stdout
+
+
 def copy_configs(steps: dict, out: Path) -> dict:
     """Copies every config the steps used into out/configs/ (named by file, sha256-checked); {name: sha256}."""
     copied = {}
     for record in steps.values():
         for entry in record.get("configs", []):
-            copy, digest = entry.get("copy"), entry.get("sha256")
-            if not copy or not Path(copy).is_file():
+            digest = entry.get("sha256")
+            if digest in copied.values():
+                continue
+            text = _config_text(entry, record)
+            if text is None:
                 continue
             name = Path(entry["path"]).name
             if name in copied and copied[name] != digest:
                 name = _versioned(name, digest)  # two versions of one config
             (out / "configs").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(copy, out / "configs" / name)
+            (out / "configs" / name).write_bytes(text)
             copied[name] = digest
     return copied
 

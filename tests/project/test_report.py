@@ -188,6 +188,12 @@ def test_provenance_clean_dirty_and_step_times(readme_results, tmp_path):
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     section = readme_results.render_section(tmp_path, tmp_path / "README.md")
     assert "DIRTY TREE" in section and "(dirty tree: `scripts/x.py`)" in section
+    # steps run on two machines (a seeds run whose records span sessions): both are named
+    metrics["provenance"]["steps"]["training/elmo_10"] = _record()
+    metrics["provenance"]["steps"]["training/elmo_10"]["machine"]["cpu"] = "Intel Xeon"
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    section = readme_results.render_section(tmp_path, tmp_path / "README.md")
+    assert "2 machines: AMD EPYC, 2 cores" in section and "; Intel Xeon, 2 cores" in section
 
 
 def test_seeds_mean_std_and_paired_gains(readme_results, report, tmp_path):
@@ -930,3 +936,27 @@ def test_collect_records_make_mains_start(report, tmp_path, capsys):
         == 0
     )
     assert "make_main" not in json.loads((tmp_path / "out2" / "metrics.json").read_text())
+
+
+def test_configs_of_runs_from_earlier_sessions_come_from_their_recorded_commit(report, tmp_path):
+    """A run reused from its committed record has no output folder here: the config it used is read from git at the
+    commit its provenance records, and kept only when its sha256 is the recorded one."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(
+        ["git", "show", "HEAD:configs/ner_baseline.cfg"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    import hashlib
+
+    digest = hashlib.sha256(text).hexdigest()
+
+    def step(sha):
+        entry = {"path": "configs/ner_baseline.cfg", "sha256": sha, "copy": str(tmp_path / "gone" / "ner_baseline.cfg")}
+        return {"git": {"commit": head.strip(), "dirty": False}, "configs": [entry]}
+
+    assert report.copy_configs({"training_seeds/ner_baseline_10_s0": step(digest)}, tmp_path / "a") == {
+        "ner_baseline.cfg": digest
+    }
+    assert (tmp_path / "a" / "configs" / "ner_baseline.cfg").read_bytes() == text
+    # the file at that commit is not the config the run recorded (it was uncommitted then): nothing is claimed
+    assert report.copy_configs({"training_seeds/ner_baseline_10_s0": step("0" * 64)}, tmp_path / "b") == {}
+    assert not (tmp_path / "b").exists()
