@@ -72,6 +72,26 @@ def recipe(train_record: dict | None) -> dict:
     }
 
 
+def run_fields(run: str, parsed: dict, train_record: dict) -> dict:
+    """The fields of a committed run record (results/runs/...) that its training's provenance gives: which run it is
+    and what it read (recipe, config, data and biLM sha256). scripts/train_ner.py writes records with them and
+    scripts/reconstruct_run_records.py rebuilds the published run's records with them."""
+    rec = recipe(train_record)
+    inputs = train_record.get("inputs") or {}
+    return {
+        "run": run,
+        "task": parsed["task"],
+        "fraction": parsed["fraction"],
+        "system": parsed["system"],
+        "seed": train_record.get("seed"),
+        "settings": rec["settings"],
+        "config": rec["config"],
+        "config_sha256": rec["config_sha256"],
+        "data_sha256": {key: value for key, value in inputs.items() if key.endswith(".spacy")},
+        "bilm_sha256": rec["bilm_sha256"],
+    }
+
+
 def recipe_known(entry: dict) -> bool:
     """Whether an entry's recipe is fully known (config, settings and data; the biLM too for a run that has one)."""
     rec = entry.get("recipe") or {}

@@ -52,7 +52,6 @@ def records_from(seeds: dict, source: str, ledger: dict | None = None) -> dict[s
         evaluation = steps.get(f"metrics_seeds/{run}")
         if score is None or not evaluation:
             continue
-        recipe = looks_ledger.recipe(prov)
         look = next(
             (
                 entry["look"]
@@ -62,16 +61,7 @@ def records_from(seeds: dict, source: str, ledger: dict | None = None) -> dict[s
             None,
         )
         found[run] = {
-            "run": run,
-            "task": parsed["task"],
-            "fraction": parsed["fraction"],
-            "system": parsed["system"],
-            "seed": prov.get("seed"),
-            "settings": recipe["settings"],
-            "config": recipe["config"],
-            "config_sha256": recipe["config_sha256"],
-            "data_sha256": {key: value for key, value in prov["inputs"].items() if key.endswith(".spacy")},
-            "bilm_sha256": recipe["bilm_sha256"],
+            **looks_ledger.run_fields(run, parsed, prov),
             "threads": threads(ONE_THREAD),
             "threads_source": (
                 "inferred, not recorded: the seeds workflow ran train_ner.py with --jobs 2, which gives each training "

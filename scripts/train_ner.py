@@ -174,18 +174,8 @@ def write_record(records: Path, name: str, folder: Path, log: Path, prov: dict) 
         )
     except (OSError, ValueError):
         best = None
-    recipe = looks_ledger.recipe(prov)
     record = {
-        "run": name,
-        "task": parsed["task"],
-        "fraction": parsed["fraction"],
-        "system": parsed["system"],
-        "seed": prov.get("seed"),
-        "settings": recipe["settings"],
-        "config": recipe["config"],
-        "config_sha256": recipe["config_sha256"],
-        "data_sha256": {key: value for key, value in (prov.get("inputs") or {}).items() if key.endswith(".spacy")},
-        "bilm_sha256": recipe["bilm_sha256"],
+        **looks_ledger.run_fields(name, parsed, prov),
         "threads": (prov.get("machine") or {}).get("threads"),
         "command": prov["command"][1:],
         "inputs": prov.get("inputs"),
