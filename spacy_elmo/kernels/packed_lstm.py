@@ -368,14 +368,13 @@ class _LayerRun(NamedTuple):
 
     def direction(self, d: int) -> None:
         weights, layout, hidden = self.weights, self.layout, self.hidden
-        has_projection = weights.proj_weight is not None
         exact, onednn = self.exact, self.onednn
         # (Any: torch.ops resolves its operators at run time; the prepacked lists are None unless onednn)
         linear: Any = torch.ops.mkldnn._linear_pointwise if onednn else None
         packed_hidden = self.packed_hidden[d] if self.packed_hidden is not None else None
-        packed_proj = self.packed_proj[d] if self.packed_proj is not None and has_projection else None
+        packed_proj = self.packed_proj[d] if self.packed_proj is not None else None
         hidden_weight = weights.hidden_weight[d]
-        proj_weight = weights.proj_weight[d] if weights.proj_weight is not None else None  # (has_projection)
+        proj_weight = weights.proj_weight[d] if weights.proj_weight is not None else None
         cell_clip, proj_clip = weights.cell_clip, weights.proj_clip
         c, cell_out, out = self.c[d], self.cell_out[d], self.out[d]
         h_prev = self.h0[d]
@@ -413,7 +412,7 @@ class _LayerRun(NamedTuple):
                 m = cell_out[:n]
                 torch.mul(cell, 2.0, out=m).sigmoid_().mul_(2.0).sub_(1.0).mul_(gates[:, 3 * hidden :])  # tanh(c)·o
                 h_new = out[offset : offset + n]
-                if proj_weight is not None:  # has_projection
+                if proj_weight is not None:
                     if onednn:
                         projected = linear(m, packed_proj, None, "none", [], "")
                     elif exact:

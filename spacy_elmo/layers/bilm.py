@@ -409,8 +409,8 @@ def predict_cached(model: Model, docs: Sequence[Doc], cache: LayerCache | None) 
         if hit is None:
             missing.append(i)
         else:
-            # the cache holds host copies of Floats3d outputs (asarray is typed as any array)
-            outputs[i] = cast(Floats3d, model.ops.asarray(cast(Floats3d, hit)))
+            # the cache holds host copies of Floats3d outputs
+            outputs[i] = model.ops.asarray3f(cast(Floats3d, hit), dtype=None)
     if missing:
         for i, layers in zip(missing, model.predict([docs[i] for i in missing])):
             cache.put(keys[i], layers)

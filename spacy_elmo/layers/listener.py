@@ -9,7 +9,6 @@ for the same batch of Docs. Otherwise (prediction, or training with `elmo` froze
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import cast
 
 from spacy.tokens import Doc
 from thinc.api import Model
@@ -105,7 +104,7 @@ def listener_forward(model: ElmoListener, docs: list[Doc], is_train: bool) -> tu
     for doc in docs:
         data = doc._.elmo
         if data is not None and len(data) == len(doc):
-            outputs.append(cast(Floats3d, model.ops.asarray(data.layers)))  # (asarray is typed as any array)
+            outputs.append(model.ops.asarray3f(data.layers, dtype=None))
         elif is_train:
             raise ValueError(
                 "ElmoListener: the Docs have no `doc._.elmo` layers. When the 'elmo' component is "
