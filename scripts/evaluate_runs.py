@@ -93,17 +93,15 @@ def scored_before(run: Path, out: Path) -> bool:
     return target.is_file() and target.stat().st_mtime >= (run / "model-best" / "meta.json").stat().st_mtime
 
 
-def planned_look(run: Path, test: Path) -> dict:
-    """The ledger entry a scoring of `run` would be, before its score: what it is (from its name and its
-    training record) and its recipe."""
+def planned_look(run: Path, test_sha256: str) -> dict:
+    """The ledger entry a scoring of `run` on the test file of sha256 `test_sha256` would be, before its score:
+    what it is (from its name and its training record) and its recipe."""
     try:
         train = json.loads((run / "provenance.json").read_text(encoding="utf8"))
     except (OSError, ValueError):
         train = {}
     parsed = looks_ledger.parse_run(run.name) or {"task": "ner", "system": run.name, "fraction": None, "seed": None}
     seed = parsed["seed"] if parsed["seed"] is not None else train.get("seed")
-    from spacy_elmo.provenance import sha256
-
     return {
         "task": parsed["task"],
         "fraction": parsed["fraction"],
@@ -115,7 +113,7 @@ def planned_look(run: Path, test: Path) -> dict:
         "threads": (train.get("machine") or {}).get("threads"),
         "score_name": looks_ledger.TASK_SCORE.get(parsed["task"], "ents_f"),
         "model_sha256": looks_ledger.model_sha256(run / "model-best"),
-        "test_sha256": sha256(test),
+        "test_sha256": test_sha256,
     }
 
 
@@ -203,9 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     looks, refused = {}, []
     if args.ledger:  # decided here, before any scoring, and written here: the workers never touch the ledger
+        from spacy_elmo.provenance import sha256
+
         ledger = looks_ledger.load(args.ledger)
+        test_sha256 = sha256(args.test)
         for run in [run for run in runs if not scored_before(run, args.out)]:
-            look = planned_look(run, args.test)
+            look = planned_look(run, test_sha256)
             reason = check_look(look, ledger, args.again.strip() or None)
             if reason is None:
                 earlier = looks_ledger.same_recipe_looks(ledger, look)

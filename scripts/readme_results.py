@@ -79,7 +79,7 @@ def _gain_pm(cell: dict) -> str:
 # what the lab's own steps write into results/ as a workflow goes (scripts/train_ner.py's run records,
 # scripts/evaluate_runs.py's ledger of test looks): a later step of the same workflow finds them changed. They
 # are its outputs, and no computation reads them for its numbers (they only decide what to reuse or refuse).
-_BOOKKEEPING = ("results/runs/", "results/test_looks.json")
+_BOOKKEEPING = ("results/runs/", f"results/{looks_ledger.LEDGER}")
 
 
 def _changed_inputs(record: dict) -> list[str]:
@@ -673,8 +673,8 @@ def redo_lines(results: Path) -> list[str]:
             parts.append(f"s{r['seed']}: {base['test']['score']:.2f} / {r['test']['score']:.2f} / {gains[-1]:+.2f}")
         spread = ""
         if len(gains) > 1:
-            mean, std = statistics.fmean(gains), statistics.stdev(gains)
-            spread = f"; paired gain {mean:+.2f} ± {std:.2f} (n={len(gains)})"
+            mean = statistics.fmean(gains)
+            spread = "; paired gain " + _gain_pm({"mean": mean, "std": statistics.stdev(gains), "n": len(gains)})
             goal = GOALS.get((task, pct))
             if goal is not None and len(gains) >= GOAL_SEEDS:
                 spread += f", goal ≥ {goal:+.2f}: " + ("met" if mean >= goal else "**not met**")
