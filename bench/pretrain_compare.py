@@ -91,15 +91,8 @@ def main(argv=None) -> int:
     }
     print(json.dumps(result, indent=2))
     if args.append_results:
-        import subprocess
-
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
         from bench.machine import describe
+        from bench.train_throughput import commit_words
 
         load_end = os.getloadavg()
         lines = [
@@ -107,7 +100,7 @@ def main(argv=None) -> int:
             "",
             f"Machine: {describe()['cpu']}, {os.cpu_count()} cores; torch {torch.__version__}, "
             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}. Commit "
-            f"{commit}{' (with uncommitted changes)' if dirty else ''}. "
+            f"{commit_words(ROOT)}. "
             f"Load average at start {'/'.join(f'{x:.2f}' for x in load_start)}, at end "
             f"{'/'.join(f'{x:.2f}' for x in load_end)}.",
             "",

@@ -693,7 +693,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def _commit(directory: Path) -> str:
+def commit_words(directory: Path) -> str:
     """bench.run.code_version, worded for this section: "(with uncommitted changes)" for its "-dirty"."""
     sys.path.insert(0, str(ROOT))
     from bench.run import code_version
@@ -717,7 +717,8 @@ def render_section(result: dict, argv: list[str], started: str, load_start, labe
         cpu = platform.processor()
     load_end = os.getloadavg()
     names = list(result["variants"])
-    code_lines = "; ".join(f"{name}: `{codes[name]}` at {_commit(codes[name])}" for name in names)
+    commits = {directory: commit_words(directory) for directory in set(codes.values())}
+    code_lines = "; ".join(f"{name}: `{codes[name]}` at {commits[codes[name]]}" for name in names)
     lines = [
         f"## Training throughput, {started} ({result['config']}, {result['architecture']})"
         + (f" ({label})" if label else ""),
