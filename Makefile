@@ -22,7 +22,7 @@ test: install
 
 # for a change to the package alone: its test folders (tests/ mirrors spacy_elmo/; tests/project and tests/bench
 # are the lab's) without the tests marked `slow` (end-to-end and multi-process runs); `make test` runs everything
-FAST_TESTS := tests/hf tests/spacy tests/formats tests/kernels tests/training tests/cli
+FAST_TESTS := tests/hf tests/spacy tests/formats tests/kernels tests/training tests/tools tests/cli
 
 test-fast: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal -m "not slow" $(FAST_TESTS)

@@ -135,7 +135,7 @@ def inference(model, batch_size: int, batches: int, repeats: int, rates: dict) -
     ids, mask = (t.to(DEVICE) for t in encoded[0])
     breakdown = {}
     with torch.inference_mode(), torch.autocast(DEVICE, dtype=torch.bfloat16):
-        from spacy_elmo.modeling_elmo import add_sentence_boundaries
+        from spacy_elmo.hf.modeling_elmo import add_sentence_boundaries
 
         char_ids, full_mask, _ = add_sentence_boundaries(ids, mask.bool())
         real = char_ids[full_mask]
@@ -368,7 +368,7 @@ def main(argv=None) -> int:
     if "inference" in parts:
         report["inference"] = inference(model, 128, 4, repeats, rates)
         save()
-    from spacy_elmo.lstm_implementations import LSTM_IMPLEMENTATIONS
+    from spacy_elmo.hf.lstm_implementations import LSTM_IMPLEMENTATIONS
 
     trainers = [name for name in LSTM_IMPLEMENTATIONS if name in ("eager", "fused")]
     if "training" in parts:

@@ -110,8 +110,8 @@ def batch_stats(char_ids, mask, config, softmax_width: int) -> dict:
     highway layers see, the LSTM's padded positions, the targets per direction."""
     import torch
 
+    from spacy_elmo.hf.modeling_elmo import add_sentence_boundaries
     from spacy_elmo.kernels import char_cnn
-    from spacy_elmo.modeling_elmo import add_sentence_boundaries
 
     ids, full_mask = add_sentence_boundaries(char_ids, mask.bool())[:2]  # older code returns 2, newer 3 values
     words = torch.unique(ids[full_mask], dim=0)

@@ -103,7 +103,7 @@ def _time_batches(run, batches, min_seconds: float) -> list[float]:
 
 
 def _quantize(model) -> None:
-    from spacy_elmo.quantization import quantize_int8
+    from spacy_elmo.hf.quantization import quantize_int8
 
     quantize_int8(model)
 
@@ -213,9 +213,9 @@ def _pipe(args, model, batches, encoded) -> dict:
     try:
         import spacy
 
-        from spacy_elmo import pipeline_component  # noqa: F401  (registers the factory)
+        from spacy_elmo.spacy import component  # noqa: F401  (registers the factory)
     except Exception as err:  # noqa: BLE001 - reported, not raised
-        return {"pipe_error": f"spacy_elmo.pipeline_component not available ({type(err).__name__}: {err})"}
+        return {"pipe_error": f"spacy_elmo.spacy.component not available ({type(err).__name__}: {err})"}
     texts = [" ".join(sentence) for batch in batches for sentence in batch]
     try:
         nlp = spacy.blank("en")

@@ -37,7 +37,7 @@ FIXTURES = {  # name: (options, weights, sentences file)
 OPTIONS = {  # name: (how, in the doc)
     "int8": (
         "int8 dynamic quantization (CPU)",
-        "`spacy_elmo.quantization.quantize_int8(model)`; undo with `quantization.dequantize(model)`",
+        "`spacy_elmo.hf.quantization.quantize_int8(model)`; undo with `quantization.dequantize(model)`",
     ),
     "bf16": ("bf16 autocast", '`with torch.autocast("cuda", dtype=torch.bfloat16):` (also `"cpu"`)'),
     "fp16": ("fp16 autocast", '`with torch.autocast("cuda", dtype=torch.float16):`'),
@@ -69,7 +69,7 @@ def measure_fixture(name: str) -> dict:
     import torch
 
     from spacy_elmo import ElmoTokenizer, load_legacy
-    from spacy_elmo.quantization import dequantize, quantize_int8
+    from spacy_elmo.hf.quantization import dequantize, quantize_int8
 
     options, weights, sentences = (ROOT / part for part in FIXTURES[name])
     model = load_legacy(options, weights).eval()

@@ -13,7 +13,7 @@ import argparse
 import time
 from pathlib import Path
 
-from spacy_elmo.loading import load_model
+from spacy_elmo.formats.references import load_model
 from spacy_elmo.tools.similar import (
     contextual_word_vectors,
     find_vocab,

@@ -52,7 +52,7 @@ def input_hashes(command: Sequence[str], exclude: Iterable[str | os.PathLike] = 
     (`--paths.train 'corpus/*.txt'`) gives each file it names (as "corpus/a.txt", ...), expanded as
     pretraining expands it. Paths under `exclude` (e.g. the command's output) are left out. Two runs
     with equal commands and equal hashes read the same settings and data."""
-    from .file_sets import resolve_files
+    from .files import resolve_files
 
     skip = [Path(p).resolve() for p in exclude]
 

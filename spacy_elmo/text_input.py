@@ -153,7 +153,7 @@ def make_tokenizer(data_format: str = "tokenized", lang: str = "en") -> Callable
     if data_format == "tokenized":
         return str.split
     if data_format == "text":
-        from .tokenization_elmo import spacy_word_splitter
+        from .hf.tokenization_elmo import spacy_word_splitter
 
         return spacy_word_splitter(lang)
     raise ValueError(f"data format must be 'tokenized' or 'text', got {data_format!r}")

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (FileNotFoundError, ValueError, OSError) as err:
         # the modules that raise these are imported by then: checking the classes costs nothing
-        from ..loading import ModelNotFoundError
+        from ..formats.references import ModelNotFoundError
 
         for line in str(err).splitlines() or [type(err).__name__]:  # several problems: one line each
             print(f"error: {line}", file=sys.stderr)

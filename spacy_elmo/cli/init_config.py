@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..shipped_configs import shipped_configs  # standard library only
+from ..tools.init_config import shipped_configs  # standard library only
 from .arguments import add_command
 
 
 def run(args) -> int:
     """Writes a shipped config (e.g. ner_elmo, tagger_baseline, pretrain_small) to OUTPUT ('-' = stdout),
     complete and ready for `spacy debug config` / `spacy train` (or `spacy-elmo pretrain`)."""
-    from ..shipped_configs import write_config
+    from ..tools.init_config import write_config
     from ..training.settings import parse_overrides
 
     source = write_config(

@@ -1,4 +1,4 @@
-"""Exact fast kernels for the biLM of `spacy_elmo.modeling_elmo` (and its opt-in approximations).
+"""Exact fast kernels for the biLM of `spacy_elmo.hf.modeling_elmo` (and its opt-in approximations).
 
 The readable forward pass in `modeling_elmo.py` is the definition; everything here computes the
 same function (up to float rounding, ~1e-7) unless it says otherwise, and is chosen explicitly by

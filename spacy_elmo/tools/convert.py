@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..download import is_url
-from ..loading import load_pretrained
-from ..model_directory import save_model_directory
+from ..formats.download import is_url
+from ..formats.references import load_pretrained
+from ..hf.model_directory import save_model_directory
 
 
 def convert(

@@ -55,7 +55,7 @@ def dump_embeddings(
     the file and line); `device` is "auto" (CUDA when available), "cpu" or "cuda"."""
     import h5py
 
-    from ..loading import load_pretrained
+    from ..formats.references import load_pretrained
 
     procs = Distributed.from_env(device)  # the same torchrun/device set-up as pretraining
     world, rank, torch_device = procs.world_size, procs.rank, procs.device
@@ -133,7 +133,7 @@ def print_embeddings(
 ) -> None:
     """`spacy-elmo embed MODEL` (no files): each sentence of standard input (one per line) and the
     first `dims` components of its words' vectors (the mean of the layers) on standard output."""
-    from ..loading import load_pretrained
+    from ..formats.references import load_pretrained
 
     model, tokenizer = load_pretrained(model_ref)
     model = model.to(pick_device(device))

@@ -90,7 +90,7 @@ def layer_features(
     on stderr (when it is a terminal); `tokenizer`: the model's (default: `default_tokenizer`)."""
     from tqdm import tqdm
 
-    from ..model_directory import default_tokenizer
+    from ..hf.model_directory import default_tokenizer
 
     tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model)
     device = next(model.parameters()).device
@@ -209,7 +209,7 @@ def probe_tasks(
     """{"tasks": {task: run_probe(...)}} for a model reference (HF dir, hub id, legacy or EFML files,
     URL); the biLM runs on `device` ("auto": CUDA when available), the probes on the CPU."""
     from ..devices import pick_device
-    from ..loading import check_reference, load_pretrained
+    from ..formats.references import check_reference, load_pretrained
 
     torch.manual_seed(seed)
     tasks = list(tasks)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ..vocabulary import SPECIAL_TOKENS, Vocabulary
+from ..training.vocabulary import SPECIAL_TOKENS, Vocabulary
 
 
 def nearest_words(
@@ -36,7 +36,7 @@ def nearest_words(
     (`vocab_file`, else the model's vocab.txt) by context-independent vectors, or, given a `corpus`,
     among its words by their layer-`layer` vectors averaged over it. The biLM runs on `device`."""
     from ..devices import pick_device
-    from ..loading import load_pretrained
+    from ..formats.references import load_pretrained
 
     if corpus is None:
         model, tokenizer = load_pretrained(model_ref)  # first: a wrong model reference is the likelier mistake
@@ -76,7 +76,7 @@ def find_vocab(model_ref: str | Path, vocab_file: str | Path | None = None) -> V
 def token_vectors(model, words: list[str], batch_size: int = 2048, tokenizer=None) -> torch.Tensor:
     """[len(words), projection_dim] context-independent vectors (float32, CPU); `tokenizer`: the
     model's (default: `model_directory.default_tokenizer`)."""
-    from ..model_directory import default_tokenizer
+    from ..hf.model_directory import default_tokenizer
 
     tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model)
     device = next(model.parameters()).device
@@ -115,7 +115,7 @@ def contextual_word_vectors(
     """(words, [len(words), dim]): each word's layer-`layer` vectors averaged over its occurrences
     in `sentences` (words seen at least `min_count` times), then centred on the mean word.
     `progress`: a bar counting sentences on stderr (when it is a terminal); `tokenizer`: the model's."""
-    from ..model_directory import default_tokenizer
+    from ..hf.model_directory import default_tokenizer
 
     if not 0 <= layer < model.num_layers:
         raise ValueError(f"layer must be in 0..{model.num_layers - 1} for this model, got {layer}")

@@ -1,7 +1,7 @@
 """Pretraining and fine-tuning ELMo biLMs (the tools that use a trained one are in `spacy_elmo.tools`).
 
 - `vocabulary`: the character lexicon and the unigram perplexity baseline (the word vocabulary,
-  vocab.txt, is `spacy_elmo.vocabulary`).
+  vocab.txt, is `spacy_elmo.training.vocabulary`).
 - `text`: a corpus's training sequences, streamed (reading UTF-8 lines is `spacy_elmo.text_input`).
 - `batches`: the streaming sharded corpus → deterministic, resumable global batches.
 - `sampled_softmax`: log-uniform sampled softmax (as bilm-tf) for large vocabularies.

@@ -27,8 +27,8 @@ from ..characters import TokenEncoder, Utf8Characters
 from ..text_input import read_block
 from .text import iter_sequences, split_long
 
-if TYPE_CHECKING:  # for the annotation only: spacy_elmo.vocabulary imports the model
-    from ..vocabulary import Vocabulary
+if TYPE_CHECKING:  # for the annotation only: spacy_elmo.training.vocabulary imports the model
+    from .vocabulary import Vocabulary
 
 
 @dataclass

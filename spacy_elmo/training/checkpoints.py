@@ -29,8 +29,8 @@ from typing import Any
 
 import torch
 
-from ..atomic_files import write_text_atomic
-from ..model_directory import save_model_directory
+from ..files import write_text_atomic
+from ..hf.model_directory import save_model_directory
 from .batches import DataPosition
 from .settings import PretrainError
 
@@ -231,7 +231,7 @@ class Checkpoints:
     @staticmethod
     def load_model(path: Path, device: torch.device):
         """The checkpoint's model with LM head: HF's strict `from_pretrained`, safetensors only."""
-        from ..modeling_elmo import ElmoForBidirectionalLM
+        from ..hf.modeling_elmo import ElmoForBidirectionalLM
 
         try:
             model = ElmoForBidirectionalLM.from_pretrained(str(path), use_safetensors=True)

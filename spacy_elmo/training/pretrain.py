@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from ..atomic_files import write_text_atomic
 from ..devices import Distributed
-from ..model_directory import save_model_directory
+from ..files import write_text_atomic
+from ..hf.model_directory import save_model_directory
 from .run import Run, build_run
 from .settings import PretrainError, TrainingSettings, read_settings
 from .steps import StepInfo, evaluate, train_steps

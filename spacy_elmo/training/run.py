@@ -18,18 +18,17 @@ from typing import Any
 
 import torch
 
-from ..configuration_elmo import config_error_message
 from ..devices import Distributed
-from ..file_sets import resolve_files
+from ..files import resolve_files
+from ..hf.configuration_elmo import config_error_message
 from ..provenance import threads as thread_variables
 from ..text_input import check_text_files, make_tokenizer
-from ..vocabulary import Vocabulary
 from .batches import Corpus
 from .checkpoints import Checkpoints, MetricsLog, TrainState, check_free_space, check_writable
 from .settings import PretrainError, PretrainSettings
 from .start import FromElmo, FromLanguageModel, Resume, Start, choose_start, pretrained_start
 from .text import iter_sequences
-from .vocabulary import build_char_lexicon, unigram_perplexity
+from .vocabulary import Vocabulary, build_char_lexicon, unigram_perplexity
 
 # The devices where torch has a fused kernel for each optimizer. torch refuses fused Adagrad on CUDA
 # only at the first step, not when the optimizer is made, so the choice is made here, by device.
@@ -227,7 +226,7 @@ def _vocabulary(start: Start, output: Path, text: _Text) -> Vocabulary:
 
 def _model_config(start: Start, settings: PretrainSettings, vocab: Vocabulary, text: _Text):
     """The model's ElmoConfig, and the character lexicon a fresh run with data.characters = "lexicon" built."""
-    from ..configuration_elmo import ElmoConfig
+    from ..hf.configuration_elmo import ElmoConfig
 
     if isinstance(start, Resume):
         return ElmoConfig.from_pretrained(str(start.checkpoint)), None
@@ -260,7 +259,7 @@ def _model_config(start: Start, settings: PretrainSettings, vocab: Vocabulary, t
 def _tokenizer(start: Start, settings: PretrainSettings, config, vocab: Vocabulary, char_lexicon):
     """The tokenizer saved with the model: the checkpoint's or the pretrained model's (its character
     and word lexicons), else UTF-8 characters (or the lexicon) with the data's language."""
-    from ..tokenization_elmo import ElmoTokenizer
+    from ..hf.tokenization_elmo import ElmoTokenizer
 
     if isinstance(start, Resume) and (start.checkpoint / "tokenizer_config.json").is_file():
         return ElmoTokenizer.from_pretrained(str(start.checkpoint))
@@ -279,7 +278,7 @@ def _tokenizer(start: Start, settings: PretrainSettings, config, vocab: Vocabula
 
 def _check_disk_space(settings: PretrainSettings, output: Path, config) -> int:
     """Room for the checkpoints kept and the export; returns the model's parameter count."""
-    from ..modeling_elmo import ElmoForBidirectionalLM
+    from ..hf.modeling_elmo import ElmoForBidirectionalLM
 
     with torch.device("meta"):
         n_params = sum(p.numel() for p in ElmoForBidirectionalLM(config).parameters())
@@ -291,7 +290,7 @@ def _check_disk_space(settings: PretrainSettings, output: Path, config) -> int:
 
 
 def _model(start: Start, config, checkpoints: Checkpoints, device: torch.device):
-    from ..modeling_elmo import ElmoForBidirectionalLM
+    from ..hf.modeling_elmo import ElmoForBidirectionalLM
 
     if isinstance(start, Resume):
         return checkpoints.load_model(start.checkpoint, device)

@@ -135,7 +135,7 @@ MODEL_EXCLUDED = {
 def _model_fields() -> dict[str, tuple[Any, Any]]:
     from transformers import PreTrainedConfig
 
-    from ..configuration_elmo import ElmoConfig
+    from ..hf.configuration_elmo import ElmoConfig
 
     namespace = vars(sys.modules[ElmoConfig.__module__])
     inherited = {f.name for f in dataclasses.fields(PreTrainedConfig)}
@@ -156,7 +156,7 @@ def _model_fields() -> dict[str, tuple[Any, Any]]:
 
 def _check_model(self):
     """The set keys must make a valid ElmoConfig (its own checks: sizes, filters, ranges)."""
-    from ..configuration_elmo import ElmoConfig, config_error_message
+    from ..hf.configuration_elmo import ElmoConfig, config_error_message
 
     values = self.model_dump(exclude_unset=True)
     if values.get("word_embedding_dim"):  # pretraining sets the size from its vocabulary

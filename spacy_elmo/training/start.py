@@ -91,7 +91,7 @@ def pretrained_start(settings: PretrainSettings, start: Fresh | Resume) -> Start
     reference = settings.paths.init_from
     if reference is None or isinstance(start, Resume):
         return start
-    from ..configuration_elmo import ElmoConfig
+    from ..hf.configuration_elmo import ElmoConfig
 
     path = Path(str(reference))
     vocab_file = path / "vocab.txt"
@@ -99,7 +99,7 @@ def pretrained_start(settings: PretrainSettings, start: Fresh | Resume) -> Start
         config = ElmoConfig.from_pretrained(str(path))
         if config.vocab_size and vocab_file.is_file() and _has_lm_head(path):
             return FromLanguageModel(path, config, vocab_file)
-    from ..loading import load_pretrained
+    from ..formats.references import load_pretrained
 
     elmo, tokenizer = load_pretrained(reference)
     return FromElmo(path, elmo.config, elmo, tokenizer)

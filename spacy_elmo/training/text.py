@@ -2,7 +2,7 @@
 whole corpus), each line → words, long lines cut into sequences of at most `max_tokens` words.
 
 Reading and checking the lines (UTF-8 only, `TextError` naming the file and line) is
-`spacy_elmo.text_input`'s, which the tools share; which files a path names is `spacy_elmo.file_sets`'.
+`spacy_elmo.text_input`'s, which the tools share; which files a path names is `spacy_elmo.files`'.
 """
 
 from __future__ import annotations

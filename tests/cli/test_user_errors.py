@@ -15,8 +15,8 @@ import pytest
 import spacy
 
 from spacy_elmo.cli import main
-from spacy_elmo.loading import ModelNotFoundError, is_hub_id, load_model
-from spacy_elmo.pipeline_component import ElmoSettingError
+from spacy_elmo.formats.references import ModelNotFoundError, is_hub_id, load_model
+from spacy_elmo.spacy.component import ElmoSettingError
 
 DEAD_HUB = "http://127.0.0.1:9"  # nothing listens there: a connection is refused at once
 
@@ -69,7 +69,7 @@ def test_unreachable_hub_fails_fast_but_cached_models_load(tiny_model_dir, tmp_p
     (repo / "refs" / "main").write_text(revision)
     script = textwrap.dedent("""
         import time
-        from spacy_elmo.loading import ModelNotFoundError, load_model
+        from spacy_elmo.formats.references import ModelNotFoundError, load_model
         print(load_model("test-org/tiny-elmo").config.output_dim)   # cached: no hub needed
         start = time.perf_counter()
         try:

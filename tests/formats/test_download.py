@@ -1,4 +1,4 @@
-"""URL model references (spacy_elmo.download) against a real HTTP server on 127.0.0.1: archives and
+"""URL model references (spacy_elmo.formats.download) against a real HTTP server on 127.0.0.1: archives and
 legacy pairs are downloaded once into $SPACY_ELMO_CACHE, checked against a sha256 fragment, and a
 broken connection, a corrupt or hostile archive or an HTTP error leaves nothing a later run uses."""
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from spacy_elmo.download import DownloadError, cache_dir, fetch, is_url
+from spacy_elmo.formats.download import DownloadError, cache_dir, fetch, is_url
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -437,7 +437,7 @@ def test_cache_location(monkeypatch, tmp_path):
 
 # a process that imports the downloader, says so, waits for a line on stdin, then fetches argv[1]
 _FETCH_ON_GO = (
-    "import sys; from spacy_elmo.download import fetch; print('ready', flush=True); sys.stdin.readline(); "
+    "import sys; from spacy_elmo.formats.download import fetch; print('ready', flush=True); sys.stdin.readline(); "
     "print(fetch(sys.argv[1], progress=False), flush=True)"
 )
 
@@ -491,7 +491,7 @@ def test_loader_convert_and_spacy_take_urls(server, cache, fixtures_dir, tmp_pat
     from spacy.tokens import Doc
 
     from spacy_elmo.cli import main
-    from spacy_elmo.loading import load_pretrained
+    from spacy_elmo.formats.references import load_pretrained
 
     efml = serve(server, "/efml/zh.model.zip", _zip_folder(fixtures_dir / "efml_tiny", "zh.model"))
     model, tokenizer = load_pretrained(efml, progress=False)

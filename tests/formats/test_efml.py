@@ -16,7 +16,7 @@ from spacy.tokens import Doc
 import spacy_elmo
 from spacy_elmo import ElmoModel, ElmoTokenizer, save_legacy
 from spacy_elmo.cli import main
-from spacy_elmo.loading import load_pretrained
+from spacy_elmo.formats.references import load_pretrained
 
 TOL = 1e-5  # the bound, relative to each layer's scale (the reference is float32 too)
 
@@ -176,7 +176,7 @@ def test_writing_it_back(loaded, tmp_path):
 
 
 def test_int8_runs_on_it_with_a_bounded_error(loaded, reference):
-    from spacy_elmo.quantization import dequantize, quantize_int8
+    from spacy_elmo.hf.quantization import dequantize, quantize_int8
 
     model, tokenizer = loaded
     sentences, expected = reference

@@ -1,4 +1,4 @@
-"""ELMoForManyLangs directories (spacy_elmo.efml): the tiny fixture reads as the package's runtime reads
+"""ELMoForManyLangs directories (spacy_elmo.formats.efml): the tiny fixture reads as the package's runtime reads
 it, every broken directory gets one line naming the file, and the mapped weights compute what the
 original layers compute (checked against the layers' definitions, not against typed numbers)."""
 
@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from spacy_elmo.configuration_elmo import ElmoConfig
-from spacy_elmo.efml import (
+from spacy_elmo.formats.efml import (
     KNOWN_ARCHITECTURES,
     WORD_SPECIALS,
     EfmlFormatError,
@@ -25,7 +24,8 @@ from spacy_elmo.efml import (
     read_lexicon,
     weight_table,
 )
-from spacy_elmo.modeling_elmo import ElmoLstmLayer, ElmoModel, Highway
+from spacy_elmo.hf.configuration_elmo import ElmoConfig
+from spacy_elmo.hf.modeling_elmo import ElmoLstmLayer, ElmoModel, Highway
 
 
 @pytest.fixture(scope="module")

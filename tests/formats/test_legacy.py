@@ -21,7 +21,7 @@ from spacy_elmo import (
     save_legacy,
 )
 from spacy_elmo.cli import main as cli_main
-from spacy_elmo.legacy import config_from_options, read_legacy_state_dict, weight_table
+from spacy_elmo.formats.legacy import config_from_options, read_legacy_state_dict, weight_table
 
 WORDS = [["Legacy", "weights", "load", "."], ["ok"]]
 

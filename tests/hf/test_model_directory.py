@@ -12,8 +12,8 @@ import spacy
 import torch
 
 from spacy_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
-from spacy_elmo.loading import load_pretrained
-from spacy_elmo.modeling_elmo import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
+from spacy_elmo.formats.references import load_pretrained
+from spacy_elmo.hf.modeling_elmo import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
 
 
 def _tokenizer_settings(directory) -> dict:
@@ -106,7 +106,7 @@ def test_one_table_of_kernels_and_a_pure_resolver():
 
 def test_every_kernel_has_one_signature(tiny_model):
     """Each table entry is called the same way and computes the same layers."""
-    from spacy_elmo.modeling_elmo import add_sentence_boundaries
+    from spacy_elmo.hf.modeling_elmo import add_sentence_boundaries
 
     batch = ElmoTokenizer()([["The", "cat", "sat"], ["Hi"]])
     ids, mask, _ = add_sentence_boundaries(batch["input_ids"], batch["attention_mask"])

@@ -13,7 +13,7 @@ import spacy_elmo  # noqa: F401  (registers the Auto classes)
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
 from spacy_elmo import ElmoTokenizer
 from spacy_elmo.characters import batch_to_char_ids
-from spacy_elmo.tokenization_elmo import spacy_word_splitter
+from spacy_elmo.hf.tokenization_elmo import spacy_word_splitter
 
 
 def _ids(words_batch, max_chars=50):

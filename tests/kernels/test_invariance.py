@@ -13,8 +13,8 @@ import torch
 
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
 from spacy_elmo.characters import batch_to_char_ids
-from spacy_elmo.layers.bilm import window_spans
-from spacy_elmo.loading import load_model
+from spacy_elmo.formats.references import load_model
+from spacy_elmo.spacy.layers.bilm import window_spans
 
 
 def _close(got, want, exact, config) -> None:
@@ -84,7 +84,7 @@ def test_long_documents_are_stitched_from_the_per_window_outputs(tiny_model_dir,
         "elmo",
         config={
             "model": {
-                "@architectures": "spacy-elmo.ElmoModel.v1",
+                "@architectures": "spacy-elmo.ElmoBiLM.v1",
                 "name": str(tiny_model_dir),
                 "max_length": size,
                 "window_overlap": overlap,

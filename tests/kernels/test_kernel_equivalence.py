@@ -528,8 +528,8 @@ def test_private_torch_api_fallbacks_are_exact(capability, monkeypatch, caplog, 
     products) and the directions pool's (the intra-op thread count of each direction's products)
     give fp32 within float32 rounding of the definition, as the capability does. The int8 and bf16
     paths use neither oneDNN nor the pool: the same bits (int8 products are exact integers either way)."""
+    from spacy_elmo.hf.quantization import quantize_int8
     from spacy_elmo.kernels import capabilities, packed_lstm
-    from spacy_elmo.quantization import quantize_int8
 
     config = _config(True, True, True, True)
     ids, mask, _ = _inputs(len(LENGTHS), seed=6, config=config)
@@ -599,7 +599,7 @@ def test_no_import_cycles_and_kernels_import_nothing_from_the_model():
     for module, targets in graph.items():
         if module.startswith("spacy_elmo.kernels"):
             assert all(t.startswith("spacy_elmo.kernels") for t in targets), (module, targets)
-    assert not any(t.startswith("spacy_elmo.legacy") for t in graph["spacy_elmo.modeling_elmo"])
+    assert not any(t.startswith("spacy_elmo.formats.legacy") for t in graph["spacy_elmo.hf.modeling_elmo"])
 
     state: dict[str, int] = {}
 

@@ -16,8 +16,8 @@ import torch
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
 from spacy_elmo import ElmoConfig, ElmoModel, load_legacy
 from spacy_elmo.characters import batch_to_char_ids
+from spacy_elmo.hf.quantization import dequantize, quantize_int8
 from spacy_elmo.kernels import packed_lstm
-from spacy_elmo.quantization import dequantize, quantize_int8
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

@@ -102,7 +102,7 @@ def test_project_settings_reach_the_command_with_their_dashes(tmp_path):
 
 
 def test_input_hashes_hash_each_file_a_glob_or_list_names_as_pretraining_expands_it(tmp_path, monkeypatch):
-    from spacy_elmo.file_sets import resolve_files
+    from spacy_elmo.files import resolve_files
     from spacy_elmo.provenance import input_hashes
 
     monkeypatch.chdir(tmp_path)

@@ -6,7 +6,7 @@ train` calls it after. Either way the step is applied exactly once, after the gr
 
 from __future__ import annotations
 
-from spacy_elmo.deferred_step import DeferredStep
+from spacy_elmo.spacy.deferred_step import DeferredStep
 
 
 def recording_step():

@@ -12,7 +12,7 @@ import torch
 
 from float32_error import assert_float32_error  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo import ScalarMix
-from spacy_elmo.layers.scalar_mix import build_scalar_mix, layer_weights
+from spacy_elmo.spacy.layers.scalar_mix import build_scalar_mix, layer_weights
 
 S = [0.3, -0.7, 1.1]
 GAMMA = 1.4

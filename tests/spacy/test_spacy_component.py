@@ -20,10 +20,10 @@ from thinc.util import to_numpy
 
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
 from spacy_elmo import ElmoTokenizer
-from spacy_elmo.doc_data import ElmoDocData
-from spacy_elmo.layers.bilm import plan_segments, window_spans
-from spacy_elmo.layers.layer_cache import LayerCache
-from spacy_elmo.loading import load_model
+from spacy_elmo.formats.references import load_model
+from spacy_elmo.spacy.doc_data import ElmoDocData
+from spacy_elmo.spacy.layers.bilm import plan_segments, window_spans
+from spacy_elmo.spacy.layers.layer_cache import LayerCache
 
 WORDS = "the cat sat on a mat while dogs ran far away from home and birds sang in trees today".split()
 

@@ -15,7 +15,7 @@ from spacy.training import Example
 from thinc.util import to_numpy
 
 from helpers import make_corpus  # tests/ is on sys.path (rootdir conftest)
-from spacy_elmo.layers.bilm import get_tokenizer, set_elmo_model
+from spacy_elmo.spacy.layers.bilm import get_tokenizer, set_elmo_model
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -277,7 +277,7 @@ def test_standalone_elmo_tok2vec_serializes_with_its_component(tiny_model_dir):
         "@architectures": "spacy-elmo.ElmoTok2Vec.v1",
         "freeze": True,
         "cache_mb": 1,
-        "bilm": {"@architectures": "spacy-elmo.ElmoModel.v1", "name": str(tiny_model_dir)},
+        "bilm": {"@architectures": "spacy-elmo.ElmoBiLM.v1", "name": str(tiny_model_dir)},
         "tok2vec": {
             "@architectures": "spacy.Tok2Vec.v2",
             "embed": {
@@ -310,7 +310,7 @@ def test_standalone_elmo_tok2vec_serializes_with_its_component(tiny_model_dir):
     assert tagger_model.get_ref("tok2vec").get_dim("nO") == 32 + 16
     expected = [t.tag_ for t in nlp("I like green eggs")]
     copy = spacy.blank("en")
-    missing = dict(tok2vec, bilm={"@architectures": "spacy-elmo.ElmoModel.v1", "name": "/nonexistent"})
+    missing = dict(tok2vec, bilm={"@architectures": "spacy-elmo.ElmoBiLM.v1", "name": "/nonexistent"})
     copy.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": missing}})
     copy.from_bytes(nlp.to_bytes())  # the biLM travels inside the tagger's model bytes
     assert [t.tag_ for t in copy("I like green eggs")] == expected

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from spacy_elmo.training.batches import Corpus, pack_by_length
-from spacy_elmo.vocabulary import SPECIAL_TOKENS, Vocabulary
+from spacy_elmo.training.vocabulary import SPECIAL_TOKENS, Vocabulary
 
 
 def test_pretraining_batches_respect_the_padded_budget(tmp_path):

@@ -25,15 +25,14 @@ from helpers import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir
 from spacy_elmo import ElmoForBidirectionalLM, ElmoModel, load_legacy
 from spacy_elmo.characters import TokenEncoder, Utf8Characters
 from spacy_elmo.cli import main
-from spacy_elmo.file_sets import resolve_files
+from spacy_elmo.files import resolve_files
 from spacy_elmo.text_input import read_block
 from spacy_elmo.training.batches import Corpus, DataPosition
 from spacy_elmo.training.checkpoints import Checkpoints
 from spacy_elmo.training.pretrain import pretrain
 from spacy_elmo.training.settings import PretrainError, learning_rate_at, load_settings, parse_overrides
 from spacy_elmo.training.text import iter_sequences
-from spacy_elmo.training.vocabulary import unigram_perplexity
-from spacy_elmo.vocabulary import Vocabulary
+from spacy_elmo.training.vocabulary import Vocabulary, unigram_perplexity
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -497,7 +496,7 @@ def test_a_character_lexicon_and_a_word_embedding_train_save_and_resume(corpus, 
     checkpoints (resume) and into the model directory, which the loader and spaCy read."""
     import spacy
 
-    from spacy_elmo.loading import load_pretrained
+    from spacy_elmo.formats.references import load_pretrained
 
     out = tmp_path / "lexicon_bilm"
     overrides = {

@@ -1,41 +1,207 @@
-"""The ELMo biLM (Peters et al., 2018, §3) in PyTorch, with its Hugging Face face.
+"""The ELMo biLM (Peters et al., 2018, §3) in PyTorch, with its Hugging Face face: one model's math,
+readable top to bottom.
 
-Data flow: character ids → char CNN + highway + projection (context-independent token vectors x_k)
-→ L-layer forward and backward LSTMs with cell projection (h_{k,j}) → optional scalar mixes
-γ·Σ_j softmax(s)_j·h_{k,j}.  Weights follow the bilm-tf layout (TF gate order i, j, f, o; x·W).
+Data flow: character ids → `<S>` … `</S>` added around each sentence → char CNN + highway +
+projection (context-independent token vectors x_k) → L-layer forward and backward LSTMs with cell
+projection (h_{k,j}) → optional scalar mixes γ·Σ_j softmax(s)_j·h_{k,j}.  Weights follow the
+bilm-tf layout (TF gate order i, j, f, o; x·W).
 
 The model is stateless: every call starts the LSTMs from zeros unless the caller passes
 `initial_state`, and `return_state=True` hands back each row's final state so a caller can chain
 batches explicitly (this is how the reference outputs of the original stateful implementations are
 reproduced).
 
-Beside it: `scalar_mix.py` defines the mix (§3.2, eq. 1), `sentence_boundaries.py` the `<S>` / `</S>`
-tokens around each sentence (the inputs and the LM's targets), `lstm_implementations.py` chooses
-the kernel that evaluates the biLSTM (all compute `ElmoBiLstm.run_layers`), `modeling_outputs.py`
-holds what the model hands back, and `model_directory.py` writes a model directory and checks one
-being read (`from_pretrained`).
+In order: what the model hands back (`ElmoState`, `ElmoModelOutput`, `ElmoLMOutput`); the scalar
+mix (§3.2, eq. 1: `scalar_mix`, `scalar_mix_penalty`, `ScalarMix`); the sentence boundaries and the
+LM targets over them (§3.1); the character encoder, the biLSTM (its definition
+`ElmoBiLstm.run_layers`), `ElmoModel` and `ElmoForBidirectionalLM`. Beside it:
+`lstm_implementations.py` chooses the kernel that evaluates the biLSTM (all compute
+`run_layers`), and `model_directory.py` writes a model directory and checks one being read
+(`from_pretrained`).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import cast
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
+from transformers.utils import ModelOutput
 
-from . import kernels, model_directory
-from .characters import WORD_BOS, WORD_EOS, WORD_UNK
+from .. import kernels
+from ..characters import WORD_BOS, WORD_EOS, WORD_UNK, sentence_boundaries
+from . import model_directory
 from .configuration_elmo import ElmoConfig
 from .lstm_implementations import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
 from .model_directory import ElmoLoadError
-from .modeling_outputs import ElmoLMOutput, ElmoModelOutput, ElmoState
-from .scalar_mix import ScalarMix, scalar_mix, scalar_mix_penalty
-from .sentence_boundaries import add_sentence_boundaries, lm_targets
 
 
+# --- what the model hands back (as HF's modeling_outputs) ---
+class ElmoState(NamedTuple):
+    """LSTM state per layer and direction: `h` is [L, 2, batch, projection_dim], `c` [L, 2, batch, lstm_dim].
+
+    Direction 0 is the forward LM, 1 the backward LM. Index rows with `state.rows(index)`.
+    """
+
+    h: torch.Tensor
+    c: torch.Tensor
+
+    def rows(self, index) -> ElmoState:
+        return ElmoState(self.h[:, :, index], self.c[:, :, index])
+
+    def detach(self) -> ElmoState:
+        return ElmoState(self.h.detach(), self.c.detach())
+
+
+@dataclass
+class ElmoModelOutput(ModelOutput):
+    """Output of `ElmoModel`.
+
+    last_hidden_state: top biLM layer, [batch, tokens, 2·projection_dim].
+    hidden_states: all L+1 layers (layer 0 = token vectors duplicated for both directions).
+    attention_mask: [batch, tokens] bool, True at real tokens.
+    mixed_representations: one scalar mix per `config.num_output_representations`.
+    state: final LSTM state (only with `return_state=True`).
+    """
+
+    last_hidden_state: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attention_mask: torch.Tensor | None = None
+    mixed_representations: tuple[torch.Tensor, ...] | None = None
+    state: ElmoState | None = None
+
+
+@dataclass
+class ElmoLMOutput(ModelOutput):
+    """Output of `ElmoForBidirectionalLM`: mean of forward and backward token losses (nats)."""
+
+    loss: torch.Tensor | None = None
+    forward_loss: torch.Tensor | None = None
+    backward_loss: torch.Tensor | None = None
+    num_targets: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+
+
+# --- the scalar mix of the layers (§3.2, eq. 1) and its penalty (§3.3) ---
+def scalar_mix(
+    layers: Sequence[torch.Tensor] | torch.Tensor, scalar_parameters: torch.Tensor, gamma: torch.Tensor
+) -> torch.Tensor:
+    """γ · Σ_j softmax(s)_j · h_j (paper eq. 1): the one definition of the mix, for `ScalarMix` and
+    the thinc layer `spacy-elmo.ScalarMix.v1` (which runs it on its own parameters through torch)."""
+    if len(layers) != scalar_parameters.shape[0]:
+        raise ValueError(f"ScalarMix has {scalar_parameters.shape[0]} weights but got {len(layers)} layers")
+    mixed = 0.0
+    for weight, layer in zip(torch.softmax(scalar_parameters, dim=0), layers):
+        mixed = mixed + weight * layer
+    return gamma * mixed
+
+
+def scalar_mix_penalty(scalar_parameters: torch.Tensor, l2: float) -> torch.Tensor:
+    """λ‖s‖²: the paper's λ‖w‖²₂ (§3.3; §5.1 on λ) on the *unnormalized* layer weights s.
+
+    This is what the reference code penalizes: bilm-tf's `weight_layers` regularizes its `ELMo_W`
+    variable (the logits, softmax-normalized afterwards) with `l2_coef · Σ W²`, and AllenNLP's
+    configs put an L2 regularizer (alpha · Σ p²) on `scalar_parameters`. γ is not penalized.
+    Pulling s toward 0 pulls softmax(s) toward the equal average of the layers; the gradient is 2λs.
+    """
+    return l2 * (scalar_parameters * scalar_parameters).sum()
+
+
+class ScalarMix(nn.Module):
+    """γ · Σ_j softmax(s)_j · h_j over the L+1 biLM layers (`scalar_mix`, paper eq. 1).
+
+    With `layer_norm=True`, each layer is first normalized with the mean and variance over all real
+    tokens *of its own sentence* (keeps outputs independent of the rest of the batch).
+    """
+
+    def __init__(self, num_layers: int, layer_norm: bool = False, initial_weights: Sequence[float] | None = None):
+        super().__init__()
+        weights = torch.zeros(num_layers) if initial_weights is None else torch.tensor(list(initial_weights))
+        if weights.shape != (num_layers,):
+            raise ValueError(f"ScalarMix expects {num_layers} initial weights, got {weights.shape[0]}")
+        self.scalar_parameters = nn.Parameter(weights.float())
+        self.gamma = nn.Parameter(torch.ones(1))
+        self.layer_norm = layer_norm
+
+    @property
+    def weights(self) -> torch.Tensor:
+        """The normalized layer weights softmax(s)."""
+        return torch.softmax(self.scalar_parameters, dim=0)
+
+    def forward(self, layers: Sequence[torch.Tensor] | torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if self.layer_norm:
+            layers = [_masked_sentence_norm(layer, mask) for layer in layers]
+        return scalar_mix(layers, self.scalar_parameters, self.gamma)
+
+    def regularization(self, l2_coef: float) -> torch.Tensor:
+        """λ‖s‖² on the unnormalized layer weights (`scalar_mix_penalty`): add it to the loss."""
+        return scalar_mix_penalty(self.scalar_parameters, l2_coef)
+
+
+def _masked_sentence_norm(layer: torch.Tensor, mask: torch.Tensor | None, eps: float = 1e-12) -> torch.Tensor:
+    """Normalizes [batch, time, dim] by each sentence's mean/variance over its real tokens."""
+    if mask is None:
+        mask = torch.ones(layer.shape[:2], dtype=torch.bool, device=layer.device)
+    keep = mask.unsqueeze(-1).to(layer.dtype)
+    count = (keep.sum(dim=(1, 2), keepdim=True) * layer.shape[-1]).clamp(min=1.0)
+    mean = (layer * keep).sum(dim=(1, 2), keepdim=True) / count
+    var = (((layer - mean) * keep) ** 2).sum(dim=(1, 2), keepdim=True) / count
+    return (layer - mean) / torch.sqrt(var + eps) * keep
+
+
+# --- sentence boundaries: the biLM's inputs and the LM targets over them (§3.1) ---
+def add_sentence_boundaries(
+    char_ids: torch.Tensor, mask: torch.Tensor, word_ids: torch.Tensor | None = None, char_lexicon: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Wraps each row in sentence start / end tokens: [batch, time, chars] → [batch, time + 2, chars]
+    (`<S>` … `</S>` in UTF-8 character ids, or the lexicon's `<bos>` … `<eos>`); word ids
+    [batch, time] likewise, with the word lexicon's sentence start / end ids."""
+    batch, steps, max_chars = char_ids.shape
+    lengths = mask.sum(dim=1)
+    rows = torch.arange(batch, device=char_ids.device)
+    start, end = (torch.from_numpy(ids).to(char_ids) for ids in sentence_boundaries(char_lexicon, max_chars))
+    out = char_ids.new_zeros(batch, steps + 2, max_chars)
+    out[:, 1 : steps + 1] = char_ids * mask.unsqueeze(-1).to(char_ids.dtype)
+    out[:, 0] = start
+    out[rows, lengths + 1] = end
+    new_mask = torch.arange(steps + 2, device=mask.device).unsqueeze(0) < (lengths + 2).unsqueeze(1)
+    if word_ids is not None:
+        words = word_ids.new_zeros(batch, steps + 2)
+        words[:, 1 : steps + 1] = word_ids * mask.to(word_ids.dtype)
+        words[:, 0] = WORD_BOS
+        words[rows, lengths + 1] = WORD_EOS
+        word_ids = words
+    return out, new_mask, word_ids
+
+
+def lm_targets(
+    word_ids: torch.Tensor, mask: torch.Tensor, bos: int = WORD_BOS, eos: int = WORD_EOS
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward and backward LMs' targets over the boundary-wrapped sequence ([batch, tokens + 2],
+    −100 = none) for [batch, tokens] word ids: position k predicts k + 1 (forward), k − 1 (backward)."""
+    batch, steps = word_ids.shape
+    lengths = mask.sum(dim=1)
+    rows = torch.arange(batch, device=word_ids.device)
+    full = word_ids.new_full((batch, steps + 2), -100)
+    full[:, 1 : steps + 1] = torch.where(mask.bool(), word_ids, torch.full_like(word_ids, -100))
+    full[:, 0] = bos
+    full[rows, lengths + 1] = eos
+    fwd = full.new_full(full.shape, -100)
+    bwd = full.new_full(full.shape, -100)
+    fwd[:, :-1] = full[:, 1:]  # position k predicts k + 1
+    bwd[:, 1:] = full[:, :-1]  # position k predicts k − 1
+    # only real positions (<S> … </S>) predict: the padding right after </S> must not predict </S>
+    inside = torch.arange(steps + 2, device=word_ids.device).unsqueeze(0) <= (lengths + 1).unsqueeze(1)
+    bwd = bwd.masked_fill(~inside, -100)
+    return fwd, bwd
+
+
+# --- the biLM ---
 class Highway(nn.Module):
     """y = g ⊙ relu(x·W_t + b_t) + (1 − g) ⊙ x with gate g = σ(x·W_carry + b_carry)."""
 
@@ -322,7 +488,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
     # `from_pretrained(path, num_output_representations=2)`
     _optional_weights: tuple[str, ...] = ("scalar_mixes.", "elmo.scalar_mixes.")
     _keys_to_ignore_on_load_missing = model_directory.ignore_patterns(_optional_weights)
-    # save_pretrained / push_to_hub write a complete model directory (spacy_elmo.model_directory)
+    # save_pretrained / push_to_hub write a complete model directory (spacy_elmo.hf.model_directory)
     save_pretrained = model_directory.save_pretrained
     push_to_hub = model_directory.push_to_hub  # type: ignore[assignment]  # (adds tokenizer=, model_card=: not HF's signature)
     # a pretrained directory may carry the LM head; the encoder alone ignores it quietly
@@ -595,4 +761,5 @@ __all__ = [
     "add_sentence_boundaries",
     "LSTM_IMPLEMENTATIONS",
     "resolve_lstm_implementation",
+    "lm_targets",
 ]

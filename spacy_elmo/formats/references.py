@@ -4,7 +4,7 @@ A reference is an HF directory (config.json + model.safetensors + tokenizer file
 (`owner/name`), legacy files (a directory holding options.json + *.hdf5, or
 "OPTIONS.json,WEIGHTS.hdf5"), an ELMoForManyLangs directory, or an `https://` URL of any of these
 (an archive of a directory, or a pair of URLs of legacy files), downloaded once into the cache
-(`spacy_elmo.download`).
+(`spacy_elmo.formats.download`).
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def check_reference(reference: str | Path) -> None:
 
 
 def local_reference(reference: str | Path, progress: bool = True) -> str:
-    """`reference` with URLs replaced by their downloaded copies (see `spacy_elmo.download`)."""
+    """`reference` with URLs replaced by their downloaded copies (see `spacy_elmo.formats.download`)."""
     from .download import fetch, is_url
 
     text = str(reference)
@@ -157,10 +157,10 @@ def load_pretrained(reference: str | Path, *, lang: str | None = None, progress:
     EFML files: default "en" and "xx"). kwargs go to `ElmoModel.from_pretrained` (HF directories
     and hub ids). A reference that names no model fails at once with one line (`ModelNotFoundError`).
     """
+    from ..hf.model_directory import default_tokenizer
+    from ..hf.modeling_elmo import ElmoModel
+    from ..hf.tokenization_elmo import ElmoTokenizer
     from .efml import is_efml_directory, load_efml
-    from .model_directory import default_tokenizer
-    from .modeling_elmo import ElmoModel
-    from .tokenization_elmo import ElmoTokenizer
 
     reference = local_reference(reference, progress)
     check_reference(reference)

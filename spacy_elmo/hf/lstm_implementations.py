@@ -8,15 +8,15 @@ computes the same function: the definition, `ElmoBiLstm.run_layers` in `modeling
 "eager" entry). The others run it faster through `kernels/`.
 
 This module imports nothing from the model (the model imports it): an adapter reaches the network
-through the `bilstm` it is given.
+through the `bilstm` it is given, and builds states of the type of the `state` it is given (the
+model's `ElmoState`).
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import kernels
-from .modeling_outputs import ElmoState
+from .. import kernels
 
 
 def resolve_lstm_implementation(
@@ -75,7 +75,7 @@ def bilstm_packed(bilstm, tokens, mask, state, return_state):
         dropout=bilstm.dropout,
         return_state=return_state,
     )
-    return layers, ElmoState(*final) if final is not None else None
+    return layers, type(state)(*final) if final is not None else None
 
 
 def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
@@ -102,12 +102,12 @@ def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
     )
 
     def run(x, m, h0, c0):
-        layers, final = bilstm_eager(bilstm, x, m, ElmoState(h0, c0), return_state)
+        layers, final = bilstm_eager(bilstm, x, m, type(state)(h0, c0), return_state)
         return layers + (list(final) if final is not None else [])
 
     outputs = kernels.cuda_graphs.graphed_call(bilstm, key, run, [padded, padded_mask, h, c])
     layers = [out[:batch, :steps] for out in outputs[: len(bilstm.layers)]]
-    final = ElmoState(*(t[:, :, :batch] for t in outputs[len(bilstm.layers) :])) if return_state else None
+    final = type(state)(*(t[:, :, :batch] for t in outputs[len(bilstm.layers) :])) if return_state else None
     return layers, final
 
 

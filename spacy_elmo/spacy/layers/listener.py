@@ -37,7 +37,7 @@ class ElmoListener(Model):
             attrs={"grad_factor": float(grad_factor)},
         )
         self.upstream_name = upstream_name
-        self._upstream = None  # the Elmo component, set by Elmo.add_listener
+        self._upstream = None  # the `elmo` component (ElmoComponent), set by ElmoComponent.add_listener
         self._batch_id: int | None = None
         self._outputs: list[Floats3d] | None = None
         self._backprop: Callable[[list[Floats3d]], list[Doc]] | None = None

@@ -52,7 +52,7 @@ from typing import NamedTuple
 
 import torch
 
-from .configuration_elmo import read_json_object
+from ..hf.configuration_elmo import read_json_object
 from .efml_config import (
     KNOWN_ARCHITECTURES,
     EfmlArchitecture,
@@ -490,9 +490,9 @@ def load_efml(path: str | Path, lang: str = "xx"):
     `lang`: the spaCy language whose tokenizer splits raw text for the HF tokenizer (EFML
     directories do not say; "xx" is spaCy's multi-language tokenizer).
     """
-    from .configuration_elmo import ElmoConfig
-    from .modeling_elmo import ElmoModel
-    from .tokenization_elmo import ElmoTokenizer
+    from ..hf.configuration_elmo import ElmoConfig
+    from ..hf.modeling_elmo import ElmoModel
+    from ..hf.tokenization_elmo import ElmoTokenizer
 
     config_kwargs, state, char_lexicon, word_lexicon = efml_to_elmo(read_efml(path))
     model = ElmoModel(ElmoConfig(**config_kwargs))

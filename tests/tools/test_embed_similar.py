@@ -18,7 +18,7 @@ from float32_error import assert_float32_error, exact_copy, forward_terms  # tes
 from spacy_elmo import ElmoConfig, ElmoForBidirectionalLM, ElmoModel, ElmoTokenizer
 from spacy_elmo.cli import main
 from spacy_elmo.tools.similar import most_similar
-from spacy_elmo.vocabulary import Vocabulary
+from spacy_elmo.training.vocabulary import Vocabulary
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = ["the", "cat", "cats", "dog", "dogs", "sees", "a", "house", "houses", "river", ".", "Ångström", "日本"]

@@ -38,7 +38,7 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats1d
 
-from .architectures import ElmoBiLMLayer_v1
+from .architectures import ElmoBiLM_v1
 from .deferred_step import DeferredStep
 from .doc_data import ElmoDocData, register_extensions, set_similarity_hooks
 from .layers.bilm import (
@@ -64,7 +64,7 @@ cache_mb = 0
 fine_tune_layers = null
 
 [elmo.model]
-@architectures = "spacy-elmo.ElmoModel.v1"
+@architectures = "spacy-elmo.ElmoBiLM.v1"
 name = null
 max_batch_tokens = 4096
 max_length = 256
@@ -91,28 +91,28 @@ def make_elmo(
     store_layers: bool,
     cache_mb: float,
     fine_tune_layers: int | None,
-) -> Elmo:
+) -> ElmoComponent:
     """The `elmo` component.
 
-    model: a spacy-elmo.ElmoModel.v1 block, or just the biLM's location (an HF directory, a hub
+    model: a spacy-elmo.ElmoBiLM.v1 block, or just the biLM's location (an HF directory, a hub
         id, or "options.json,weights.hdf5") for the default settings.
     layers: the layers averaged into `doc.tensor` (null = all L+1; e.g. [2] = the top layer).
     layer_weights: weights of those layers (null = equal weights).
     store_layers: keep all layers on `doc._.elmo` (needed by listeners).
     fine_tune_layers: when the biLM is fine-tuned (`elmo` not in `frozen_components`), only its top
         `fine_tune_layers` biLSTM layers train (null: every weight; 0: none).
-    cache_mb: size in MB of the layer cache at inference (0 = off); see `Elmo`. Training runs
+    cache_mb: size in MB of the layer cache at inference (0 = off); see `ElmoComponent`. Training runs
         size theirs in `[initialize.components.elmo] cache_mb`.
 
     A missing or bad `model` raises `ElmoSettingError` here (see the module docstring).
     """
-    bilm = ElmoBiLMLayer_v1(name=model) if isinstance(model, str) else model
+    bilm = ElmoBiLM_v1(name=model) if isinstance(model, str) else model
     if not _built_to_load_saved_weights():
         try:
             check_source(bilm)
         except (ValueError, OSError) as err:
             raise ElmoSettingError(title=str(err)) from None
-    return Elmo(
+    return ElmoComponent(
         nlp.vocab,
         bilm,
         name,
@@ -152,7 +152,7 @@ def _built_to_load_saved_weights() -> bool:
     return in_from_config
 
 
-class Elmo(TrainablePipe):
+class ElmoComponent(TrainablePipe):
     """Sets `doc._.elmo` (all biLM layers) and `doc.tensor` (their mix) and feeds `ElmoListener`s.
 
     `doc.similarity` (and a span's or token's) is the cosine of these vectors, through the Doc's
@@ -305,7 +305,7 @@ class Elmo(TrainablePipe):
         if losses is None:
             losses = {}
         self._step.start_batch()
-        validate_examples(examples, "Elmo.update")
+        validate_examples(examples, "ElmoComponent.update")
         losses.setdefault(self.name, 0.0)
         listeners = self.listeners
         if not listeners:
@@ -396,7 +396,7 @@ class Elmo(TrainablePipe):
         }
         util.to_disk(path, serialize, exclude)
 
-    def from_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> Elmo:
+    def from_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> ElmoComponent:
         """Reads `bilm/` with `ElmoModel.from_pretrained`: a bad file fails here, naming it."""
         deserialize = {
             "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
@@ -413,7 +413,7 @@ class Elmo(TrainablePipe):
         }
         return util.to_bytes(serialize, exclude)
 
-    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> Elmo:
+    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> ElmoComponent:
         def load_bilm(data: bytes) -> None:
             elmo, tokenizer = bilm_from_bytes(data)
             if elmo is not None:
@@ -437,11 +437,11 @@ def training_layer_cache_v1(cache_mb: float = 2048) -> Callable[[Language], Lang
 
     def set_training_cache(nlp: Language) -> Language:
         for _, component in nlp.components:  # disabled (frozen) components included
-            if isinstance(component, Elmo):
+            if isinstance(component, ElmoComponent):
                 component.cache = LayerCache(int(cache_mb * 2**20))
         return nlp
 
     return set_training_cache
 
 
-__all__ = ["DEFAULT_CONFIG", "Elmo", "ElmoSettingError", "make_elmo", "training_layer_cache_v1"]
+__all__ = ["DEFAULT_CONFIG", "ElmoComponent", "ElmoSettingError", "make_elmo", "training_layer_cache_v1"]

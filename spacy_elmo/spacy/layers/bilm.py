@@ -69,7 +69,7 @@ class ElmoLayerStack(torch.nn.Module):
 
 def save_bilm(elmo, tokenizer, path: str | Path) -> None:
     """Writes the biLM and its tokenizer as a model directory (no model card: it lives inside a pipeline)."""
-    from ..model_directory import save_model_directory
+    from ...hf.model_directory import save_model_directory
 
     save_model_directory(path, elmo, tokenizer, card=False)
 
@@ -80,9 +80,9 @@ def load_bilm(path: str | Path, device: torch.device | None = None):
     A broken directory raises `ElmoLoadError` naming the file and the problem. A directory
     without tokenizer files (written by 0.1.0) gets the UTF-8 tokenizer.
     """
-    from ..model_directory import default_tokenizer
-    from ..modeling_elmo import ElmoModel
-    from ..tokenization_elmo import ElmoTokenizer
+    from ...hf.model_directory import default_tokenizer
+    from ...hf.modeling_elmo import ElmoModel
+    from ...hf.tokenization_elmo import ElmoTokenizer
 
     elmo = ElmoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True)
     has_tokenizer = (Path(path) / "tokenizer_config.json").is_file()
@@ -105,7 +105,7 @@ def bilm_from_bytes(data: bytes, device: torch.device | None = None):
 
     Also reads release 0.1.0's bytes, {"config": config.json text, "weights": safetensors}.
     """
-    from ..model_directory import ElmoLoadError
+    from ...hf.model_directory import ElmoLoadError
 
     msg = srsly.msgpack_loads(data)
     if not isinstance(msg, dict) or not ("files" in msg or "config" in msg):
@@ -281,7 +281,7 @@ def _stack(model: Model) -> ElmoLayerStack:
 def set_elmo_model(model: Model, elmo, tokenizer=None) -> None:
     """Puts a loaded `ElmoModel` (and its tokenizer; default: the one it has, or the UTF-8 one)
     into the layer (on the current thinc device) and sets nO / nL."""
-    from ..model_directory import default_tokenizer
+    from ...hf.model_directory import default_tokenizer
 
     stack = _stack(model)
     if tokenizer is None:
@@ -317,7 +317,7 @@ def check_source(model: Model) -> None:
     """Checks cheaply (no weights read, no download, no network) that the layer has a biLM or can
     load one from `name`: a ValueError (no name) or `ModelNotFoundError` (a bad one), one line
     naming the setting."""
-    from ..loading import ModelNotFoundError, check_reference
+    from ...formats.references import ModelNotFoundError, check_reference
 
     if _stack(model).elmo is not None:
         return
@@ -333,7 +333,7 @@ def check_source(model: Model) -> None:
 def _load(name: str):
     """(model, tokenizer) of the reference `name` (`loading.load_pretrained`), its errors naming
     the setting that gave the reference."""
-    from ..loading import ModelNotFoundError, load_pretrained
+    from ...formats.references import ModelNotFoundError, load_pretrained
 
     try:
         return load_pretrained(name)

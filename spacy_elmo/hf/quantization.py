@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from . import kernels
-from .kernels.packed_lstm import drop_derived
+from .. import kernels
+from ..kernels.packed_lstm import drop_derived
 from .modeling_elmo import ElmoLstmLayer
 
 

@@ -14,7 +14,7 @@ import spacy
 
 from helpers import make_corpus, run  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo.cli import main
-from spacy_elmo.shipped_configs import shipped_configs
+from spacy_elmo.tools.init_config import shipped_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 SPACY_CONFIGS = [name for name, path in shipped_configs().items() if "[nlp]" in path.read_text()]
@@ -123,7 +123,7 @@ def test_spacy_train_without_paths_elmo_is_one_line_before_training(corpus, tmp_
 
 
 def test_a_wrong_model_fails_at_add_pipe_but_saved_pipelines_load_without_it(tiny_model_dir, tmp_path):
-    from spacy_elmo.pipeline_component import ElmoSettingError
+    from spacy_elmo.spacy.component import ElmoSettingError
 
     nlp = spacy.blank("en")
     start = time.perf_counter()

@@ -1,14 +1,21 @@
-"""Which files a path names: a file, a directory (its files), a glob pattern, or a comma-separated
-list of these. Pretraining reads its text through it and provenance hashes the same files, so the
-two always agree on what "the data" is."""
+"""Files the package reads and writes as sets and wholes.
+
+- `resolve_files`: which files a path names (a file, a directory, a glob pattern, or a comma-separated
+  list of these). Pretraining reads its text through it and provenance hashes the same files, so the
+  two always agree on what "the data" is.
+- `write_text_atomic`: a file written whole or not at all (a temporary file next to the target,
+  flushed to disk, then renamed over it: a reader never sees half a file). Checkpoints, metrics and
+  vocab.txt use it.
+"""
 
 from __future__ import annotations
 
 import glob
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["resolve_files"]
+__all__ = ["resolve_files", "write_text_atomic"]
 
 
 def resolve_files(spec: str | Path | Sequence[str | Path], setting: str | None = None) -> list[Path]:
@@ -31,3 +38,15 @@ def resolve_files(spec: str | Path | Sequence[str | Path], setting: str | None =
             raise FileNotFoundError(f"{setting + ': ' if setting else ''}no text files match {part!r}")
         files.extend(found)
     return list(dict.fromkeys(files))
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Writes `text` to a temporary file next to `path`, flushes it to disk, then renames it over `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    return path

@@ -13,7 +13,7 @@ import numpy
 import torch
 from transformers import BatchEncoding, PreTrainedTokenizer
 
-from .characters import (
+from ..characters import (
     BOS_CHAR,
     BOW_CHAR,
     EOS_CHAR,

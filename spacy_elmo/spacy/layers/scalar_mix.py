@@ -1,7 +1,7 @@
 """Learned scalar mix of the biLM layers (Peters et al., 2018, eq. 1) as a thinc layer.
 
 ELMo_k = γ · Σ_j softmax(s)_j · h_{k,j}, per token, for a list of Docs' layers [L+1, n, dim].
-The mix and its penalty λ‖s‖² are `spacy_elmo.scalar_mix.scalar_mix` / `scalar_mix_penalty`, the same
+The mix and its penalty λ‖s‖² are `spacy_elmo.hf.modeling_elmo.scalar_mix` / `scalar_mix_penalty`, the same
 functions as the torch `ScalarMix`, run through torch on this layer's thinc parameters (`s`,
 `gamma`, kept as thinc params so saved pipelines keep their format). Training adds dropout on
 the mixed vectors; the penalty's gradient (2λs) is added in backprop, since thinc layers have no
@@ -17,7 +17,7 @@ import torch
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d, Floats3d, FloatsXd
 
-from ..scalar_mix import scalar_mix, scalar_mix_penalty
+from ...hf.modeling_elmo import scalar_mix, scalar_mix_penalty
 
 
 def build_scalar_mix(

@@ -17,8 +17,8 @@ import numpy
 import torch
 from huggingface_hub.errors import StrictDataclassError
 
-from .configuration_elmo import ElmoConfig, read_json_object
-from .modeling_elmo import ElmoModel
+from ..hf.configuration_elmo import ElmoConfig, read_json_object
+from ..hf.modeling_elmo import ElmoModel
 
 
 class LegacyFormatError(ValueError):

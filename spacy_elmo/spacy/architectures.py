@@ -1,6 +1,7 @@
 """Registered thinc architectures of the spaCy integration (entry point `spacy_architectures`).
 
-- `spacy-elmo.ElmoModel.v1`: the `elmo` component's model — Docs → all biLM layers per Doc.
+- `spacy-elmo.ElmoBiLM.v1`: the `elmo` component's model — Docs → all biLM layers per Doc
+  (`spacy-elmo.ElmoModel.v1`, its name in pipelines saved before 0.2, is the same function).
 - `spacy-elmo.ElmoListener.v1`: tok2vec for downstream components, listening to `elmo`.
 - `spacy-elmo.ElmoTok2Vec.v1`: tok2vec with its own biLM (no shared `elmo` component).
 - `spacy-elmo.ElmoEmbed.v1`: an `embed` block for spacy.Tok2Vec.v2 — ELMo enters *below* the
@@ -8,7 +9,7 @@
 - `spacy-elmo.ScalarMix.v1`: the learned scalar mix on its own.
 
 The `elmo` factory and the `spacy-elmo.training_layer_cache.v1` callback are registered in
-`pipeline_component.py`, beside the component they make and set up.
+`component.py`, beside the component they make and set up.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from .layers.scalar_mix import build_scalar_mix
 from .layers.tok2vec import BiLMLayers, build_elmo_features
 
 
-# registered as "ElmoModel" (the name saved pipelines' configs use); the Python name says what it
-# is, a thinc layer around the torch `spacy_elmo.ElmoModel`
+# "spacy-elmo.ElmoModel.v1" is the name pipelines saved before 0.2 use for the same layer: kept
+# registered so they load, but it is not the torch `spacy_elmo.ElmoModel`, so configs now name
+# ElmoBiLM (a thinc layer around the torch biLM)
 @registry.architectures("spacy-elmo.ElmoModel.v1")
-def ElmoBiLMLayer_v1(
+@registry.architectures("spacy-elmo.ElmoBiLM.v1")
+def ElmoBiLM_v1(
     name: str | None = None,
     max_batch_tokens: int = 4096,
     max_length: int = 256,
@@ -88,7 +91,7 @@ def ElmoTok2Vec_v1(
     l2: float = 0.001,
     tok2vec: Model[list[Doc], list[Floats2d]] | None = None,
 ) -> Model[list[Doc], list[Floats2d]]:
-    """Token vectors from a biLM owned by this component (`bilm`: a spacy-elmo.ElmoModel.v1 block).
+    """Token vectors from a biLM owned by this component (`bilm`: a spacy-elmo.ElmoBiLM.v1 block).
 
     freeze: never update the biLM (and allow the `cache_mb` layer cache, in MB).
     dropout, l2, tok2vec: as in spacy-elmo.ElmoListener.v1.
@@ -126,4 +129,4 @@ def ScalarMix_v1(dropout: float = 0.0, l2: float = 0.001) -> Model[list[Floats3d
     return build_scalar_mix(dropout=dropout, l2=l2)
 
 
-__all__ = ["ElmoBiLMLayer_v1", "ElmoListener_v1", "ElmoTok2Vec_v1", "ElmoEmbed_v1", "ScalarMix_v1"]
+__all__ = ["ElmoBiLM_v1", "ElmoListener_v1", "ElmoTok2Vec_v1", "ElmoEmbed_v1", "ScalarMix_v1"]

@@ -21,10 +21,17 @@ if TYPE_CHECKING:
 _HEADER = re.compile(r"^\[([^\]]+)\]\s*$")
 
 
+def configs_folder() -> Path:
+    """Where the shipped configs are: spacy_elmo/configs in an installed wheel (setup.cfg maps the
+    repository's configs/ there), the repository's configs/ itself in a checkout or editable install."""
+    package = Path(__file__).resolve().parents[1]
+    wheel, checkout = package / "configs", package.parent / "configs"
+    return wheel if wheel.is_dir() else checkout
+
+
 def shipped_configs() -> dict[str, Path]:
-    """The configs installed with the package (spacy_elmo/configs: the repository's configs/), by name."""
-    folder = Path(__file__).resolve().parent / "configs"
-    return {path.stem: path for path in sorted(folder.glob("*.cfg"))}
+    """The configs installed with the package (see `configs_folder`), by name."""
+    return {path.stem: path for path in sorted(configs_folder().glob("*.cfg"))}
 
 
 def find_config(name: str) -> Path:
@@ -199,7 +206,7 @@ def render_config(
     if spacy_config:
         _check_tokenizer(text)  # parses it too
     else:
-        from .training.settings import load_settings
+        from ..training.settings import load_settings
 
         load_settings(None, text=text)  # one line per bad setting
     return text

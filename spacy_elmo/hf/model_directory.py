@@ -35,9 +35,9 @@ from typing import Any, Literal
 import torch
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 
+from ..quiet import quiet_hf
 from .configuration_elmo import ElmoConfig, config_error_message, read_json_object
 from .model_card import CARD_NAME, write_model_card
-from .quiet import quiet_hf
 
 
 def _files(directory: Path) -> dict[str, os.stat_result]:

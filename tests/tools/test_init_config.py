@@ -14,7 +14,7 @@ import pytest
 import spacy
 
 from spacy_elmo.cli import main
-from spacy_elmo.shipped_configs import shipped_configs
+from spacy_elmo.tools.init_config import shipped_configs
 from spacy_elmo.training.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,28 @@
+"""The biLM and its Hugging Face face, as a transformers model's folder holds it.
+
+- `configuration_elmo`: `ElmoConfig`, every size and switch of a biLM (`@strict`), options.json ↔ config.
+- `modeling_elmo`: the biLM's math, readable top to bottom (outputs, scalar mix, sentence boundaries,
+  char encoder, biLSTM, `ElmoModel`, `ElmoForBidirectionalLM`).
+- `tokenization_elmo`: `ElmoTokenizer`, sentences → character ids + mask (+ word ids).
+- `model_directory`, `model_card`: a model directory's one writer and the checks on reading one; its card.
+- `lstm_implementations`: which kernel evaluates the biLSTM (as HF's attention implementations).
+- `quantization`: opt-in int8 on a loaded model.
+"""
+
+from __future__ import annotations
+
+
+def register_auto_classes() -> None:
+    """Makes transformers' AutoConfig / AutoModel / AutoTokenizer know the `elmo` model type."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    from .configuration_elmo import ElmoConfig
+    from .modeling_elmo import ElmoModel
+    from .tokenization_elmo import ElmoTokenizer
+
+    AutoConfig.register("elmo", ElmoConfig, exist_ok=True)
+    AutoModel.register(ElmoConfig, ElmoModel, exist_ok=True)
+    AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, exist_ok=True)
+
+
+__all__ = ["register_auto_classes"]
