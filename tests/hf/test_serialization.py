@@ -197,3 +197,49 @@ def test_spacy_load_never_unpickles(saved_pipeline, tmp_path):
     with pytest.raises(OSError, match="model.safetensors"):
         spacy.load(saved_pipeline)
     assert not marker.exists()
+
+
+# --- saved at c55240e, the last commit before the package was put in folders ------------------------------
+
+BEFORE_FOLDERS = Path(__file__).resolve().parents[1] / "fixtures" / "saved_c55240e"
+
+
+def this_cpu() -> str:
+    lines = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
+
+
+@pytest.fixture(scope="module")
+def before_folders():
+    """(expected arrays, a check): identical where this CPU is the one that wrote them, else the same up to
+    float rounding (another CPU kind rounds otherwise), as `same_vectors` judges."""
+    expected = dict(numpy.load(BEFORE_FOLDERS / "expected.npz", allow_pickle=False))
+    record = json.loads((BEFORE_FOLDERS / "machine.json").read_text(encoding="utf-8"))
+    return expected, record, record["cpu"] == this_cpu()
+
+
+def test_pipeline_saved_before_the_folders_loads_with_the_same_vectors(before_folders, tiny_model):
+    expected, record, same_cpu = before_folders
+    config = spacy_util.load_config(BEFORE_FOLDERS / "pipeline" / "config.cfg")
+    assert config["components"]["elmo"]["model"] == "hf" and not Path("hf").exists()  # a name that is gone
+    nlp = spacy.load(BEFORE_FOLDERS / "pipeline")
+    for i, doc in enumerate(nlp.pipe(record["sentences"])):
+        layers, tensor = to_numpy(doc._.elmo.layers), to_numpy(doc.tensor)
+        if same_cpu:
+            numpy.testing.assert_array_equal(layers, expected[f"layers_{i}"])
+            numpy.testing.assert_array_equal(tensor, expected[f"tensor_{i}"])
+        exact = hf_layers(exact_copy(tiny_model), [t.text for t in doc])
+        assert_float32_error(exact, expected[f"layers_{i}"], layers, terms=forward_terms(tiny_model.config))
+
+
+def test_hf_directory_saved_before_the_folders_loads_with_the_same_vectors(before_folders, tiny_model):
+    from transformers import AutoModel
+
+    expected, record, same_cpu = before_folders
+    words = record["sentences"][0].split()
+    for model in (ElmoModel.from_pretrained(BEFORE_FOLDERS / "hf"), AutoModel.from_pretrained(BEFORE_FOLDERS / "hf")):
+        got = hf_layers(model.eval(), words)
+        if same_cpu:
+            numpy.testing.assert_array_equal(got, expected["hidden_states"])
+        exact = hf_layers(exact_copy(tiny_model), words)
+        assert_float32_error(exact, expected["hidden_states"], got, terms=forward_terms(tiny_model.config))
