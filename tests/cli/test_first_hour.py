@@ -10,7 +10,6 @@ import os
 import re
 import sys
 from pathlib import Path
-import time
 
 import pytest
 import spacy
