@@ -97,9 +97,10 @@ def test_the_walk_refuses_an_upward_import(tmp_path, monkeypatch):
     (fake / "hf" / "modeling_elmo.py").write_text("from ..spacy.component import make_elmo\n", encoding="utf-8")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     found = imported_modules("hf/modeling_elmo.py", set(levels))
-    assert found == {"spacy_elmo.spacy.component"} and levels["spacy_elmo.spacy.component"] > levels[
-        "spacy_elmo.hf.modeling_elmo"
-    ]
+    assert (
+        found == {"spacy_elmo.spacy.component"}
+        and levels["spacy_elmo.spacy.component"] > levels["spacy_elmo.hf.modeling_elmo"]
+    )
 
 
 def test_tests_mirror_the_package():
