@@ -1,12 +1,13 @@
 """The `spacy-elmo` command line: one module per command, each with its arguments and a thin handler
-that parses them and makes one call into the module doing the work (`tools/`, `training/`,
-`shipped_configs`).
+that parses them and makes one call into the module doing the work (`tools/`, `training/`).
 
 - `convert`, `embed`, `pretrain` (pretrain and finetune), `similar`, `init_config`, `probe`: the commands.
 - `arguments`: what they share (the help formatter, `--device`, `--no-progress`).
 
 Only the standard library is imported here and by the command modules: each handler imports what it
-uses (torch, transformers, spaCy) when it runs, so `spacy-elmo --help` answers at once.
+uses (spaCy, the tools, training) when it runs. (Importing this package runs `spacy_elmo/__init__`,
+which registers the model with transformers; the console script `spacy_elmo_cli` answers `--version`
+before that.)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`spacy-elmo init-config`: its arguments; the work is `shipped_configs.write_config`."""
+"""`spacy-elmo init-config`: its arguments; the work is `tools.init_config.write_config`."""
 
 from __future__ import annotations
 
