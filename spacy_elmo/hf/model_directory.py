@@ -17,7 +17,8 @@ README.md that this package did not write (no `model_card.CARD_MARK` line) is ke
 the spaCy component all write through it.
 
 `load_strict` makes `ElmoModel.from_pretrained` strict: a config.json with unknown fields or another
-model type, missing or mis-shaped tensors and NaN/inf weights raise `ElmoLoadError` naming the file.
+model type, missing or mis-shaped tensors and NaN/inf weights raise `ElmoLoadError` naming the file;
+`check_loading_arguments` refuses, before anything is read, an argument the loader does not honour.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any, Literal
 
 import torch
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
+from transformers import PreTrainedConfig
 
 from ..quiet import quiet_hf
 from .configuration_elmo import ElmoConfig, config_error_message, read_json_object
@@ -225,6 +227,75 @@ def ignore_patterns(prefixes: Sequence[str]) -> list[str]:
     return [rf"^{re.escape(prefix)}" for prefix in prefixes]
 
 
+# The keyword arguments of `from_pretrained` this loader honours, besides overrides of `ElmoConfig`'s own
+# fields. Anything else HF's `from_pretrained` takes is refused rather than passed on: HF drops some
+# silently (low_cpu_mem_usage, from_tf, ...), others have nothing to act on in an LSTM (attn_implementation,
+# quantization_config, generation_config, ...) or need what this package does not install (device_map:
+# accelerate), and an error from deep inside HF would surface as "invalid config.json".
+LOADING_ARGUMENTS = (
+    # where the files come from (HF's download settings; AutoModel passes them on)
+    "cache_dir",
+    "force_download",
+    "local_files_only",
+    "proxies",
+    "revision",
+    "subfolder",
+    "token",
+    # how they are read
+    "config",
+    "dtype",
+    "torch_dtype",
+    "use_safetensors",
+    "variant",
+    "disable_mmap",
+    "key_mapping",
+    "weights_only",
+    "ignore_mismatched_sizes",
+    "output_loading_info",
+    # what AutoModel and pipelines pass along
+    "trust_remote_code",  # (this package's own class: there is no remote code to trust or refuse)
+    "adapter_kwargs",
+    "_from_auto",
+    "_from_pipeline",
+)
+# arguments honoured at one setting only: {name: (the values taken, why no other)}
+ONLY_AT: dict[str, tuple[tuple[Any, ...], str]] = {
+    "ignore_mismatched_sizes": ((False,), "mis-shaped tensors are always refused (ElmoLoadError)"),
+    "weights_only": ((True,), "weights are read without running pickled code"),
+    "adapter_kwargs": ((None, {}), "PEFT adapters are not supported"),
+}
+# the fields an ElmoConfig adds to HF's; the base fields (output_hidden_states, return_dict, ...) are not read
+CONFIG_FIELDS = frozenset(f.name for f in dataclasses.fields(ElmoConfig)) - frozenset(
+    f.name for f in dataclasses.fields(PreTrainedConfig)
+)
+
+
+def check_loading_arguments(what: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    """Refuses, in one line naming it, an argument of `what` (e.g. "ElmoModel.from_pretrained") that the
+    strict loader does not honour: positional arguments after the path (the model takes only its
+    config), a name outside `LOADING_ARGUMENTS` and the config's fields (`TypeError`), a setting
+    `ONLY_AT` refuses, or field overrides beside a config object, which HF would not apply to it
+    (`ValueError`)."""
+    if args:
+        raise TypeError(f"{what} takes no positional arguments after the model path, got {len(args)}")
+    unknown = sorted(set(kwargs) - set(LOADING_ARGUMENTS) - CONFIG_FIELDS)
+    if unknown:
+        # (the _ ones are what AutoModel and pipelines add, not the caller's)
+        public = [name for name in LOADING_ARGUMENTS if not name.startswith("_")]
+        raise TypeError(
+            f"{what} does not support {', '.join(unknown)}; it takes {', '.join(public)} "
+            "and ElmoConfig fields (e.g. num_output_representations, lstm_implementation)"
+        )
+    for name, (values, why) in ONLY_AT.items():
+        if name in kwargs and not any(kwargs[name] == value for value in values):
+            raise ValueError(f"{what}: {name}={kwargs[name]!r} is not supported: {why}")
+    overrides = sorted(set(kwargs) & CONFIG_FIELDS)
+    if overrides and isinstance(kwargs.get("config"), ElmoConfig):
+        raise ValueError(
+            f"{what}: {', '.join(overrides)} would not change the config= given; set them on that ElmoConfig instead"
+        )
+
+
 def load_strict(load: Callable[..., Any], source: str, optional_weights: Sequence[str]) -> tuple[Any, dict]:
     """(model, loading info) from `load(output_loading_info=True, ignore_mismatched_sizes=True)`
     (HF's `from_pretrained`: safetensors, `weights_only=True`), made strict: a bad config.json,
@@ -270,5 +341,6 @@ __all__ = [
     "check_config_file",
     "weights_name",
     "ignore_patterns",
+    "check_loading_arguments",
     "load_strict",
 ]

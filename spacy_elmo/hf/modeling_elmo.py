@@ -23,6 +23,7 @@ LM targets over them (§3.1); the character encoder, the biLSTM (its definition
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, cast
@@ -499,11 +500,17 @@ class ElmoPreTrainedModel(PreTrainedModel):
         """HF loading (safetensors, `weights_only=True`) made strict (`model_directory.load_strict`):
         a bad config.json, missing or mis-shaped tensors and NaN/inf weights raise `ElmoLoadError`
         naming the source. `lstm_implementation=` chooses the biLSTM kernel (a run-time setting,
-        never read from the file)."""
+        never read from the file). An argument it does not honour raises a one-line `TypeError` /
+        `ValueError` before anything is read (`model_directory.check_loading_arguments`)."""
+        model_directory.check_loading_arguments(f"{cls.__name__}.from_pretrained", args, kwargs)
         want_info = kwargs.pop("output_loading_info", False)
-        kwargs.pop("ignore_mismatched_sizes", None)  # mis-shaped tensors are always refused (load_strict)
-        load = functools.partial(super().from_pretrained, pretrained_model_name_or_path, *args, **kwargs)
-        model, info = model_directory.load_strict(load, str(pretrained_model_name_or_path), cls._optional_weights)
+        kwargs.pop("ignore_mismatched_sizes", None)  # False (checked): load_strict passes True, then refuses
+        # the checks of a local directory read the folder HF reads
+        source = str(pretrained_model_name_or_path)
+        if kwargs.get("subfolder"):
+            source = os.path.join(source, kwargs["subfolder"])
+        load = functools.partial(super().from_pretrained, pretrained_model_name_or_path, **kwargs)
+        model, info = model_directory.load_strict(load, source, cls._optional_weights)
         return (model, info) if want_info else model
 
     @torch.no_grad()

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 
 import pytest
 import spacy
 import torch
+from transformers import AutoModel
 
 from spacy_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
 from spacy_elmo.formats.references import load_pretrained
+from spacy_elmo.hf.model_directory import ElmoLoadError
 from spacy_elmo.hf.modeling_elmo import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
 
 
@@ -162,3 +165,69 @@ def test_a_users_readme_is_kept_and_our_card_is_rewritten(tiny_model, tmp_path, 
     caplog.clear()
     tiny_model.save_pretrained(target, tokenizer=ElmoTokenizer(lang="fr"))  # our own card: rewritten
     assert "language: fr" in (target / "README.md").read_text() and caplog.records == []
+
+
+# --- from_pretrained takes only what it honours ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args,kwargs,error,message",
+    [
+        # mis-shaped tensors are refused whatever the caller asks (HF's True would re-initialize them)
+        ((), {"ignore_mismatched_sizes": True}, ValueError, r"ignore_mismatched_sizes=True is not supported"),
+        ((), {"weights_only": False}, ValueError, r"weights_only=False is not supported"),
+        ((), {"adapter_kwargs": {"adapter_name": "x"}}, ValueError, r"adapter_kwargs=.* PEFT adapters"),
+        # HF drops these silently, or has nothing to act on in an LSTM, or needs accelerate
+        ((), {"low_cpu_mem_usage": True}, TypeError, r"does not support low_cpu_mem_usage; it takes cache_dir, "),
+        ((), {"from_tf": True}, TypeError, r"does not support from_tf;"),
+        ((), {"attn_implementation": "eager"}, TypeError, r"does not support attn_implementation;"),
+        ((), {"device_map": "cpu", "tqdm_class": None}, TypeError, r"does not support device_map, tqdm_class;"),
+        # a base config field this model never reads
+        ((), {"output_hidden_states": True}, TypeError, r"does not support output_hidden_states;"),
+        # the model's __init__ takes only the config
+        ((3,), {}, TypeError, r"takes no positional arguments after the model path, got 1"),
+        # HF would hand the override to __init__, not to the given config
+        ((), {"config": ElmoConfig(), "lstm_implementation": "eager"}, ValueError, r"lstm_implementation would not"),
+    ],
+)
+def test_from_pretrained_refuses_what_it_does_not_honour_in_one_line(
+    tiny_model_dir, tmp_path, args, kwargs, error, message
+):
+    """Before any work: the directory named does not even exist, and the argument is what is reported."""
+    absent = tmp_path / "absent"
+    with pytest.raises(error, match=message) as info:
+        ElmoModel.from_pretrained(absent, *args, **kwargs)
+    assert "\n" not in str(info.value) and str(info.value).startswith("ElmoModel.from_pretrained")
+    if error is TypeError and not args:
+        assert "ElmoConfig fields" in str(info.value)  # ... and says what is supported
+    # AutoModel passes them on (with private ones of its own, which are accepted), except what AutoConfig
+    # takes onto the config first (HF's base fields), which ElmoModel.from_pretrained never sees
+    if not args and not {"attn_implementation", "output_hidden_states"} & set(kwargs):
+        with pytest.raises(error, match=message):
+            AutoModel.from_pretrained(tiny_model_dir, **kwargs)
+
+
+def test_from_pretrained_keeps_the_arguments_it_honours(tiny_model, tiny_model_dir, tmp_path):
+    def load(path=tiny_model_dir, **kwargs):
+        return ElmoModel.from_pretrained(path, **kwargs)
+
+    # the package's own loads (the spaCy layer, checkpoints) and HF's loading settings
+    assert torch.equal(
+        load(local_files_only=True, use_safetensors=True).encoder.layers[0].bias, tiny_model.encoder.layers[0].bias
+    )
+    assert next(load(dtype=torch.float64).parameters()).dtype == torch.float64
+    assert next(load(torch_dtype=torch.float64).parameters()).dtype == torch.float64
+    assert isinstance(load(ignore_mismatched_sizes=False, weights_only=True), ElmoModel)
+    model, info = load(output_loading_info=True)
+    assert isinstance(model, ElmoModel) and not info["missing_keys"]
+    # config field overrides, and a config given whole
+    assert load(num_output_representations=2, lstm_implementation="eager").config.num_output_representations == 2
+    config = ElmoConfig.from_pretrained(tiny_model_dir, num_output_representations=1)
+    assert len(load(config=config).scalar_mixes) == 1
+    # a subfolder is read, and checked, where HF reads it
+    tiny_model.save_pretrained(tmp_path / "repo" / "elmo", variant="v1")
+    assert isinstance(load(tmp_path / "repo", subfolder="elmo", variant="v1"), ElmoModel)
+    config_file = tmp_path / "repo" / "elmo" / "config.json"
+    config_file.write_text(json.dumps({**json.loads(config_file.read_text()), "hidden_size_typo": 3}))
+    with pytest.raises(ElmoLoadError, match=rf"^{re.escape(str(config_file))}: unknown field"):
+        load(tmp_path / "repo", subfolder="elmo", variant="v1")

@@ -9,6 +9,8 @@ import copy
 import numpy
 import pytest
 import torch
+from thinc.api import fix_random_seed
+from thinc.util import to_numpy
 
 from float32_error import assert_float32_error  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo import ScalarMix
@@ -19,11 +21,11 @@ GAMMA = 1.4
 L2 = 0.25
 
 
-def faces(l2: float = L2):
+def faces(l2: float = L2, dropout: float = 0.0):
     mix = ScalarMix(3, initial_weights=S)
     with torch.no_grad():
         mix.gamma.fill_(GAMMA)
-    layer = build_scalar_mix(3, l2=l2)
+    layer = build_scalar_mix(3, l2=l2, dropout=dropout)
     layer.set_dim("nO", 5)
     layer.initialize()
     layer.set_param("s", numpy.asarray(S, dtype="f"))
@@ -64,6 +66,50 @@ def test_both_faces_mix_alike_and_penalize_alike():
     # two float32 implementations: thinc's as close to the float64 mix as torch's, up to float32_error's
     # factor; the longest sum is a weight's gradient over every value (11 tokens × 5)
     assert_float32_error(torch_face(torch.float64), torch_face(torch.float32), thinc, terms=11 * 5)
+
+
+def test_training_dropout_masks_the_gradient_as_it_masks_the_output():
+    """With dropout (the shipped configs' 0.1), the output is mix · mask and every gradient is that of
+    Σ dY · mix · mask + λ‖s‖²: checked against the definition written out in float64 autograd on the
+    mask the forward drew (thinc's `get_dropout_mask`, replayed from the same seed)."""
+    rate = 0.1
+    rng = numpy.random.default_rng(2)
+    docs = [rng.normal(size=(3, n, 5)).astype("f") for n in (4, 1, 6)]
+    d_out = [rng.normal(size=(n, 5)).astype("f") for n in (4, 1, 6)]
+    _, layer = faces(dropout=rate)
+
+    fix_random_seed(7)
+    outputs, backprop = layer.begin_update(docs)
+    d_docs = backprop(d_out)
+    fix_random_seed(7)  # the same draw: the forward's only random numbers are its mask over [11 tokens, 5]
+    mask = to_numpy(layer.ops.get_dropout_mask((11, 5), rate))
+    # the draw both drops and keeps (else a backward that skips the mask would differ only in scale)
+    assert 0 < int((mask == 0).sum()) < mask.size
+    thinc = {
+        "outputs": outputs,
+        "d_docs": d_docs,
+        "s": layer.get_grad("s"),
+        "gamma": layer.get_grad("gamma").reshape(-1),
+    }
+
+    def definition(dtype):
+        # the layer's float32 parameters (exact in float64 too)
+        s = torch.tensor(S, dtype=torch.float32).to(dtype).requires_grad_()
+        gamma = torch.tensor([GAMMA], dtype=torch.float32).to(dtype).requires_grad_()
+        layers = [torch.tensor(d, dtype=dtype, requires_grad=True) for d in docs]
+        X = torch.cat(layers, dim=1)
+        mixed = gamma * torch.einsum("j,jnd->nd", torch.softmax(s, dim=0), X) * torch.from_numpy(mask).to(dtype)
+        loss = (mixed * torch.from_numpy(numpy.concatenate(d_out)).to(dtype)).sum() + L2 * (s * s).sum()
+        loss.backward()
+        return {
+            "outputs": list(mixed.detach().split([4, 1, 6])),
+            "d_docs": [x.grad for x in layers],
+            "s": s.grad,
+            "gamma": gamma.grad.reshape(-1),
+        }
+
+    # the longest sum is a weight's gradient over every value (11 tokens × 5)
+    assert_float32_error(definition(torch.float64), definition(torch.float32), thinc, terms=11 * 5)
 
 
 def test_the_penalty_is_l2_of_the_unnormalized_weights():
