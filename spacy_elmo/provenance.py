@@ -157,14 +157,17 @@ def threads(env: Mapping[str, str] | None = None) -> dict:
 
 
 def machine(env: Mapping[str, str] | None = None) -> dict:
-    """CPU model, cores, memory, GPU (if torch sees one), Python and library versions, and the thread
-    settings of `env`: the environment the work ran in (default: this process's)."""
+    """CPU model, cores, memory, load average, GPU (if torch sees one), Python and library versions, and
+    the thread settings of `env`: the environment the work ran in (default: this process's). The load
+    average (1, 5 and 15 min, when the record is made) is what a reader needs to judge a time taken on
+    shared cores."""
     info = {
         "hostname": platform.node(),
         "platform": platform.platform(),
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
         "memory_gib": _memory_gib(),
+        "load_average": _load_average(),
         "python": platform.python_version(),
         "torch": _version("torch"),
         "spacy": _version("spacy"),
@@ -182,6 +185,13 @@ def machine(env: Mapping[str, str] | None = None) -> dict:
         except Exception:  # noqa: BLE001
             pass
     return info
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(load, 2) for load in os.getloadavg()]
+    except OSError:  # not every platform has one
+        return None
 
 
 class Provenance:

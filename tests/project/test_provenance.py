@@ -45,6 +45,8 @@ def test_record_names_commit_dirty_paths_configs_and_machine(tmp_path):
     machine = record["machine"]
     assert machine["cores"] >= 1 and machine["cpu"] and machine["python"].count(".") == 2
     assert machine["spacy"] and machine["transformers"] and machine["torch"]
+    load = machine["load_average"]  # a time on shared cores is read beside the load it ran under
+    assert len(load) == 3 and all(isinstance(x, float) and x >= 0 for x in load)
     assert record["started_utc"] <= record["ended_utc"] and record["ended_utc"].endswith("Z")
     assert json.loads((tmp_path / "out" / "provenance.json").read_text()) == record
 
