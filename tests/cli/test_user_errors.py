@@ -1,6 +1,7 @@
 """Mistakes get one clear line, without waiting on the network: model references that are neither
 a directory, legacy files nor a well-formed hub id; hub ids offline or with the hub unreachable;
-an `elmo` component without a model (when it is added). The `spacy-elmo` CLI prints the line and exits 1."""
+an `elmo` component without a model (when it is added) or with a model of nothing (when it is
+initialized or first used). The `spacy-elmo` CLI prints the line and exits 1."""
 
 from __future__ import annotations
 
@@ -94,7 +95,10 @@ def test_unreachable_hub_fails_fast_but_cached_models_load(tiny_model_dir, tmp_p
     assert dim == "32"
     seconds, message = failed.split(" ", 1)
     assert float(seconds) < 5.0  # huggingface_hub's 5 retries alone wait 1+2+4+8+8 s
-    assert message.startswith("no such directory: someone/missing-elmo; the Hugging Face hub cannot be reached")
+    assert message.startswith(
+        "no such directory: someone/missing-elmo; as a Hugging Face hub id it is not in the local cache, "
+        "and the hub cannot be reached ("
+    )
     assert "Retry" not in result.stderr
 
 
@@ -113,11 +117,18 @@ def test_elmo_without_model_fails_at_add_pipe_naming_the_setting():
     assert nlp.pipe_names == []
 
 
-def test_elmo_with_a_wrong_model_names_the_setting():
+def test_elmo_with_a_model_of_nothing_fails_at_initialize_and_first_use_naming_the_setting():
+    """A name of nothing here is accepted when the component is built (a saved pipeline's config
+    names files that may be gone), and fails in one line when the weights are needed."""
+    line = "elmo `model` (paths.elmo): no such directory: ./no/such/bilm"
     nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": "./no/such/bilm"})
     with pytest.raises(ElmoSettingError) as info:
-        nlp.add_pipe("elmo", config={"model": "./no/such/bilm"})
-    assert str(info.value) == "elmo `model` (paths.elmo): no such directory: ./no/such/bilm"
+        nlp.initialize()
+    assert str(info.value) == line
+    with pytest.raises(ElmoSettingError) as info:
+        nlp("The cat sat .")
+    assert str(info.value) == line
 
 
 # an ELMoForManyLangs directory is checked when it is named (architecture parsed, files present,
