@@ -176,15 +176,30 @@ class _Reader:
         return value
 
 
-def read_legacy_state_dict(config: ElmoConfig, weights_file: str | Path) -> dict[str, torch.Tensor]:
-    """The `ElmoModel` state dict from a bilm-tf lm_weights.hdf5, checked against `config`."""
+def open_weights(weights_file: str | Path) -> h5py.File:
+    """The hdf5 weights file, open for reading; nothing is read yet, but a truncated file fails here
+    (HDF5 compares the file's size with the end its superblock records)."""
     path = Path(weights_file)
     if not path.is_file():
         raise LegacyFormatError(f"weights file not found: {path}")
     try:
-        handle = h5py.File(path, "r")
+        return h5py.File(path, "r")
     except OSError as err:
-        raise LegacyFormatError(f"{path}: not a readable HDF5 file (truncated or corrupt?): {err}") from None
+        reason = " ".join(str(err).split())
+        raise LegacyFormatError(f"{path}: not a readable HDF5 file (truncated or corrupt?): {reason}") from None
+
+
+def check_legacy(options_file: str | Path, weights_file: str | Path) -> None:
+    """Checks legacy files without reading weights: options.json parses into a valid config and the
+    hdf5 file opens. Every problem is one `LegacyFormatError` line naming the file."""
+    config_from_options(options_file)
+    open_weights(weights_file).close()
+
+
+def read_legacy_state_dict(config: ElmoConfig, weights_file: str | Path) -> dict[str, torch.Tensor]:
+    """The `ElmoModel` state dict from a bilm-tf lm_weights.hdf5, checked against `config`."""
+    path = Path(weights_file)
+    handle = open_weights(path)
     state: dict[str, numpy.ndarray] = {}
     directions: dict[str, dict[int, numpy.ndarray]] = {}
     with handle:
@@ -249,6 +264,8 @@ __all__ = [
     "read_options",
     "config_from_options",
     "weight_table",
+    "open_weights",
+    "check_legacy",
     "read_legacy_state_dict",
     "load_legacy",
     "save_legacy",

@@ -1,40 +1,264 @@
-"""Resolving a model reference to an `ElmoModel` and its `ElmoTokenizer`.
+"""A model reference, parsed once into a typed value that checks and loads itself.
 
-A reference is an HF directory (config.json + model.safetensors + tokenizer files), a hub id
-(`owner/name`), legacy files (a directory holding options.json + *.hdf5, or
-"OPTIONS.json,WEIGHTS.hdf5"), an ELMoForManyLangs directory, or an `https://` URL of any of these
-(an archive of a directory, or a pair of URLs of legacy files), downloaded once into the cache
-(`spacy_elmo.formats.download`).
+The text naming a model is one of (`parse_reference` tells which, looking only at the text and
+at which files exist):
+
+- `UrlReference`: an `https://` URL of an archive of a model folder, or a pair of URLs of legacy
+  files, downloaded once into the cache (`spacy_elmo.formats.download`) and then read as the
+  local reference it becomes;
+- `LegacyPair`: AllenNLP / bilm-tf files, "OPTIONS.json,WEIGHTS.hdf5" or a folder holding
+  options.json and *.hdf5 (and no config.json);
+- `EfmlFolder`: an ELMoForManyLangs model folder;
+- `HfFolder`: a local path, existing or not, meant as a model folder (config.json +
+  model.safetensors + tokenizer files);
+- `HubId`: `owner/name` where no such local path exists, a Hugging Face hub repository.
+
+Each kind has `check()`, cheap (no weights read, no download, no network), and
+`load(lang=..., progress=..., **kwargs) -> (ElmoModel, ElmoTokenizer)`, which checks first. Every
+problem is one line: `ModelNotFoundError` (the CLI's exit status 1), or its subclass
+`ModelAbsentError` when nothing is at the reference (no such file or folder; a hub id not in the
+local cache while offline); legacy files that are there but broken raise `LegacyFormatError` and a
+malformed URL `DownloadError` (other bad input: exit status 2), as their readers do. The spaCy
+component needs that difference: a saved pipeline's config still names the files its biLM came
+from after they are gone, so a reference to nothing is not an error until the weights are needed.
+
+A new format is one new kind here (its reader in its own module, as `legacy` and `efml`).
 """
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .legacy import LegacyFormatError, load_legacy
-
-
-def resolve_legacy(reference: str | Path) -> tuple[Path, Path] | None:
-    """(options.json, weights.hdf5) if `reference` names legacy files: a directory holding both,
-    or "OPTIONS.json,WEIGHTS.hdf5"; else None."""
-    text = str(reference)
-    if "," in text:
-        options, weights = (Path(p.strip()) for p in text.split(",", 1))
-        return options, weights
-    path = Path(text)
-    if path.is_dir() and (path / "options.json").is_file() and not (path / "config.json").is_file():
-        found = sorted(path.glob("*.hdf5"))
-        if not found:
-            raise LegacyFormatError(f"{path}: has options.json but no .hdf5 weights file")
-        preferred = [w for w in found if w.name == "lm_weights.hdf5"]
-        return path / "options.json", (preferred or found)[0]
-    return None
+from .legacy import LegacyFormatError
 
 
 class ModelNotFoundError(FileNotFoundError):
     """A model reference that names no model: not a directory, not legacy files, not a hub model
-    (or the hub cannot be asked). Its message is one line; the CLI prints it and exits 1."""
+    (or the hub cannot be asked), or files that are not a valid model. Its message is one line;
+    the CLI prints it and exits 1."""
+
+
+class ModelAbsentError(ModelNotFoundError):
+    """Nothing is at the reference: no such file or folder, a hub id neither in the local cache
+    nor to be had from the hub. (A typo, or the leftover name in a saved pipeline's config.)"""
+
+
+@dataclass(frozen=True)
+class UrlReference:
+    """One URL of a model archive, or "URL_options,URL_weights" (a part may be a local file)."""
+
+    url: str
+
+    def check(self) -> None:
+        """The URL's form (archive suffix, `#sha256=` fragment); makes no request. Raises
+        `DownloadError` (one line)."""
+        from .download import check_url_reference
+
+        check_url_reference(self.url)
+
+    def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
+        from .download import fetch
+
+        self.check()
+        return parse_reference(fetch(self.url, progress=progress)).load(lang=lang, progress=progress, **kwargs)
+
+
+@dataclass(frozen=True)
+class LegacyPair:
+    """options.json and the hdf5 weights (None: a folder holding options.json and no .hdf5)."""
+
+    options: Path
+    weights: Path | None
+
+    def check(self) -> None:
+        """Both files are there (else `ModelNotFoundError`), options.json is a valid config and the
+        hdf5 file opens, no weights read (else `LegacyFormatError`, naming the file)."""
+        from .legacy import check_legacy
+
+        if self.weights is None:
+            raise LegacyFormatError(f"{self.options.parent}: has options.json but no .hdf5 weights file")
+        files = {"options": self.options, "weights": self.weights}
+        # neither file there: the pair names nothing (ModelAbsentError); one of them: a broken pair
+        absent = ModelAbsentError if not any(path.exists() for path in files.values()) else ModelNotFoundError
+        for role, path in files.items():
+            if not path.is_file():
+                raise absent(f"no such file: {path} (the legacy {role} file)")
+        check_legacy(self.options, self.weights)
+
+    def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
+        """kwargs (`from_pretrained` arguments) do not apply to legacy files."""
+        from ..hf.tokenization_elmo import ElmoTokenizer
+        from .legacy import load_legacy
+
+        self.check()
+        assert self.weights is not None  # (check: a folder without weights fails)
+        model = load_legacy(self.options, self.weights)
+        return model, ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token, lang=lang or "en")
+
+
+@dataclass(frozen=True)
+class EfmlFolder:
+    """An ELMoForManyLangs model folder (its config.json names the architecture json)."""
+
+    path: Path
+
+    def check(self) -> None:
+        """The architecture is found and supported, and every file the runtime reads is there."""
+        from .efml import EfmlFormatError, check_efml_directory
+
+        try:
+            check_efml_directory(self.path)
+        except EfmlFormatError as err:
+            raise ModelNotFoundError(str(err)) from None
+
+    def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
+        """lang: the spaCy language of the tokenizer (default "xx": the folder does not say)."""
+        from .efml import load_efml
+
+        self.check()
+        return load_efml(self.path, lang=lang or "xx")
+
+
+@dataclass(frozen=True)
+class HfFolder:
+    """A local path (as written: messages quote it) meant as a model folder; it may not exist."""
+
+    text: str
+
+    @property
+    def path(self) -> Path:
+        return Path(self.text)
+
+    def check(self) -> None:
+        """The folder exists and its config.json is an ELMo config."""
+        if not self.path.exists():
+            raise ModelAbsentError(f"no such directory: {self.text}")
+        config = self.path / "config.json"
+        if not config.is_file():
+            raise ModelNotFoundError(
+                f"{self.path}: not an ELMo model: expected config.json + model.safetensors (HF layout), "
+                "options.json + lm_weights.hdf5 (legacy layout) or an ELMoForManyLangs directory "
+                "(config.json naming its architecture, char.dic, token_embedder.pkl, encoder.pkl)"
+            )
+        _check_elmo_config(config)
+
+    def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
+        """kwargs go to `ElmoModel.from_pretrained`; the tokenizer is the folder's (the UTF-8 one
+        for a folder without tokenizer files)."""
+        from ..hf.modeling_elmo import ElmoModel
+        from ..hf.tokenization_elmo import ElmoTokenizer
+
+        self.check()
+        model = ElmoModel.from_pretrained(self.text, **kwargs).eval()
+        has_tokenizer = (self.path / "tokenizer_config.json").is_file()
+        return _fitting(self.text, model, ElmoTokenizer.from_pretrained(self.text) if has_tokenizer else None)
+
+
+@dataclass(frozen=True)
+class HubId:
+    """`owner/name` of a Hugging Face hub repository, where no such local path exists."""
+
+    repo_id: str
+
+    def check(self) -> None:
+        """In the local cache: its config.json is an ELMo config. Not cached: an error offline
+        (HF_HUB_OFFLINE), else nothing to check without asking the hub (`load` asks it)."""
+        from huggingface_hub import is_offline_mode
+
+        cached = self._cached_config()
+        if cached is not None:
+            _check_elmo_config(cached)
+        elif is_offline_mode():
+            raise ModelAbsentError(self._absent("HF_HUB_OFFLINE is set"))
+
+    def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
+        """kwargs go to `ElmoModel.from_pretrained`; the tokenizer is the repository's (the UTF-8
+        one for a repository without tokenizer files)."""
+        from ..hf.modeling_elmo import ElmoModel
+        from ..hf.tokenization_elmo import ElmoTokenizer
+
+        self.check()
+        kwargs = {**self._ask_hub(), **kwargs}
+        model = ElmoModel.from_pretrained(self.repo_id, **kwargs).eval()
+        try:
+            tokenizer = ElmoTokenizer.from_pretrained(
+                self.repo_id, local_files_only=kwargs.get("local_files_only", False)
+            )
+        except OSError:  # a hub repository without tokenizer files
+            tokenizer = None
+        return _fitting(self.repo_id, model, tokenizer)
+
+    def _cached_config(self) -> Path | None:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(self.repo_id, "config.json")
+        return Path(found) if isinstance(found, str) else None
+
+    def _absent(self, why: str) -> str:
+        """Both readings of the text: a local folder, and a hub id."""
+        return f"no such directory: {self.repo_id}; as a Hugging Face hub id it is not in the local cache, and {why}"
+
+    def _ask_hub(self) -> dict[str, Any]:
+        """Asks the hub once for the repository's config.json before `from_pretrained` does (which
+        retries a dead network for half a minute). Returns extra `from_pretrained` arguments
+        (`local_files_only` when the hub cannot be reached but the model is cached), or raises
+        `ModelNotFoundError`."""
+        from huggingface_hub import get_hf_file_metadata, hf_hub_url, is_offline_mode
+        from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
+
+        if is_offline_mode():  # (check: it is cached)
+            return {}
+        try:  # one request, no retries
+            get_hf_file_metadata(hf_hub_url(self.repo_id, "config.json"), timeout=10)
+        except RepositoryNotFoundError:
+            raise ModelAbsentError(
+                f"no such directory: {self.repo_id}; no such model on the Hugging Face hub either"
+            ) from None
+        except EntryNotFoundError:
+            raise ModelNotFoundError(
+                f"{self.repo_id}: the hub repository has no config.json (not an ELMo model in the HF layout)"
+            ) from None
+        except HfHubHTTPError as err:
+            raise ModelNotFoundError(
+                f"{self.repo_id}: the Hugging Face hub refused it: {str(err).splitlines()[0]}"
+            ) from None
+        except Exception as err:  # no network: DNS, refused connection, timeout, proxy
+            if self._cached_config() is not None:
+                return {"local_files_only": True}
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ModelAbsentError(self._absent(f"the hub cannot be reached ({reason})")) from None
+        return {}
+
+
+ModelReference = UrlReference | LegacyPair | EfmlFolder | HfFolder | HubId
+
+
+def parse_reference(reference: str | Path | ModelReference) -> ModelReference:
+    """The kind of model `reference` names (see the module docstring); a parsed one is returned as
+    it is. Reads no weights and asks no network; what the files hold is `check`'s to say."""
+    from .download import is_url
+    from .efml import is_efml_directory
+
+    if isinstance(reference, UrlReference | LegacyPair | EfmlFolder | HfFolder | HubId):
+        return reference
+    text = str(reference)
+    if is_url(text):
+        return UrlReference(text)
+    if "," in text:
+        options, weights = (Path(part.strip()) for part in text.split(",", 1))
+        return LegacyPair(options, weights)
+    path = Path(text)
+    if path.is_dir():
+        if (path / "options.json").is_file() and not (path / "config.json").is_file():
+            found = sorted(path.glob("*.hdf5"), key=lambda w: (w.name != "lm_weights.hdf5", w.name))
+            return LegacyPair(path / "options.json", found[0] if found else None)
+        if is_efml_directory(path):
+            return EfmlFolder(path)
+    elif not path.exists() and is_hub_id(text):
+        return HubId(text)
+    return HfFolder(text)
 
 
 def is_hub_id(reference: str) -> bool:
@@ -52,135 +276,19 @@ def is_hub_id(reference: str) -> bool:
     return True
 
 
-def hub_loading_kwargs(repo_id: str) -> dict:
-    """Checks a hub id before `from_pretrained` asks the hub (which retries a dead network for
-    half a minute). Returns extra `from_pretrained` arguments, or raises `ModelNotFoundError`:
-    offline (HF_HUB_OFFLINE) and not cached, no such hub repository, or the hub unreachable."""
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url, is_offline_mode, try_to_load_from_cache
-    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
+def _check_elmo_config(config: Path) -> None:
+    """A model folder's config.json: a JSON object with model_type "elmo"."""
+    from ..hf.configuration_elmo import read_json_object
 
-    cached = isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
-    if is_offline_mode():
-        if cached:
-            return {}
-        raise ModelNotFoundError(
-            f"no such directory: {repo_id}; as a Hugging Face hub id it is not in the local cache, "
-            "and HF_HUB_OFFLINE is set"
-        )
-    try:  # one request, no retries
-        get_hf_file_metadata(hf_hub_url(repo_id, "config.json"), timeout=10)
-    except RepositoryNotFoundError:
-        raise ModelNotFoundError(
-            f"no such directory: {repo_id}; no such model on the Hugging Face hub either"
-        ) from None
-    except EntryNotFoundError:
-        raise ModelNotFoundError(
-            f"{repo_id}: the hub repository has no config.json (not an ELMo model in the HF layout)"
-        ) from None
-    except HfHubHTTPError as err:
-        raise ModelNotFoundError(f"{repo_id}: the Hugging Face hub refused it: {str(err).splitlines()[0]}") from None
-    except Exception as err:  # no network: DNS, refused connection, timeout, proxy
-        if cached:
-            return {"local_files_only": True}
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ModelNotFoundError(
-            f"no such directory: {repo_id}; the Hugging Face hub cannot be reached ({reason}) "
-            "and the model is not in the local cache"
-        ) from None
-    return {}
+    model_type = read_json_object(config, ModelNotFoundError).get("model_type")
+    if model_type != "elmo":
+        raise ModelNotFoundError(f"{config}: not an ELMo model (model_type {model_type!r}, expected 'elmo')")
 
 
-def check_reference(reference: str | Path) -> None:
-    """Checks cheaply that `reference` can name a model, without reading weights, downloading or
-    asking the network: a URL must be well formed; legacy files must exist; a local directory must
-    hold an ELMo `config.json`, legacy files or an ELMoForManyLangs model (its architecture
-    valid and its files present); anything else must be a
-    well-formed hub id, in the local cache when HF_HUB_OFFLINE is set. Raises `ModelNotFoundError`
-    (one line) otherwise."""
-    from .download import check_url_reference, is_url
-    from .efml import EfmlFormatError, check_efml_directory, is_efml_directory
-
-    if is_url(str(reference)):
-        check_url_reference(str(reference))
-        return
-    legacy = resolve_legacy(reference)
-    if legacy is not None:
-        for path in legacy:
-            if not path.is_file():
-                raise ModelNotFoundError(f"no such file: {path} (in the legacy reference {str(reference)!r})")
-        return
-    path = Path(str(reference))
-    if path.exists():
-        if is_efml_directory(path):
-            try:
-                check_efml_directory(path)
-            except EfmlFormatError as err:
-                raise ModelNotFoundError(str(err)) from None
-            return
-        config = path / "config.json"
-        if not config.is_file():
-            raise ModelNotFoundError(
-                f"{path}: not an ELMo model: expected config.json + model.safetensors (HF layout), "
-                "options.json + lm_weights.hdf5 (legacy layout) or an ELMoForManyLangs directory "
-                "(config.json naming its architecture, char.dic, token_embedder.pkl, encoder.pkl)"
-            )
-        try:
-            model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-        except (ValueError, AttributeError, OSError) as err:
-            raise ModelNotFoundError(f"{config}: not a JSON object ({err})") from None
-        if model_type != "elmo":
-            raise ModelNotFoundError(f"{config}: not an ELMo model (model_type {model_type!r}, expected 'elmo')")
-        return
-    if not is_hub_id(str(reference)):
-        raise ModelNotFoundError(f"no such directory: {reference}")
-    from huggingface_hub import is_offline_mode, try_to_load_from_cache
-
-    if is_offline_mode() and not isinstance(try_to_load_from_cache(str(reference), "config.json"), str):
-        raise ModelNotFoundError(
-            f"no such directory: {reference}; as a Hugging Face hub id it is not in the local cache, "
-            "and HF_HUB_OFFLINE is set"
-        )
-
-
-def local_reference(reference: str | Path, progress: bool = True) -> str:
-    """`reference` with URLs replaced by their downloaded copies (see `spacy_elmo.formats.download`)."""
-    from .download import fetch, is_url
-
-    text = str(reference)
-    return fetch(text, progress=progress) if is_url(text) else text
-
-
-def load_pretrained(reference: str | Path, *, lang: str | None = None, progress: bool = True, **kwargs):
-    """(`ElmoModel` in eval mode, `ElmoTokenizer`) for a model reference (see the module docstring).
-
-    lang: the spaCy language of the tokenizer for references that do not record one (legacy and
-    EFML files: default "en" and "xx"). kwargs go to `ElmoModel.from_pretrained` (HF directories
-    and hub ids). A reference that names no model fails at once with one line (`ModelNotFoundError`).
-    """
+def _fitting(reference: str, model, tokenizer):
+    """(model, tokenizer): the given tokenizer (default: the UTF-8 one), checked against the model."""
     from ..hf.model_directory import default_tokenizer
-    from ..hf.modeling_elmo import ElmoModel
-    from ..hf.tokenization_elmo import ElmoTokenizer
-    from .efml import is_efml_directory, load_efml
 
-    reference = local_reference(reference, progress)
-    check_reference(reference)
-    legacy = resolve_legacy(reference)
-    if legacy is not None:
-        model = load_legacy(*legacy)
-        return model, ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token, lang=lang or "en")
-    path = Path(reference)
-    if is_efml_directory(path):
-        return load_efml(path, lang=lang or "xx")
-    if not path.exists():
-        kwargs = {**hub_loading_kwargs(reference), **kwargs}
-    model = ElmoModel.from_pretrained(reference, **kwargs).eval()
-    if path.exists():
-        tokenizer = ElmoTokenizer.from_pretrained(reference) if (path / "tokenizer_config.json").is_file() else None
-    else:
-        try:
-            tokenizer = ElmoTokenizer.from_pretrained(reference, local_files_only=kwargs.get("local_files_only", False))
-        except OSError:  # a hub repository without tokenizer files
-            tokenizer = None
     tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model)
     try:
         tokenizer.check_model(model.config)
@@ -189,6 +297,34 @@ def load_pretrained(reference: str | Path, *, lang: str | None = None, progress:
     return model, tokenizer
 
 
-def load_model(reference: str | Path, **kwargs):
+def load_pretrained(
+    reference: str | Path | ModelReference, *, lang: str | None = None, progress: bool = True, **kwargs
+):
+    """(`ElmoModel` in eval mode, `ElmoTokenizer`) for a model reference (see the module docstring).
+
+    lang: the spaCy language of the tokenizer for references that do not record one (legacy and
+    EFML files: default "en" and "xx"). kwargs go to `ElmoModel.from_pretrained` (HF folders and
+    hub ids). A reference that names no model fails at once with one line (`ModelNotFoundError`).
+    """
+    return parse_reference(reference).load(lang=lang, progress=progress, **kwargs)
+
+
+def load_model(reference: str | Path | ModelReference, **kwargs):
     """The `ElmoModel` of `load_pretrained` (its tokenizer: `load_pretrained(...)[1]`)."""
     return load_pretrained(reference, **kwargs)[0]
+
+
+__all__ = [
+    "EfmlFolder",
+    "HfFolder",
+    "HubId",
+    "LegacyPair",
+    "ModelAbsentError",
+    "ModelNotFoundError",
+    "ModelReference",
+    "UrlReference",
+    "is_hub_id",
+    "load_model",
+    "load_pretrained",
+    "parse_reference",
+]

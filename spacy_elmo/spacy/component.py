@@ -11,29 +11,29 @@ listeners (spaCy's listener pattern) and the biLM is fine-tuned. With `elmo` in
 the biLM never changes; then a layer cache for that training run only
 (`spacy-elmo.training_layer_cache.v1` in `[initialize.after_init]`) lets epochs 2+ skip it.
 
-Construction checks the `model` reference cheaply (no weights read) and fails at once with one
-line, a `ConfigValidationError` that spaCy's CLI prints as such, except when spaCy builds the
-component to load a saved pipeline: the weights then come from the pipeline's own files.
+A wrong `model` fails in one line, an `ElmoSettingError` (a `ConfigValidationError`, which
+spaCy's CLI prints without a traceback). What is here is checked when the component is built,
+cheaply (no weights read, no network): an existing path must hold a valid model, a URL must be well
+formed, a cached hub id must be an ELMo model. A name of nothing here fails only when the weights
+are first needed (`initialize`, the first Doc): a saved pipeline's config keeps naming the files
+its biLM came from after they are gone (its weights come from its own files), and the factory
+cannot tell that leftover name from a typo (`layers.bilm.check_source`).
 """
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any, cast
 
 import numpy
 import srsly
-from confection import ConfigValidationError
 from spacy import util
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples
-from spacy.training.initialize import init_nlp
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats1d
@@ -42,6 +42,7 @@ from .architectures import ElmoBiLM_v1
 from .deferred_step import DeferredStep
 from .doc_data import ElmoDocData, register_extensions, set_similarity_hooks
 from .layers.bilm import (
+    ElmoSettingError,
     bilm_from_bytes,
     bilm_to_bytes,
     check_source,
@@ -104,14 +105,11 @@ def make_elmo(
     cache_mb: size in MB of the layer cache at inference (0 = off); see `ElmoComponent`. Training runs
         size theirs in `[initialize.components.elmo] cache_mb`.
 
-    A missing or bad `model` raises `ElmoSettingError` here (see the module docstring).
+    An unset or bad `model` raises `ElmoSettingError` here; one that names nothing here, when the
+    weights are first needed (see the module docstring).
     """
     bilm = ElmoBiLM_v1(name=model) if isinstance(model, str) else model
-    if not _built_to_load_saved_weights():
-        try:
-            check_source(bilm)
-        except (ValueError, OSError) as err:
-            raise ElmoSettingError(title=str(err)) from None
+    check_source(bilm)
     return ElmoComponent(
         nlp.vocab,
         bilm,
@@ -122,34 +120,6 @@ def make_elmo(
         cache_mb=cache_mb,
         fine_tune_layers=fine_tune_layers,
     )
-
-
-class ElmoSettingError(ConfigValidationError):
-    """A bad setting of the `elmo` component, found when it is built: one line (spaCy's CLI prints
-    a `ConfigValidationError` as its message instead of a traceback)."""
-
-    def __str__(self) -> str:
-        return self.text.strip()
-
-
-def _built_to_load_saved_weights() -> bool:
-    """Whether spaCy is building this component to load weights into it afterwards: inside
-    `spacy.util.load_model_from_path` (`spacy.load`, packaged and sourced pipelines) or inside
-    `Language.from_config` outside training (the documented `from_config` + `from_bytes` way).
-    `init_nlp` (`spacy train`) and a direct `nlp.add_pipe` need `model` now."""
-    loading, training = util.load_model_from_path.__code__, init_nlp.__code__
-    from_config = cast(Any, Language.from_config).__func__.__code__  # (a classmethod: its function's code)
-    in_from_config = False
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        code = frame.f_code
-        if code is loading:
-            return True
-        if code is training:
-            return False
-        in_from_config = in_from_config or code is from_config
-        frame = frame.f_back
-    return in_from_config
 
 
 class ElmoComponent(TrainablePipe):
@@ -376,7 +346,8 @@ class ElmoComponent(TrainablePipe):
     def initialize(
         self, get_examples: Callable[[], Iterable[Example]] | None = None, *, nlp: Language | None = None
     ) -> None:
-        """Loads the biLM (nothing is learned from the examples)."""
+        """Loads the biLM (nothing is learned from the examples): a `model` that names nothing
+        fails here, in one line (`ElmoSettingError`), before training starts."""
         get_elmo_model(self.model)
 
     def add_label(self, label: str) -> int:

@@ -209,15 +209,16 @@ def probe_tasks(
     """{"tasks": {task: run_probe(...)}} for a model reference (HF dir, hub id, legacy or EFML files,
     URL); the biLM runs on `device` ("auto": CUDA when available), the probes on the CPU."""
     from ..devices import pick_device
-    from ..formats.references import check_reference, load_pretrained
+    from ..formats.references import parse_reference
 
     torch.manual_seed(seed)
     tasks = list(tasks)
-    check_reference(model_ref)  # a wrong reference fails before the data is read
+    reference = parse_reference(model_ref)
+    reference.check()  # a wrong reference fails before the data is read
     data = {
         task: (read_examples(train, task, max_sentences), read_examples(dev, task, max_sentences)) for task in tasks
     }
-    model, tokenizer = load_pretrained(model_ref)
+    model, tokenizer = reference.load()
     model = model.to(pick_device(device))
     result: dict[str, Any] = {
         "model": str(model_ref),

@@ -1,10 +1,13 @@
 """Mistakes get one clear line, without waiting on the network: model references that are neither
 a directory, legacy files nor a well-formed hub id; hub ids offline or with the hub unreachable;
-an `elmo` component without a model (when it is added). The `spacy-elmo` CLI prints the line and exits 1."""
+an `elmo` component without a model (when it is added) or with a model of nothing (when it is
+initialized or first used). The `spacy-elmo` CLI prints the line and exits 1."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +17,7 @@ import time
 import pytest
 import spacy
 
+from helpers import ROOT, make_corpus  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo.cli import main
 from spacy_elmo.formats.references import ModelNotFoundError, is_hub_id, load_model
 from spacy_elmo.spacy.component import ElmoSettingError
@@ -94,7 +98,10 @@ def test_unreachable_hub_fails_fast_but_cached_models_load(tiny_model_dir, tmp_p
     assert dim == "32"
     seconds, message = failed.split(" ", 1)
     assert float(seconds) < 5.0  # huggingface_hub's 5 retries alone wait 1+2+4+8+8 s
-    assert message.startswith("no such directory: someone/missing-elmo; the Hugging Face hub cannot be reached")
+    assert message.startswith(
+        "no such directory: someone/missing-elmo; as a Hugging Face hub id it is not in the local cache, "
+        "and the hub cannot be reached ("
+    )
     assert "Retry" not in result.stderr
 
 
@@ -113,11 +120,108 @@ def test_elmo_without_model_fails_at_add_pipe_naming_the_setting():
     assert nlp.pipe_names == []
 
 
-def test_elmo_with_a_wrong_model_names_the_setting():
+def test_elmo_with_a_model_of_nothing_fails_at_initialize_and_first_use_naming_the_setting():
+    """A name of nothing here is accepted when the component is built (a saved pipeline's config
+    names files that may be gone), and fails in one line when the weights are needed."""
+    line = "elmo `model` (paths.elmo): no such directory: ./no/such/bilm"
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": "./no/such/bilm"})
+    with pytest.raises(ElmoSettingError) as info:
+        nlp.initialize()
+    assert str(info.value) == line
+    with pytest.raises(ElmoSettingError) as info:
+        nlp("The cat sat .")
+    assert str(info.value) == line
+
+
+def _truncated_hdf5(folder):
+    weights = folder / "lm_weights.hdf5"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
+    return f"{weights}: not a readable HDF5 file (truncated or corrupt?): "
+
+
+def _options_not_json(folder):
+    (folder / "options.json").write_text('{"lstm": {"dim": 16,')
+    return f"{folder / 'options.json'}: not valid JSON ("
+
+
+def _options_only(folder):
+    (folder / "lm_weights.hdf5").unlink()
+    return f"{folder}: has options.json but no .hdf5 weights file"
+
+
+@pytest.mark.parametrize("damage", [_truncated_hdf5, _options_not_json, _options_only])
+def test_broken_legacy_files_fail_at_add_pipe_in_one_line(allennlp_dir, tmp_path, damage):
+    """Files that are there are checked when the component is built (no weights read)."""
+    folder = tmp_path / "legacy"
+    folder.mkdir()
+    for name in ("options.json", "lm_weights.hdf5"):
+        shutil.copy(allennlp_dir / name, folder / name)
+    start = damage(folder)
     nlp = spacy.blank("en")
     with pytest.raises(ElmoSettingError) as info:
-        nlp.add_pipe("elmo", config={"model": "./no/such/bilm"})
-    assert str(info.value) == "elmo `model` (paths.elmo): no such directory: ./no/such/bilm"
+        nlp.add_pipe("elmo", config={"model": str(folder)})
+    assert str(info.value).startswith(f"elmo `model` (paths.elmo): {start}"), str(info.value)
+    assert "\n" not in str(info.value) and nlp.pipe_names == []
+
+
+# the two readings of a name that is neither a folder here nor a cached hub id
+BOTH_READINGS = (
+    "no such directory: {0}; as a Hugging Face hub id it is not in the local cache, and HF_HUB_OFFLINE is set"
+)
+
+
+def test_a_name_of_nothing_fails_at_initialize_and_first_use_naming_both_readings(tmp_path):
+    """add_pipe accepts it (a saved pipeline's leftover name looks the same); initialize and the
+    first Doc fail in one line. Offline, in a fresh process (huggingface_hub reads HF_HUB_OFFLINE
+    when imported)."""
+    script = textwrap.dedent("""
+        import json, spacy
+        errors = []
+        for run in ("initialize", "first Doc"):
+            nlp = spacy.blank("en")
+            nlp.add_pipe("elmo", config={"model": "build/fixure_elmo"})
+            try:
+                nlp.initialize() if run == "initialize" else nlp("The cat sat .")
+            except Exception as err:
+                errors.append([type(err).__name__, str(err)])
+        print(json.dumps(errors))
+    """)
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = "elmo `model` (paths.elmo): " + BOTH_READINGS.format("build/fixure_elmo")
+    assert json.loads(result.stdout) == [["ElmoSettingError", line]] * 2
+
+
+def test_spacy_train_with_a_name_of_nothing_is_one_line_before_training(tmp_path):
+    """`python -m spacy train ... --paths.elmo build/does_not_exist`: spaCy prints the line (wrapped at
+    80 columns) without a traceback and exits 1 before training; the output folder stays empty."""
+    corpus = make_corpus(tmp_path / "train.spacy")
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "spacy", "train", str(ROOT / "configs" / "ner_elmo.cfg"), "--output", str(out)]
+    data = ["--paths.train", str(corpus), "--paths.dev", str(corpus), "--paths.elmo", "build/does_not_exist"]
+    done = subprocess.run(
+        command + data,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")},
+    )
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)  # wasabi's colours, where it uses them
+    assert done.returncode == 1, shown
+    assert "Traceback" not in shown and "Training pipeline" not in shown, shown
+    after = " ".join(shown.split("Initializing pipeline", 1)[1].strip("= \n").split())
+    assert after == "✘ elmo `model` (paths.elmo): " + BOTH_READINGS.format("build/does_not_exist"), shown
+    assert not out.exists() or not any(out.iterdir())
 
 
 # an ELMoForManyLangs directory is checked when it is named (architecture parsed, files present,

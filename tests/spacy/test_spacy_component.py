@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
+from pathlib import Path
 
 import numpy
 import pytest
@@ -299,6 +300,29 @@ def test_to_disk_and_bytes_need_no_original_files(tiny_model_dir, tmp_path):
     again.from_bytes(data)
     for doc, tensor in zip(again.pipe(texts), expected):
         numpy.testing.assert_array_equal(to_numpy(doc.tensor), tensor)
+
+
+@pytest.mark.parametrize("name", ["hf", "models/elmo", "absolute"])
+def test_a_saved_pipeline_whose_model_folder_is_gone_loads(name, tiny_model_dir, tmp_path, monkeypatch):
+    """The config keeps naming the folder the biLM came from: a relative one (`hf`; `models/elmo`,
+    which could also be a hub id) or an absolute one. Gone, it is a leftover: spacy.load and
+    from_config + from_bytes take the weights from the pipeline's own files."""
+    monkeypatch.chdir(tmp_path)
+    source = tmp_path / "abs_elmo" if name == "absolute" else Path(name)
+    shutil.copytree(tiny_model_dir, source)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": str(source)})
+    text = "The cat sat on the mat ."
+    expected = to_numpy(nlp(text).tensor)
+    nlp.to_disk(tmp_path / "pipeline")
+    data = nlp.to_bytes()
+    shutil.rmtree(source)
+    loaded = spacy.load(tmp_path / "pipeline")
+    assert loaded.config["components"]["elmo"]["model"] == str(source)  # the leftover name
+    numpy.testing.assert_array_equal(to_numpy(loaded(text).tensor), expected)
+    again = spacy.blank("en").from_config(nlp.config)
+    again.from_bytes(data)
+    numpy.testing.assert_array_equal(to_numpy(again(text).tensor), expected)
 
 
 def test_layer_cache_is_bounded_and_exact(tiny_model_dir):

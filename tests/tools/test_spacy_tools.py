@@ -122,16 +122,18 @@ def test_spacy_train_without_paths_elmo_is_one_line_before_training(corpus, tmp_
     assert len(after) == 1 and "elmo: no biLM: elmo `model` (paths.elmo) is not set" in after[0], shown
 
 
-def test_a_wrong_model_fails_at_add_pipe_but_saved_pipelines_load_without_it(tiny_model_dir, tmp_path):
+def test_a_wrong_model_fails_before_any_work_but_saved_pipelines_load_without_it(tiny_model_dir, tmp_path):
     from spacy_elmo.spacy.component import ElmoSettingError
 
     nlp = spacy.blank("en")
     start = time.perf_counter()
-    with pytest.raises(ElmoSettingError, match=r"no such directory: .*missing"):
-        nlp.add_pipe("elmo", config={"model": str(tmp_path / "missing")})
     with pytest.raises(ElmoSettingError, match=r"not an ELMo model"):
-        nlp.add_pipe("elmo", config={"model": str(tmp_path)})  # exists, holds no model
+        nlp.add_pipe("elmo", config={"model": str(tmp_path)})  # exists, holds no model: at add_pipe
+    nlp.add_pipe("elmo", config={"model": str(tmp_path / "missing")})  # nothing there: when the weights are needed
+    with pytest.raises(ElmoSettingError, match=r"no such directory: .*missing$"):
+        nlp.initialize()
     assert time.perf_counter() - start < 1.0  # nothing is loaded to find out
+    nlp.remove_pipe("elmo")
     nlp.add_pipe("elmo", config={"model": str(tiny_model_dir)})
     nlp.to_disk(tmp_path / "pipeline")
     loaded = spacy.load(tmp_path / "pipeline", config={"components": {"elmo": {"model": str(tmp_path / "gone")}}})

@@ -6,8 +6,8 @@ budget → character ids → `PyTorchWrapper` around the torch biLM → all laye
 Doc.  Every segment runs from a zero LSTM state, so a Doc's output does not depend on what else
 is in the batch.
 
-The torch biLM is loaded lazily from `name` (an HF directory, a hub id, or legacy
-options+weights) on first use, unless weights arrive first (`set_elmo_model`, `from_bytes`): a
+The torch biLM is loaded lazily from `name` (any model reference: an HF directory, a hub id, legacy
+options+weights, ...) on first use, unless weights arrive first (`set_elmo_model`, `from_bytes`): a
 saved pipeline therefore never needs the original files.
 """
 
@@ -23,6 +23,7 @@ from typing import Any, cast
 import numpy
 import srsly
 import torch
+from confection import ConfigValidationError
 from spacy.tokens import Doc
 from spacy.training.batchers import minibatch_by_padded_size
 from thinc.api import (
@@ -296,8 +297,7 @@ def get_elmo_model(model: Model, load: bool = True):
     """The torch `ElmoModel` inside the layer, loading it from `name` first if needed (`load`)."""
     stack = _stack(model)
     if stack.elmo is None and load:
-        check_source(model)
-        set_elmo_model(model, *_load(model.attrs["name"]))
+        set_elmo_model(model, *_load(model))
     elif stack.elmo is not None and not model.has_dim("nO"):
         set_elmo_model(model, stack.elmo, stack.tokenizer)
     return stack.elmo
@@ -309,36 +309,58 @@ def get_tokenizer(model: Model):
     return _stack(model).tokenizer
 
 
+class ElmoSettingError(ConfigValidationError):
+    """A biLM `name` (the `elmo` component's `model`) that names no model: one line, raised when
+    the component is built (a bad one) or when the weights are first needed (a missing one:
+    `initialize`, the first Doc). spaCy's CLI prints a `ConfigValidationError` as its message
+    instead of a traceback."""
+
+    def __str__(self) -> str:
+        return self.text.strip()
+
+
 # short: spaCy's CLI wraps its error lines at 80 columns, colour codes included
 _SETTING = "elmo `model` (paths.elmo)"
 
 
+def _name(model: Model) -> str:
+    name = model.attrs.get("name")
+    if not name:
+        raise ElmoSettingError(title=f"elmo: no biLM: {_SETTING} is not set")
+    return str(name)
+
+
 def check_source(model: Model) -> None:
-    """Checks cheaply (no weights read, no download, no network) that the layer has a biLM or can
-    load one from `name`: a ValueError (no name) or `ModelNotFoundError` (a bad one), one line
-    naming the setting."""
-    from ...formats.references import ModelNotFoundError, check_reference
+    """Checks cheaply (no weights read, no download, no network) what the layer's `name` names
+    that is here: an existing path must hold a valid model, a URL must be well formed, a hub id in
+    the local cache must be an ELMo model. A name of nothing here (no such path, a hub id not
+    cached) passes: a saved pipeline's config keeps naming the files its biLM came from after they
+    are gone, and its weights come from `from_disk` / `from_bytes`; the layer cannot tell that
+    leftover from a typo, so the typo fails when the weights are first needed (`get_elmo_model`).
+    Raises `ElmoSettingError`, one line naming the setting."""
+    from ...formats.references import ModelAbsentError, ModelNotFoundError, parse_reference
 
     if _stack(model).elmo is not None:
         return
-    name = model.attrs.get("name")
-    if not name:
-        raise ValueError(f"elmo: no biLM: {_SETTING} is not set")
+    name = _name(model)
     try:
-        check_reference(name)
-    except (ModelNotFoundError, OSError) as err:  # say which setting named it
-        raise ModelNotFoundError(f"{_SETTING}: {err}") from None
+        parse_reference(name).check()
+    except ModelAbsentError:
+        pass
+    # ValueError: broken legacy files (LegacyFormatError); OSError: a malformed URL (DownloadError)
+    except (ModelNotFoundError, ValueError, OSError) as err:
+        raise ElmoSettingError(title=f"{_SETTING}: {err}") from None
 
 
-def _load(name: str):
-    """(model, tokenizer) of the reference `name` (`loading.load_pretrained`), its errors naming
-    the setting that gave the reference."""
+def _load(model: Model):
+    """(model, tokenizer) of the layer's `name` (`references.load_pretrained`); a name of nothing
+    (or of no valid model) is one `ElmoSettingError` line naming the setting."""
     from ...formats.references import ModelNotFoundError, load_pretrained
 
     try:
-        return load_pretrained(name)
-    except ModelNotFoundError as err:  # say which setting named it
-        raise ModelNotFoundError(f"{_SETTING}: {err}") from None
+        return load_pretrained(_name(model))
+    except ModelNotFoundError as err:
+        raise ElmoSettingError(title=f"{_SETTING}: {err}") from None
 
 
 def bilm_init(model: Model, X=None, Y=None) -> None:
@@ -420,6 +442,7 @@ def predict_cached(model: Model, docs: Sequence[Doc], cache: LayerCache | None) 
 
 __all__ = [
     "ElmoLayerStack",
+    "ElmoSettingError",
     "Segment",
     "build_bilm",
     "bilm_from_bytes",
