@@ -34,7 +34,7 @@ def test_local_looking_references_fail_at_once(reference):
 
 
 def test_hub_id_shape():
-    assert is_hub_id("allenai/elmo-small") and is_hub_id("build/fixture_elmo")
+    assert is_hub_id("allenai/elmo-small") and is_hub_id("models/fixture_elmo")
     for local in ("./a/b", "/a/b", "~/a", "a/b/c", "a", "a/../b", ".hidden/x"):
         assert not is_hub_id(local), local
 

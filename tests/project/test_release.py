@@ -165,7 +165,7 @@ def test_wheel_and_sdist_build_pass_twine_and_a_fresh_venv_runs_the_quick_start(
         printed,
         expected,
     )
-    assert (work / "build" / "from_legacy" / "model.safetensors").is_file()
+    assert (work / "models" / "from_legacy" / "model.safetensors").is_file()
     # init-config wrote a config spaCy's own loader accepts, naming the converted biLM
     init = quick_start_commands()[-1]
     written = work / init[init.index("init-config") + 2]
@@ -174,7 +174,7 @@ def test_wheel_and_sdist_build_pass_twine_and_a_fresh_venv_runs_the_quick_start(
             bin_dir / "python",
             "-c",
             f"import spacy; c = spacy.util.load_config({str(written)!r}); "
-            "assert c['paths']['elmo'] == 'build/fixture_elmo', c['paths']",
+            "assert c['paths']['elmo'] == 'models/fixture_elmo', c['paths']",
         ],
         cwd=work,
         env=venv_env,
