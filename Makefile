@@ -53,6 +53,7 @@ main: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m weasel run all . --vars.make_main_started $(MAIN_STARTED) \
 		--vars.test_look_reason "make main, a reproduction of the all workflow"
 
+# the converted model goes to models/ (as in the README and docs/), which `make clean` leaves alone
 demo: install
-	$(BIN)/spacy-elmo convert tests/fixtures/allennlp_elmo/options.json tests/fixtures/allennlp_elmo/lm_weights.hdf5 build/fixture_elmo
-	echo "The cat sat on the mat ." | $(BIN)/spacy-elmo embed build/fixture_elmo
+	$(BIN)/spacy-elmo convert tests/fixtures/allennlp_elmo/options.json tests/fixtures/allennlp_elmo/lm_weights.hdf5 models/fixture_elmo
+	echo "The cat sat on the mat ." | $(BIN)/spacy-elmo embed models/fixture_elmo

@@ -2,7 +2,8 @@
 that parses them and makes one call into the module doing the work (`tools/`, `training/`).
 
 - `convert`, `embed`, `pretrain` (pretrain and finetune), `similar`, `init_config`, `probe`: the commands.
-- `arguments`: what they share (the help formatter, `--device`, `--no-progress`).
+- `arguments`: what they share (the parser, the help formatter, `--device`, `--no-progress`) and the
+  convention for a user's mistake: `error: ` lines on stderr, exit status 2.
 
 Only the standard library is imported here and by the command modules: each handler imports what it
 uses (spaCy, the tools, training) when it runs. (Importing this package runs `spacy_elmo/__init__`,
@@ -17,12 +18,13 @@ import sys
 
 from .. import __version__
 from . import convert, embed, init_config, pretrain, probe, similar
+from .arguments import USER_ERROR, Parser
 
 COMMANDS = (convert, init_config, embed, pretrain, similar, probe)  # the order --help lists them in
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spacy-elmo", description="ELMo for spaCy and Hugging Face")
+    parser = Parser(prog="spacy-elmo", description="ELMo for spaCy and Hugging Face")
     parser.add_argument("--version", action="version", version=f"spacy-elmo {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
@@ -43,13 +45,10 @@ def main(argv: list[str] | None = None) -> int:
             with no_progress_bars():
                 return args.func(args)
         return args.func(args)
-    except (FileNotFoundError, ValueError, OSError) as err:
-        # the modules that raise these are imported by then: checking the classes costs nothing
-        from ..formats.references import ModelNotFoundError
-
+    except (FileNotFoundError, ValueError, OSError) as err:  # the user's mistake (a missing model included)
         for line in str(err).splitlines() or [type(err).__name__]:  # several problems: one line each
             print(f"error: {line}", file=sys.stderr)
-        return 1 if isinstance(err, ModelNotFoundError) else 2  # 1: the model reference names nothing loadable
+        return USER_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

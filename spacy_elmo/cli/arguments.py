@@ -1,10 +1,30 @@
-"""What the commands' arguments share: the help formatter (defaults shown where worth it), a
-sub-command whose help is its handler's docstring, `--device` and `--no-progress`."""
+"""What the commands' arguments share: the parser (its errors in the CLI's one-line form), the help
+formatter (defaults shown where worth it), a sub-command whose help is its handler's docstring,
+`--device` and `--no-progress`.
+
+The CLI's convention for a user's mistake, whoever finds it (argparse, a handler, the library): one
+line per problem on stderr, each starting `error: `, and exit status 2 (argparse's own). 1 is left to
+what is not the user's mistake (a bug: Python's traceback), 3 to a pretraining that diverged, 130 to
+Ctrl-C (docs/guarantees.md, "Conventions")."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
+from typing import NoReturn
+
+USER_ERROR = 2  # argparse's status for bad arguments, used for every mistake of the user
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, its errors in the CLI's form: `error: MESSAGE (see PROG --help)`, exit 2,
+    instead of the usage block and `PROG: error: MESSAGE` (subcommands' parsers are of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(USER_ERROR)
+
 
 DEVICE_HELP = "where the biLM runs: auto (CUDA when available), cpu or cuda"
 
@@ -40,4 +60,4 @@ def add_no_progress(parser: argparse.ArgumentParser) -> None:
     )
 
 
-__all__ = ["DEVICE_HELP", "HelpFormatter", "add_command", "add_device", "add_no_progress"]
+__all__ = ["USER_ERROR", "Parser", "DEVICE_HELP", "HelpFormatter", "add_command", "add_device", "add_no_progress"]

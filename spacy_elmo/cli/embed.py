@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .arguments import add_command, add_device, add_no_progress
+from .arguments import USER_ERROR, add_command, add_device, add_no_progress
 
 
 def run(args) -> int:
@@ -12,7 +12,7 @@ def run(args) -> int:
     if args.input is not None or args.output is not None:
         if args.input is None or args.output is None:
             print("error: embed needs both INPUT and OUTPUT (or neither, to read stdin)", file=sys.stderr)
-            return 2
+            return USER_ERROR
         from ..tools.embed import dump_embeddings
 
         written = dump_embeddings(
@@ -24,6 +24,7 @@ def run(args) -> int:
             lang=args.lang,
             progress=not args.no_progress,
             device=args.device,
+            overwrite=args.overwrite,
         )
         print(f"Wrote the layers of {written:,} lines to {args.output}", file=sys.stderr)
         return 0
@@ -47,5 +48,10 @@ def add_to(sub) -> None:
         help="tokenized: split lines on whitespace; text: spaCy tokenizer (--lang)",
     )
     p.add_argument("--lang", default="en", help="spaCy language for --format text")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing OUTPUT that embed did not write (its own earlier output is always replaced)",
+    )
     add_device(p)
     add_no_progress(p)

@@ -15,10 +15,10 @@ at which files exist):
 
 Each kind has `check()`, cheap (no weights read, no download, no network), and
 `load(lang=..., progress=..., **kwargs) -> (ElmoModel, ElmoTokenizer)`, which checks first. Every
-problem is one line: `ModelNotFoundError` (the CLI's exit status 1), or its subclass
+problem is one line: `ModelNotFoundError`, or its subclass
 `ModelAbsentError` when nothing is at the reference (no such file or folder; a hub id not in the
 local cache while offline); legacy files that are there but broken raise `LegacyFormatError` and a
-malformed URL `DownloadError` (other bad input: exit status 2), as their readers do. The spaCy
+malformed URL `DownloadError`, as their readers do (the CLI prints each as one line and exits 2). The spaCy
 component needs that difference: a saved pipeline's config still names the files its biLM came
 from after they are gone, so a reference to nothing is not an error until the weights are needed.
 
@@ -37,7 +37,7 @@ from .legacy import LegacyFormatError
 class ModelNotFoundError(FileNotFoundError):
     """A model reference that names no model: not a directory, not legacy files, not a hub model
     (or the hub cannot be asked), or files that are not a valid model. Its message is one line;
-    the CLI prints it and exits 1."""
+    the CLI prints it and exits 2, as for every mistake of the user."""
 
 
 class ModelAbsentError(ModelNotFoundError):

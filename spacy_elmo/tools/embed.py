@@ -11,6 +11,11 @@ the model is stateless, so batching does not change any sentence's vectors. Unde
 process embeds the lines i with i mod world_size == rank into OUTPUT's sibling
 `NAME.rank{r}-of-{n}.hdf5`, and rank 0 then writes OUTPUT itself as a file of HDF5 external links to
 those datasets, so readers see one file with the usual layout (keep the files together).
+
+Every file embed writes carries the root attribute `written_by = "spacy-elmo embed"` (`WRITTEN_BY`).
+An existing OUTPUT (or rank file) without it is refused before any work, in one line, unless
+`overwrite`: rerunning embed replaces its own earlier output, never an unrelated file that happens to
+sit at that path.
 """
 
 from __future__ import annotations
@@ -33,6 +38,31 @@ def _count_lines(path: Path) -> int:
     return count + (last != b"\n")
 
 
+WRITTEN_BY = "spacy-elmo embed"  # the root attribute `written_by` of every file embed writes
+
+
+def written_by_embed(path: Path) -> bool:
+    """Whether `path` is an HDF5 file embed wrote (its root attribute `written_by`)."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as handle:
+            return handle.attrs.get("written_by") == WRITTEN_BY
+    except OSError:  # not HDF5 (or unreadable): not ours
+        return False
+
+
+def check_output(path: Path, overwrite: bool = False) -> None:
+    """Refuses, in one line, to write over what embed did not write (a directory: always)."""
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a directory; OUTPUT names the .hdf5 file to write")
+    if path.exists() and not overwrite and not written_by_embed(path):
+        raise FileExistsError(
+            f"{path} exists and spacy-elmo embed did not write it; pass --overwrite to replace it, "
+            "or choose another OUTPUT"
+        )
+
+
 def rank_file(output: Path, rank: int, world_size: int) -> Path:
     return output.with_name(f"{output.stem}.rank{rank}-of-{world_size}{output.suffix or '.hdf5'}")
 
@@ -48,11 +78,13 @@ def dump_embeddings(
     lang: str = "en",
     progress: bool = True,
     device: str = "auto",
+    overwrite: bool = False,
 ) -> int:
     """Writes the layers of every line of `input_path` ("-" = stdin) to `output_path`; returns lines written here.
 
     The input must be UTF-8 text with at least one non-empty line (`TextError` otherwise, naming
-    the file and line); `device` is "auto" (CUDA when available), "cpu" or "cuda"."""
+    the file and line); `device` is "auto" (CUDA when available), "cpu" or "cuda". An existing
+    `output_path` that embed did not write is refused (`FileExistsError`) unless `overwrite`."""
     import h5py
 
     from ..formats.references import load_pretrained
@@ -60,8 +92,10 @@ def dump_embeddings(
     procs = Distributed.from_env(device)  # the same torchrun/device set-up as pretraining
     world, rank, torch_device = procs.world_size, procs.rank, procs.device
     output = Path(output_path)
-    output.parent.mkdir(parents=True, exist_ok=True)
     target = rank_file(output, rank, world) if world > 1 else output
+    for path in {output, target}:  # before any work: the model is not loaded yet
+        check_output(path, overwrite)
+    output.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
     model, tokenizer = load_pretrained(model_ref)
     model = model.to(torch_device).eval()
@@ -80,6 +114,7 @@ def dump_embeddings(
     has_text = False
     try:
         with h5py.File(tmp, "w") as out:
+            out.attrs["written_by"] = WRITTEN_BY
             chunk: list[tuple[int, list[str]]] = []
 
             def flush():
@@ -160,6 +195,7 @@ def _link_shards(output: Path, world: int) -> None:
 
     tmp = output.with_name(f".{output.name}.tmp{os.getpid()}")
     with h5py.File(tmp, "w") as master:
+        master.attrs["written_by"] = WRITTEN_BY
         for rank in range(world):
             part = rank_file(output, rank, world)
             with h5py.File(part, "r") as handle:
@@ -169,4 +205,4 @@ def _link_shards(output: Path, world: int) -> None:
     os.replace(tmp, output)
 
 
-__all__ = ["dump_embeddings", "print_embeddings", "rank_file"]
+__all__ = ["WRITTEN_BY", "check_output", "dump_embeddings", "print_embeddings", "rank_file", "written_by_embed"]

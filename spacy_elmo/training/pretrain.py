@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from ..files import write_text_atomic
 from ..hf.model_directory import save_model_directory
 from .run import Run, build_run
 from .settings import PretrainError, TrainingSettings, read_settings
+from .start import Resume
 from .steps import StepInfo, evaluate, train_steps
 
 
@@ -90,10 +92,20 @@ class LogWindow:
         }
 
 
+def say(line: str) -> None:
+    """A line for the user on stderr, above a progress bar when one is drawn (tqdm clears and redraws it):
+    `progress=False` hides the bar, never these lines."""
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stderr)
+
+
 def train(run: Run, *, progress: bool = True) -> dict:
     """Trains until training.max_steps (or max_epochs), then exports; returns the final metrics."""
     t, main = run.settings.training, run.dist.is_main
     bar = None
+    if main and isinstance(run.start, Resume):
+        say(f"resuming {run.output} from {run.start.checkpoint.name} (step {run.state.step:,})")
     if main and progress:
         from tqdm import tqdm
 
@@ -134,8 +146,8 @@ def train(run: Run, *, progress: bool = True) -> dict:
                 last_saved = info.step
             if t.eval_every and info.step % t.eval_every == 0 and run.heldout_files:
                 last_eval = _eval_record(run)
-                if bar is not None:
-                    bar.write(f"step {info.step}: held-out perplexity {last_eval['heldout_ppl']:.2f}")
+                if main:
+                    say(f"step {info.step}: held-out perplexity {last_eval['heldout_ppl']:.2f}")
             if finished(t, info.step):
                 break
     finally:

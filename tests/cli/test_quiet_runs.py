@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -52,3 +55,27 @@ def test_refused_run_leaves_no_empty_output_folder(tmp_path, capsys):
     existing.mkdir()
     assert main(["pretrain", str(TINY), "--output", str(existing), "--no-progress"]) == 2
     assert existing.is_dir()  # not ours to remove
+
+
+def test_no_progress_keeps_heldout_perplexities_and_the_resume_note(tmp_path):
+    """--no-progress hides the bar only: the periodic held-out perplexities, the note that a run resumed
+    and the summary still print (they went through the bar before, and vanished with it)."""
+    train, heldout = tmp_path / "train.txt", tmp_path / "heldout.txt"
+    train.write_text("the cat sat on the mat .\nthe dog sat on the rug .\n" * 30)
+    heldout.write_text("the cat sat on the rug .\n" * 3)
+    out = tmp_path / "run"
+    args = [str(Path(sys.executable).with_name("spacy-elmo")), "pretrain", str(TINY), "--output", str(out)]
+    settings = ["--paths.train", str(train), "--paths.heldout", str(heldout), "--training.eval_every", "2"]
+    settings += ["--training.checkpoint_every", "2", "--training.log_every", "1", "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.run([*args, *settings, "--training.max_steps", "2"], capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "step 2: held-out perplexity" in first.stderr and "Trained 2 steps" in first.stderr, first.stderr
+    assert "step/s" not in first.stderr and "it/s" not in first.stderr, first.stderr
+    more = [*settings, "--training.max_steps", "4", "--resume"]
+    resumed = subprocess.run([*args, *more], capture_output=True, text=True, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    lines = resumed.stderr.splitlines()
+    assert lines[0] == f"resuming {out} from step-00000002 (step 2)", lines
+    assert "step 4: held-out perplexity" in resumed.stderr and "Trained 4 steps" in resumed.stderr, lines
+    assert "step/s" not in resumed.stderr, lines

@@ -1,7 +1,8 @@
 """Mistakes get one clear line, without waiting on the network: model references that are neither
 a directory, legacy files nor a well-formed hub id; hub ids offline or with the hub unreachable;
 an `elmo` component without a model (when it is added) or with a model of nothing (when it is
-initialized or first used). The `spacy-elmo` CLI prints the line and exits 1."""
+initialized or first used). The `spacy-elmo` CLI prints the line and exits 2, as it does for every
+mistake of the user, whichever command and whoever finds it (argparse, a handler, the library)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 import spacy
@@ -35,7 +37,7 @@ def test_local_looking_references_fail_at_once(reference):
 
 
 def test_hub_id_shape():
-    assert is_hub_id("allenai/elmo-small") and is_hub_id("build/fixture_elmo")
+    assert is_hub_id("allenai/elmo-small") and is_hub_id("models/fixture_elmo")
     for local in ("./a/b", "/a/b", "~/a", "a/b/c", "a", "a/../b", ".hidden/x"):
         assert not is_hub_id(local), local
 
@@ -54,7 +56,7 @@ def _cli(*args, **env):
 
 def _one_error_line(result):
     lines = result.stderr.strip().splitlines()
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 2, result.stderr
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.stderr, result.stderr
     return lines[0]
 
@@ -106,9 +108,9 @@ def test_unreachable_hub_fails_fast_but_cached_models_load(tiny_model_dir, tmp_p
 
 
 @pytest.mark.parametrize("command", ["embed", "similar"])
-def test_cli_missing_directory_is_one_line_and_exit_1(command, tmp_path, capsys):
+def test_cli_missing_directory_is_one_line_and_exit_2(command, tmp_path, capsys):
     args = [command, str(tmp_path / "nope")] + (["London"] if command == "similar" else [])
-    assert main(args) == 1
+    assert main(args) == 2
     assert capsys.readouterr().err == f"error: no such directory: {tmp_path / 'nope'}\n"
 
 
@@ -203,7 +205,7 @@ def test_a_name_of_nothing_fails_at_initialize_and_first_use_naming_both_reading
 
 def test_spacy_train_with_a_name_of_nothing_is_one_line_before_training(tmp_path):
     """`python -m spacy train ... --paths.elmo build/does_not_exist`: spaCy prints the line (wrapped at
-    80 columns) without a traceback and exits 1 before training; the output folder stays empty."""
+    80 columns) without a traceback and spaCy exits 1 before training; the output folder stays empty."""
     corpus = make_corpus(tmp_path / "train.spacy")
     out = tmp_path / "out"
     command = [sys.executable, "-m", "spacy", "train", str(ROOT / "configs" / "ner_elmo.cfg"), "--output", str(out)]
@@ -283,5 +285,56 @@ def test_broken_efml_directory_fails_at_add_pipe_naming_the_file(efml_copy, case
 def test_cli_broken_efml_directory_is_one_line(efml_copy, case, capsys):
     damage, name, what = EFML_BROKEN[case]
     damage(efml_copy)
-    assert main(["embed", str(efml_copy)]) == 1
+    assert main(["embed", str(efml_copy)]) == 2
     assert capsys.readouterr().err == f"error: {efml_copy / name}: {what}\n"
+
+
+# --- one convention for every command: `error: ` lines on stderr, exit status 2 ---------------------------
+
+SPACY_ELMO = Path(sys.executable).with_name("spacy-elmo")  # the console script, as a user runs it
+
+
+def _mistakes(tiny_model_dir, tmp_path) -> dict[str, list]:
+    """A mistake per command and per finder: argparse, the command's handler, the library."""
+    text = tmp_path / "sentences.txt"
+    text.write_text("the cat sat on the mat .\n")
+    return {
+        "unknown command": ["frob"],
+        "missing argument": ["convert"],
+        "bad option value": ["similar", tiny_model_dir, "cat", "-n", "many"],
+        "unknown option": ["embed", tiny_model_dir, "--bogus"],
+        "embed INPUT without OUTPUT": ["embed", tiny_model_dir, text],
+        "missing model": ["embed", tmp_path / "no_such_elmo", text, tmp_path / "out.hdf5"],
+        "missing input": ["embed", tiny_model_dir, tmp_path / "none.txt", tmp_path / "out.hdf5", "--no-progress"],
+        "convert missing weights": ["convert", tmp_path / "options.json", tmp_path / "w.hdf5", tmp_path / "elmo"],
+        "unknown shipped config": ["init-config", "no_such_config", tmp_path / "x.cfg"],
+        "pretrain without data": ["pretrain", ROOT / "configs" / "pretrain_tiny.cfg", "--output", tmp_path / "run"],
+        "similar missing corpus": ["similar", tiny_model_dir, "cat", "--corpus", tmp_path / "none.txt"],
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "unknown command",
+        "missing argument",
+        "bad option value",
+        "unknown option",
+        "embed INPUT without OUTPUT",
+        "missing model",
+        "missing input",
+        "convert missing weights",
+        "unknown shipped config",
+        "pretrain without data",
+        "similar missing corpus",
+    ],
+)
+def test_every_user_error_is_error_lines_and_exit_2(case, tiny_model_dir, tmp_path):
+    args = _mistakes(tiny_model_dir, tmp_path)[case]
+    result = subprocess.run(
+        [str(SPACY_ELMO), *map(str, args)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, (case, result.stderr[-2000:])
+    assert lines and all(line.startswith("error: ") for line in lines), (case, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr and result.stdout == "", case

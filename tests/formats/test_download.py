@@ -107,7 +107,7 @@ def test_is_url_and_local_references_unchanged(tmp_path):
     assert is_url("https://example.org/model.zip") and is_url("HTTP://127.0.0.1:8000/m.tar.gz")
     assert is_url("https://a.org/options.json, https://a.org/w.hdf5") and is_url("opts.json,http://a.org/w.hdf5")
     local_references = (
-        "build/fixture_elmo",
+        "models/fixture_elmo",
         "owner/name",
         "options.json,lm_weights.hdf5",
         "http_model",

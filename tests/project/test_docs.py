@@ -1,6 +1,6 @@
 """The docs run: every python block of README.md and docs/*.md runs (blocks of one file in order,
-sharing names, in a fresh folder holding tests/fixtures/allennlp_elmo, converted to build/fixture_elmo,
-and the ELMoForManyLangs fixture as build/efml_zh), every
+sharing names, in a fresh folder holding tests/fixtures/allennlp_elmo, converted to models/fixture_elmo,
+and the ELMoForManyLangs fixture as models/efml_zh), every
 ini block parses and names registered architectures, and every `spacy-elmo X` command exists.
 A block that cannot run offline is marked by an HTML comment `<!-- no-test ... -->` just before it."""
 
@@ -40,11 +40,17 @@ def test_python_blocks_run(doc, allennlp_dir, tmp_path, monkeypatch, one_torch_t
     shutil.copytree(allennlp_dir, tmp_path / "tests" / "fixtures" / "allennlp_elmo")  # as the docs name it
     assert (
         main(
-            ["convert", str(allennlp_dir / "options.json"), str(allennlp_dir / "lm_weights.hdf5"), "build/fixture_elmo"]
+            [
+                "convert",
+                str(allennlp_dir / "options.json"),
+                str(allennlp_dir / "lm_weights.hdf5"),
+                "models/fixture_elmo",
+            ]
         )
         == 0
     )
-    shutil.copytree(allennlp_dir.parent / "efml_tiny", "build/efml_zh")  # stands for an unzipped ELMoForManyLangs model
+    # stands for an unzipped ELMoForManyLangs model
+    shutil.copytree(allennlp_dir.parent / "efml_tiny", "models/efml_zh")
     namespace: dict = {"__name__": "__docs__"}
     for i, (code, skipped) in enumerate(blocks(doc, "python")):
         if not skipped:

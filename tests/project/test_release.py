@@ -1,4 +1,5 @@
-"""Release-ready (issue 34): `python -m build` makes a wheel and an sdist that `twine check` accepts; the
+"""Release-ready (issue 34): `python -m build` makes a wheel and an sdist that `twine check` accepts, each with
+the LICENSE text, and leaves the source tree as it found it; the
 wheel holds the package and nothing of the lab (scripts/, bench/, results/, tests/, the project steps'
 wrapper scripts/provenance_step.py, configs/experiments); and a fresh virtual environment holding only
 that wheel and its dependencies (torch pinned by constraints.txt, as `make test` installs it) runs the
@@ -103,18 +104,22 @@ def test_quick_start_is_what_this_test_runs():
 @pytest.mark.slow
 def test_wheel_and_sdist_build_pass_twine_and_a_fresh_venv_runs_the_quick_start(allennlp_dir, tmp_path):
     src = source_tree(tmp_path / "src")
+    sources = sorted(p.relative_to(src).as_posix() for p in src.rglob("*"))
     dist = tmp_path / "dist"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     run([sys.executable, "-m", "build", "--outdir", dist, src], env=env, timeout=600)
+    # setup.py sends setuptools' build/ and *.egg-info to a temporary folder: the clone stays as it was
+    assert sorted(p.relative_to(src).as_posix() for p in src.rglob("*")) == sources, "the build wrote into the clone"
     (wheel,) = dist.glob("spacy_elmo-*.whl")
     (sdist,) = dist.glob("spacy_elmo-*.tar.gz")
     run([sys.executable, "-m", "twine", "check", "--strict", wheel, sdist], env=env, timeout=120)
 
     # the wheel: the package's modules and shipped configs, nothing of the lab
     files = zipfile.ZipFile(wheel).namelist()
-    assert {name.split("/")[0] for name in files} == {"spacy_elmo", wheel.name.split("-py3")[0] + ".dist-info"}
+    top = {"spacy_elmo", "spacy_elmo_cli.py", wheel.name.split("-py3")[0] + ".dist-info"}  # the console script's module
+    assert {name.split("/")[0] for name in files} == top
     assert [name for name in files if lab_file(name)] == [], "the wheel holds lab files"
-    modules = {p.relative_to(src).as_posix() for p in (src / "spacy_elmo").rglob("*.py")}
+    modules = {p.relative_to(src).as_posix() for p in (src / "spacy_elmo").rglob("*.py")} | {"spacy_elmo_cli.py"}
     assert modules == {name for name in files if name.endswith(".py")}, "the wheel lacks (or adds) modules"
     configs = {f"spacy_elmo/configs/{p.name}" for p in (src / "configs").glob("*.cfg")}
     assert configs and configs == {name for name in files if name.endswith(".cfg")}
@@ -124,6 +129,15 @@ def test_wheel_and_sdist_build_pass_twine_and_a_fresh_venv_runs_the_quick_start(
     members = [m.split("/", 1)[1] for m in tarfile.open(sdist).getnames() if "/" in m]
     assert [m for m in members if lab_file(m) or m.startswith("docs/")] == [], "the sdist holds lab files"
     assert "spacy_elmo/provenance.py" in members and "README.md" in members
+    # the licence: its full text in both archives, its SPDX expression in the metadata
+    licence = (ROOT / "LICENSE").read_bytes()
+    assert b"Apache License" in licence and b"Version 2.0, January 2004" in licence
+    info = wheel.name.split("-py3")[0] + ".dist-info"
+    assert zipfile.ZipFile(wheel).read(f"{info}/licenses/LICENSE") == licence
+    (sdist_root,) = {m.split("/", 1)[0] for m in tarfile.open(sdist).getnames()}
+    assert tarfile.open(sdist).extractfile(f"{sdist_root}/LICENSE").read() == licence
+    metadata = zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode().splitlines()
+    assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
 
     # a fresh environment holding only the wheel and its dependencies
     venv = tmp_path / "venv"
@@ -151,7 +165,7 @@ def test_wheel_and_sdist_build_pass_twine_and_a_fresh_venv_runs_the_quick_start(
         printed,
         expected,
     )
-    assert (work / "build" / "from_legacy" / "model.safetensors").is_file()
+    assert (work / "models" / "from_legacy" / "model.safetensors").is_file()
     # init-config wrote a config spaCy's own loader accepts, naming the converted biLM
     init = quick_start_commands()[-1]
     written = work / init[init.index("init-config") + 2]
@@ -160,7 +174,7 @@ def test_wheel_and_sdist_build_pass_twine_and_a_fresh_venv_runs_the_quick_start(
             bin_dir / "python",
             "-c",
             f"import spacy; c = spacy.util.load_config({str(written)!r}); "
-            "assert c['paths']['elmo'] == 'build/fixture_elmo', c['paths']",
+            "assert c['paths']['elmo'] == 'models/fixture_elmo', c['paths']",
         ],
         cwd=work,
         env=venv_env,

@@ -219,3 +219,91 @@ def test_contextual_vectors_cover_more_words_than_the_initial_table(lm_dir):
         exact = exact_copy(model)(**tokenizer([sentences[-1]])).hidden_states[1][0]
     # differences between words cancel the centring; the last two words were seen twice in this context
     assert_float32_error(exact[-1] - exact[-2], last[-1] - last[-2], vectors[-1] - vectors[-2], terms=len(words))
+
+
+# --- the documented commands as a user runs them: no silent overwrite, progress on a terminal only -------
+
+SPACY_ELMO = Path(sys.executable).with_name("spacy-elmo")  # the console script
+
+
+def spacy_elmo(*args, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [str(SPACY_ELMO), *map(str, args)], capture_output=True, text=True, timeout=300, env=env, **kwargs
+    )
+
+
+def test_embed_refuses_a_file_it_did_not_write_before_any_work(lm_dir, input_file, tmp_path):
+    notes = tmp_path / "notes.hdf5"
+    notes.write_text("my notes\n")
+    # a model that does not exist: the refusal comes first, so nothing was loaded or read
+    done = spacy_elmo("embed", tmp_path / "no_such_model", input_file, notes)
+    assert done.returncode == 2 and done.stderr == (
+        f"error: {notes} exists and spacy-elmo embed did not write it; pass --overwrite to replace it, "
+        "or choose another OUTPUT\n"
+    )
+    assert notes.read_text() == "my notes\n"
+    other = tmp_path / "other.hdf5"  # HDF5, but someone else's
+    with h5py.File(other, "w") as handle:
+        handle["x"] = [1, 2, 3]
+    done = spacy_elmo("embed", lm_dir, input_file, other, "--no-progress")
+    assert done.returncode == 2 and f"error: {other} exists" in done.stderr
+    with h5py.File(other, "r") as handle:
+        assert list(handle.keys()) == ["x"]
+    # --overwrite replaces it; the file embed wrote is then its own, which a rerun replaces without asking
+    done = spacy_elmo("embed", lm_dir, input_file, notes, "--overwrite", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert spacy_elmo("embed", lm_dir, input_file, notes, "--no-progress").returncode == 0
+    with h5py.File(notes, "r") as handle:
+        assert handle.attrs["written_by"] == "spacy-elmo embed" and len(handle.keys()) == len(LINES)
+
+
+def test_no_progress_hides_the_bar_but_not_the_result(lm_dir, input_file, tmp_path):
+    out = tmp_path / "layers.hdf5"
+    quiet = spacy_elmo("embed", lm_dir, input_file, out, "--no-progress")
+    assert quiet.returncode == 0 and quiet.stderr == f"Wrote the layers of {len(LINES)} lines to {out}\n"
+    shown = spacy_elmo("embed", lm_dir, input_file, out)
+    assert (
+        shown.returncode == 0
+        and "line/s]" in shown.stderr
+        and f"Wrote the layers of {len(LINES)} lines" in (shown.stderr)
+    )
+    quiet = spacy_elmo("similar", lm_dir, "cat", "--corpus", input_file, "-n", "2", "--no-progress")
+    assert quiet.returncode == 0 and quiet.stderr == "" and len(quiet.stdout.splitlines()) == 2
+
+
+def _on_a_terminal(*args) -> tuple[int, str, str]:
+    """Runs the console script with its stderr on a pseudo-terminal: (status, stdout, what the terminal got)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    terminal, child_end = pty.openpty()
+    # a terminal's size, 24 × 80 (a new pseudo-terminal has 0 × 0, and tqdm fits its bar into 0 columns)
+    fcntl.ioctl(child_end, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    child = subprocess.Popen([str(SPACY_ELMO), *map(str, args)], stdout=subprocess.PIPE, stderr=child_end, env=env)
+    os.close(child_end)
+    shown = b""
+    while True:
+        try:
+            data = os.read(terminal, 4096)
+        except OSError:  # EIO: the child closed its end
+            break
+        if not data:
+            break
+        shown += data
+    os.close(terminal)
+    out = child.stdout.read().decode()
+    return child.wait(timeout=300), out, shown.decode(errors="replace")
+
+
+def test_similar_corpus_shows_progress_on_a_terminal_only(lm_dir, input_file):
+    args = ("similar", lm_dir, "cat", "--corpus", input_file, "-n", "2")
+    status, out, shown = _on_a_terminal(*args)
+    assert status == 0 and len(out.splitlines()) == 2 and "sentence/s]" in shown, shown
+    status, out, shown = _on_a_terminal(*args, "--no-progress")
+    assert status == 0 and len(out.splitlines()) == 2 and "sentence" not in shown, shown
+    piped = spacy_elmo(*args)  # stderr is a pipe (a log, CI): no bar
+    assert piped.returncode == 0 and piped.stderr == "" and len(piped.stdout.splitlines()) == 2
