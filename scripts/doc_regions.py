@@ -5,7 +5,7 @@ hand. The regions and their writers:
 | region | in | written by |
 | --- | --- | --- |
 | `results` | results/README.md (the results folder's page) | `python scripts/report.py readme` (scripts/readme_results.py) |
-| `results-summary`, `make-main-time` | README.md | the same command, from the same results |
+| `results-summary` | README.md | the same command, from the same results |
 | `perf-results` | docs/performance.md | `python -m bench.performance_doc` |
 | `precision-error` | docs/performance.md | `python scripts/precision_error.py doc` |
 | `gpu-speed` | docs/performance.md | `python -m bench.readme_speed` |

@@ -2,8 +2,7 @@
 
 `pages` is the one function that writes it: the results page (the results folder's README.md, e.g.
 results/README.md) between `<!-- results:start -->` and `<!-- results:end -->`, and the few summary lines of the
-top-level README.md (between `<!-- results-summary:start -->` and `<!-- results-summary:end -->`, and the set-up's
-sentence on how long `make main` takes, between `<!-- make-main-time:start -->` and `<!-- make-main-time:end -->`).
+top-level README.md (between `<!-- results-summary:start -->` and `<!-- results-summary:end -->`).
 `python scripts/report.py readme` (and `publish`) call it; tests/project/test_report.py checks that both pages hold
 exactly what it returns for results/. The regions are spliced by doc_regions.py, the lab's one marker-splicing helper.
 Every sentence here states what the files say (provenance, seeds, goals met or not, wall times against their
@@ -23,12 +22,10 @@ import looks_ledger  # scripts/, beside this one
 
 # per task: its score in `spacy evaluate` output and the score's name in tables
 TASK_SCORE = {"ner": ("ents_f", "test F1"), "pos": ("tag_acc", "test accuracy")}
-# the generated regions: the results page's report, the README's summary of it, and the README set-up's sentence on
-# how long `make main` takes (make_main_claim, inline)
-RESULTS, SUMMARY, CLAIM = "results", "results-summary", "make-main-time"
+# the generated regions: the results page's report and the README's summary of it
+RESULTS, SUMMARY = "results", "results-summary"
 START, END = doc_regions.markers(RESULTS)
 SUMMARY_START, SUMMARY_END = doc_regions.markers(SUMMARY)
-CLAIM_START, CLAIM_END = doc_regions.markers(CLAIM)
 # what the results page holds before its first publish (the title, the region)
 PAGE_SKELETON = f"# Results\n\n{START}\n{END}\n"
 # the project's goals for the ELMo gain (issue 12: half the gap to the full-data baseline at 10%; issue 21 adds
@@ -321,72 +318,6 @@ def make_main_time_lines(metrics: dict) -> list[str]:
         text += f"; its pretraining ran at {speed:,.0f} words/s"
     verdict = "within" if minutes <= ALL_BUDGET_MIN else "**over**"
     return [f"{text}; {verdict} the {ALL_BUDGET_MIN}-minute budget.", ""]
-
-
-def _pretraining_speeds(results: Path) -> list[tuple[str, float]]:
-    """(label, steps per minute) of every pretraining of the project's model recorded in results/ with at least
-    1,000 steps and its minutes: the `all` run's biLM (metrics.json) and the biLMs of the variant and recipe
-    reports (one entry per biLM: a biLM several reports share is counted once)."""
-    seen: dict[tuple, tuple[str, float]] = {}
-    bilm = _read_json(results / "metrics.json").get("pretrain_summary") or {}
-    if bilm.get("step", 0) >= 1000 and bilm.get("train_seconds"):
-        seen[(bilm["step"], round(bilm["train_seconds"] / 60, 1), round(bilm.get("heldout_ppl", 0), 2))] = (
-            "the last `all` run",
-            bilm["step"] / (bilm["train_seconds"] / 60),
-        )
-    for path in sorted(results.glob("*.json")):
-        for variant in _read_json(path).get("variants") or [] if path.name != "metrics.json" else []:
-            steps, minutes = variant.get("pretrain_steps"), variant.get("pretrain_minutes")
-            if isinstance(steps, int) and steps >= 1000 and minutes:
-                seen.setdefault(
-                    (steps, minutes, variant.get("heldout_ppl")), (f"{path.stem}: {variant['name']}", steps / minutes)
-                )
-    return list(seen.values())
-
-
-def make_main_claim(results: Path) -> str:
-    """The sentence the README's set-up gives for how long `make main` takes: the last recorded `all` run's time,
-    machine and pretraining speed, and the range of pretraining speeds recorded in results/ (nothing typed)."""
-    metrics = _read_json(results / "metrics.json")
-    block = metrics.get("provenance") or {}
-    records = [
-        r
-        for r in [block.get("report"), *(block.get("steps") or {}).values()]
-        if r and r.get("started_utc") and r.get("ended_utc")
-    ]
-    if not records:
-        return "No `all` run is recorded yet, so how long it takes is not stated."
-    m = (block.get("report") or records[0]).get("machine") or {}
-    machine = f"{m.get('cpu')}, {m.get('cores')} cores, " + (f"GPU {m['gpu']}" if m.get("gpu") else "CPU only")
-    own = make_main_time_lines(metrics)
-    if own:
-        text = (
-            own[0]
-            .rstrip(".")
-            .replace("`make main` itself, from its start", f"The last recorded run ({machine}) took, from its start")
-        )
-    else:
-        seconds = round(_span_minutes(records) * 60)
-        speed = (metrics.get("pretrain_summary") or {}).get("words_per_s")
-        text = (
-            f"The last recorded run took {seconds // 60} min {seconds % 60} s on {machine}, from its pretraining's "
-            "start to its "
-            "report, with building `.venv`, fetching the data and preprocessing not counted (it predates `make main` "
-            "recording its own start)"
-        )
-        if isinstance(speed, (int, float)):
-            text += f"; its pretraining ran at {speed:,.0f} words/s"
-    speeds = _pretraining_speeds(results)
-    if len(speeds) > 1:
-        low, high = min(rate for _, rate in speeds), max(rate for _, rate in speeds)
-        steps = (metrics.get("pretrain_summary") or {}).get("step")
-        text += (
-            f". The {len(speeds)} pretrainings recorded in `results/` (this machine kind, other loads) ran at "
-            f"{low:.0f}–{high:.0f} steps per minute"
-        )
-        if steps:
-            text += f", so the {steps:,} pretraining steps alone take {steps / high:.0f}–{steps / low:.0f} min"
-    return text + "."
 
 
 def _max_steps(record: dict) -> str:
@@ -1032,21 +963,15 @@ def splice(text: str, section: str, where: str = "the results page") -> str:
     return doc_regions.splice(text, RESULTS, section, where=where)
 
 
-def splice_claim(readme_text: str, results: Path) -> str:
-    """readme_text with the text between CLAIM_START and CLAIM_END replaced by make_main_claim(results);
-    unchanged when the README has no such markers (a README of another checkout, the smoke test's)."""
-    return doc_regions.splice(readme_text, CLAIM, make_main_claim(results), missing_ok=True)
-
-
 def pages(results: Path, page: Path | None = None, readme: Path | None = None) -> dict[Path, tuple[str, str]]:
     """The one writer of the experiment's report: {path: (current text, text to write)} for the results page
     (`page`, by default the results folder's README.md: its report) and, when given, the top-level `readme` (its
-    summary lines and its sentence on `make main`'s time), every figure read from the files in `results`."""
+    summary lines), every figure read from the files in `results`."""
     page = page or results / "README.md"
     current = page.read_text(encoding="utf8") if page.is_file() else PAGE_SKELETON
     out = {page: (current, splice(current, render_section(results, page), where=str(page)))}
     if readme is not None:
         current = readme.read_text(encoding="utf8") if readme.is_file() else f"{SUMMARY_START}\n{SUMMARY_END}\n"
         new = doc_regions.splice(current, SUMMARY, render_summary(results, readme, page), where=str(readme))
-        out[readme] = (current, splice_claim(new, results))
+        out[readme] = (current, new)
     return out
