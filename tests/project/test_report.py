@@ -860,7 +860,7 @@ def test_publish_keeps_the_config_an_earlier_result_points_to(report, tmp_path):
     assert sorted(p.name for p in (results / "configs").iterdir()) == sorted(["ner_elmo.cfg", kept, "other.cfg"])
 
 
-def test_make_main_states_its_own_time_and_the_readme_claim_is_generated(readme_results, tmp_path):
+def test_make_main_states_its_own_time_and_the_readme_none(readme_results, tmp_path):
     """Issue 33: `make main` records its start before building .venv (Makefile → --make-started → metrics.json);
     the report gives the time from there to the report's end and the pretraining speed."""
     report = {
