@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import source_tree  # tests/ is on sys.path (rootdir conftest)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -68,27 +70,6 @@ def run(command, **kwargs) -> subprocess.CompletedProcess:
     done = subprocess.run([str(c) for c in command], capture_output=True, text=True, **kwargs)
     assert done.returncode == 0, f"{' '.join(map(str, command))}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
-
-
-def source_tree(dest: Path) -> Path:
-    """A copy of the checkout as a clone has it (tracked files and new ones git does not ignore)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\0")
-    for name in filter(None, listed):
-        source = ROOT / name
-        if not (source.exists() or source.is_symlink()):  # deleted in the working tree, not yet in the index
-            continue
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        if source.is_symlink():
-            (dest / name).symlink_to(os.readlink(source))
-        elif source.is_file():
-            shutil.copy2(source, dest / name)
-    return dest
 
 
 def test_quick_start_is_what_this_test_runs():
