@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import multiprocessing
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy
 import srsly
 from thinc.api import get_array_module
 from thinc.types import Floats1d, Floats2d, Floats3d
+
+if TYPE_CHECKING:  # the annotations only: this module imports spaCy inside the functions that use it
+    from spacy.tokens import Doc
 
 
 @dataclass
@@ -124,7 +127,7 @@ def vector_similarity(obj, other) -> float:
     return float(xp.dot(obj.vector, other.vector) / (obj.vector_norm * other.vector_norm))
 
 
-def set_similarity_hooks(doc):
+def set_similarity_hooks(doc: Doc) -> Doc:
     """`doc.similarity`, `span.similarity` and `token.similarity` by `vector_similarity`: the vectors
     are the component's (doc.tensor), so spaCy's warning W007 (no static vectors) does not apply, and
     two tokens of the same text in different contexts are not taken as equal (spaCy's default gives
