@@ -91,11 +91,12 @@ def test_wheel_and_sdist_build_pass_twine_and_a_fresh_venv_runs_the_quick_start(
     (sdist,) = dist.glob("spacy_elmo-*.tar.gz")
     run([sys.executable, "-m", "twine", "check", "--strict", wheel, sdist], env=env, timeout=120)
 
-    # the wheel: the package's modules and shipped configs, nothing of the lab
+    # the wheel: the package's modules, the console script's module and the shipped configs, nothing of the lab
     files = zipfile.ZipFile(wheel).namelist()
-    assert {name.split("/")[0] for name in files} == {"spacy_elmo", wheel.name.split("-py3")[0] + ".dist-info"}
+    dist_info = wheel.name.split("-py3")[0] + ".dist-info"
+    assert {name.split("/")[0] for name in files} == {"spacy_elmo", "spacy_elmo_cli.py", dist_info}
     assert [name for name in files if lab_file(name)] == [], "the wheel holds lab files"
-    modules = {p.relative_to(src).as_posix() for p in (src / "spacy_elmo").rglob("*.py")}
+    modules = {p.relative_to(src).as_posix() for p in (src / "spacy_elmo").rglob("*.py")} | {"spacy_elmo_cli.py"}
     assert modules == {name for name in files if name.endswith(".py")}, "the wheel lacks (or adds) modules"
     configs = {f"spacy_elmo/configs/{p.name}" for p in (src / "configs").glob("*.cfg")}
     assert configs and configs == {name for name in files if name.endswith(".cfg")}
