@@ -1,6 +1,6 @@
 """The `spacy-elmo` console script.
 
-`import spacy_elmo` registers the model with transformers' Auto classes, which imports torch and
+`import spacy_elmo` registers the model type with transformers' AutoConfig, which imports torch and
 transformers (seconds). `spacy-elmo --version` answers from the installed distribution's metadata
 without that import; every other command line goes to `spacy_elmo.cli.main`.
 """

@@ -1,8 +1,10 @@
 """spacy_elmo: ELMo deep contextualized word representations for spaCy 3 and Hugging Face transformers.
 
 `import spacy_elmo` registers the `elmo` model type with transformers' Auto classes (AutoConfig,
-AutoModel, AutoTokenizer, so `pipeline()` works too). The public names below are imported on first
-use.
+AutoModel, AutoTokenizer, so `pipeline()` works too): AutoConfig at once, the model and tokenizer
+classes with the first `ElmoConfig` (which every Auto path makes first), so that the import does not
+pay for transformers' modeling code (`hf.register_auto_classes`). It imports neither spaCy nor the
+model; the public names below are imported on first use.
 
 The package's folders (docs/architecture.md has the map):
 
@@ -52,7 +54,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 
 
-# after the names above: registering imports the model modules, which read this package's __version__
+# after the names above: the model modules registered later read this package's __version__
 from .hf import register_auto_classes  # noqa: E402
 
 register_auto_classes()

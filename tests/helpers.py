@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -65,3 +66,24 @@ def lm_text(path: Path, lines: int = 200) -> Path:
 def run(*args, timeout=600, **kwargs) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", **kwargs.pop("env", {})}
     return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout, env=env, **kwargs)
+
+
+def source_tree(dest: Path) -> Path:
+    """A copy of the checkout as a clone has it (tracked files and new ones git does not ignore)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if not (source.exists() or source.is_symlink()):  # deleted in the working tree, not yet in the index
+            continue
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            (dest / name).symlink_to(os.readlink(source))
+        elif source.is_file():
+            shutil.copy2(source, dest / name)
+    return dest

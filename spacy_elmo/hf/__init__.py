@@ -13,16 +13,30 @@ from __future__ import annotations
 
 
 def register_auto_classes() -> None:
-    """Makes transformers' AutoConfig / AutoModel / AutoTokenizer know the `elmo` model type."""
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    """Makes transformers' AutoConfig / AutoModel / AutoTokenizer know the `elmo` model type.
+
+    AutoConfig at once; AutoModel and AutoTokenizer when the first `ElmoConfig` is made (as every
+    Auto path makes one before it looks up a model or tokenizer class), because `ElmoModel` builds on
+    transformers' `PreTrainedModel`, whose import takes seconds that `import spacy_elmo` need not."""
+    from transformers import AutoConfig
+
+    from .configuration_elmo import ON_FIRST_CONFIG, ElmoConfig
+
+    AutoConfig.register("elmo", ElmoConfig, exist_ok=True)
+    if register_model_classes not in ON_FIRST_CONFIG:
+        ON_FIRST_CONFIG.append(register_model_classes)
+
+
+def register_model_classes() -> None:
+    """AutoModel → `ElmoModel`, AutoTokenizer → `ElmoTokenizer` (idempotent)."""
+    from transformers import AutoModel, AutoTokenizer
 
     from .configuration_elmo import ElmoConfig
     from .modeling_elmo import ElmoModel
     from .tokenization_elmo import ElmoTokenizer
 
-    AutoConfig.register("elmo", ElmoConfig, exist_ok=True)
     AutoModel.register(ElmoConfig, ElmoModel, exist_ok=True)
     AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, exist_ok=True)
 
 
-__all__ = ["register_auto_classes"]
+__all__ = ["register_auto_classes", "register_model_classes"]

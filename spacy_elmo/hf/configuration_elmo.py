@@ -8,6 +8,7 @@ only what involves several fields. `config_error_message` turns any of these err
 # (no `from __future__ import annotations`: @strict validates from the evaluated annotations)
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -24,6 +25,27 @@ RUNTIME_FIELDS = ("lstm_implementation",)
 # A character lexicon (`char_vocab_size` > 0) reserves ids 0-6 (see `spacy_elmo.characters`)
 LEXICON_RESERVED_IDS = 7
 UTF8_CHAR_ROWS = 262  # id 0 pads a whole token, 1-256 are the bytes, 257-261 the markers
+
+# Run once, by the first ElmoConfig made in this process: `register_auto_classes` puts here the
+# registration of ElmoModel and ElmoTokenizer with AutoModel and AutoTokenizer, which imports
+# transformers' modeling code (seconds), so that `import spacy_elmo` does not. Every Auto path makes
+# the config before it looks up a model or tokenizer class. A callback, not an import: this module
+# knows nothing of the model.
+ON_FIRST_CONFIG: list[Callable[[], None]] = []
+
+
+def _first_config_made() -> None:
+    if not ON_FIRST_CONFIG:
+        return
+    # emptied before the calls: a config made while they import the model does not come back here
+    callbacks = ON_FIRST_CONFIG[:]
+    ON_FIRST_CONFIG.clear()
+    try:
+        for callback in callbacks:
+            callback()
+    except BaseException:
+        ON_FIRST_CONFIG[:0] = callbacks  # not registered: the next config tries again
+        raise
 
 
 def _at_least(minimum: int):
@@ -100,6 +122,15 @@ class ElmoConfig(PreTrainedConfig):
     word_embedding_dim: int = validated_field(_at_least(0), default=0)
     # biLSTM kernel (see LstmImplementation): a run-time setting, not saved
     lstm_implementation: LstmImplementation = "auto"
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        _first_config_made()
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickling makes a config without `__post_init__`: in a fresh process it may be the first."""
+        self.__dict__.update(state)
+        _first_config_made()
 
     def validate_elmo(self):
         """What involves several fields (called by `@strict` on init)."""

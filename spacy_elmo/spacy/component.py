@@ -40,7 +40,7 @@ from thinc.types import Floats1d
 
 from .architectures import ElmoBiLM_v1
 from .deferred_step import DeferredStep
-from .doc_data import ElmoDocData, register_extensions, set_similarity_hooks
+from .doc_data import ElmoDocData, in_spacy_pipe_worker, register_extensions, set_similarity_hooks
 from .layers.bilm import (
     ElmoSettingError,
     bilm_from_bytes,
@@ -244,11 +244,13 @@ class ElmoComponent(TrainablePipe):
     def set_annotations(self, docs: Sequence[Doc], layers_per_doc: Sequence) -> None:
         weights = self.model.ops.asarray(cast(Floats1d, self.tensor_weights()))  # (thinc's type for it)
         xp = self.model.ops.xp
+        hooks = not in_spacy_pipe_worker()  # a worker's Docs leave as bytes, without hooks (and with W109)
         for doc, layers in zip(docs, layers_per_doc):
             if layers.shape[1] != len(doc):
                 raise ValueError(f"elmo: {layers.shape[1]} token vectors for a Doc of {len(doc)} tokens")
             doc.tensor = xp.ascontiguousarray(xp.tensordot(weights, layers, axes=1), dtype="float32")
-            set_similarity_hooks(doc)
+            if hooks:
+                set_similarity_hooks(doc)
             if self.store_layers:
                 doc._.elmo = ElmoDocData(layers)
 

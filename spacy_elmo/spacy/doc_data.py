@@ -5,18 +5,24 @@ views) and similarity by its vectors.
 `DocBin(store_user_data=True)` and `nlp.pipe(n_process=2)` work) and with pickle. `span._.elmo`
 is an `ElmoDocData` of the span's tokens; `token._.elmo` an `ElmoTokenData`, [L+1, dim].
 `set_similarity_hooks` makes `doc/span/token.similarity` the cosine of their `.vector`s (the
-component's `doc.tensor`), without spaCy's warning about missing static vectors.
+component's `doc.tensor`), without spaCy's warning about missing static vectors. spaCy does not
+serialize a Doc's hooks, so a Doc that comes back from bytes (`nlp.pipe(n_process=2)`,
+`Doc.from_bytes`, `DocBin`) gets them back by that one call.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy
 import srsly
 from thinc.api import get_array_module
 from thinc.types import Floats1d, Floats2d, Floats3d
+
+if TYPE_CHECKING:  # the annotations only: this module imports spaCy inside the functions that use it
+    from spacy.tokens import Doc
 
 
 @dataclass
@@ -121,9 +127,26 @@ def vector_similarity(obj, other) -> float:
     return float(xp.dot(obj.vector, other.vector) / (obj.vector_norm * other.vector_norm))
 
 
-def set_similarity_hooks(doc) -> None:
+def set_similarity_hooks(doc: Doc) -> Doc:
     """`doc.similarity`, `span.similarity` and `token.similarity` by `vector_similarity`: the vectors
-    are the component's (doc.tensor), so spaCy's warning W007 (no static vectors) does not apply."""
+    are the component's (doc.tensor), so spaCy's warning W007 (no static vectors) does not apply, and
+    two tokens of the same text in different contexts are not taken as equal (spaCy's default gives
+    1.0). The component sets them; call this on a Doc that comes back from bytes, which drops hooks:
+    `docs = [set_similarity_hooks(doc) for doc in nlp.pipe(texts, n_process=2)]`. Returns `doc`."""
     doc.user_hooks["similarity"] = vector_similarity
     doc.user_span_hooks["similarity"] = vector_similarity
     doc.user_token_hooks["similarity"] = vector_similarity
+    return doc
+
+
+def in_spacy_pipe_worker() -> bool:
+    """Whether this process is one of `nlp.pipe(n_process=N)`'s workers. A worker sends every Doc
+    back with `Doc.to_bytes()`, which drops the Doc's user hooks and warns W109 (once per worker) if
+    it has any, so the component sets none there; the parent's Docs get them by `set_similarity_hooks`.
+    Told by the process's target (the worker function spaCy starts; kept on the Process object under
+    fork and spawn alike): a process of the user's own (a Pool that pickles Docs back, which keeps
+    hooks) is not one."""
+    from spacy import language
+
+    worker = getattr(language, "_apply_pipes", None)
+    return worker is not None and getattr(multiprocessing.current_process(), "_target", None) is worker

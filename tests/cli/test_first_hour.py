@@ -150,15 +150,36 @@ def test_version_answers_without_importing_the_package_torch_transformers_or_spa
     assert run(sys.executable, "-m", "spacy_elmo", "--version").stdout.strip() == "spacy-elmo 0.1.0"
 
 
-def test_import_spacy_elmo_registers_the_auto_classes(tiny_model_dir):
+def test_import_spacy_elmo_registers_the_auto_classes(tiny_model_dir, tmp_path):
+    """`import spacy_elmo` registers the config at once and the model and tokenizer classes with the first
+    ElmoConfig, so it imports neither transformers' modeling code (seconds) nor spaCy; every Auto path
+    still finds the classes in a fresh interpreter: the tokenizer first, a model from a config, a config
+    unpickled as the first one, and pipeline()."""
+    model = str(tiny_model_dir)
     script = (
+        "import pickle, sys\n"
         "import spacy_elmo\n"
+        "assert not {'spacy', 'transformers.modeling_utils'} & set(sys.modules), 'imported at import'\n"
         "from transformers import AutoConfig, AutoModel, AutoTokenizer\n"
-        f"print(type(AutoModel.from_pretrained({str(tiny_model_dir)!r})).__name__,"
-        f" type(AutoTokenizer.from_pretrained({str(tiny_model_dir)!r})).__name__)\n"
+        f"print(type(AutoTokenizer.from_pretrained({model!r})).__name__)\n"  # before any model class is asked for
+        f"print(type(AutoModel.from_pretrained({model!r})).__name__)\n"
+        "config = AutoConfig.for_model('elmo', lstm_dim=8, projection_dim=4, filters=[[1, 4]], n_highway=0)\n"
+        "print(type(AutoModel.from_config(config)).__name__)\n"
+        f"open({str(tmp_path / 'config.pkl')!r}, 'wb').write(pickle.dumps(config))\n"
     )
     done = run(sys.executable, "-c", script)
-    assert done.returncode == 0 and done.stdout.split() == ["ElmoModel", "ElmoTokenizer"], done.stderr[-2000:]
+    assert done.returncode == 0 and done.stdout.split() == ["ElmoTokenizer", "ElmoModel", "ElmoModel"], done.stderr[
+        -2000:
+    ]
+    unpickled = (
+        "import pickle, spacy_elmo\n"
+        "from transformers import AutoModel, pipeline\n"
+        f"config = pickle.loads(open({str(tmp_path / 'config.pkl')!r}, 'rb').read())\n"
+        "print(type(AutoModel.from_config(config)).__name__)\n"
+        f"print(len(pipeline('feature-extraction', model={model!r})('The cat sat .')[0]))\n"
+    )
+    done = run(sys.executable, "-c", unpickled)
+    assert done.returncode == 0 and done.stdout.split() == ["ElmoModel", "4"], done.stderr[-2000:]
 
 
 def test_help_shows_defaults_and_device_choices(capsys):

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import source_tree  # tests/ is on sys.path (rootdir conftest)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -71,27 +73,6 @@ def run(command, **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
-def source_tree(dest: Path) -> Path:
-    """A copy of the checkout as a clone has it (tracked files and new ones git does not ignore)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\0")
-    for name in filter(None, listed):
-        source = ROOT / name
-        if not (source.exists() or source.is_symlink()):  # deleted in the working tree, not yet in the index
-            continue
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        if source.is_symlink():
-            (dest / name).symlink_to(os.readlink(source))
-        elif source.is_file():
-            shutil.copy2(source, dest / name)
-    return dest
-
-
 def test_quick_start_is_what_this_test_runs():
     """The parsing above finds the README's commands and the prints it checks."""
     commands = quick_start_commands()
@@ -114,7 +95,7 @@ def test_wheel_and_sdist_build_pass_twine_and_a_fresh_venv_runs_the_quick_start(
     (sdist,) = dist.glob("spacy_elmo-*.tar.gz")
     run([sys.executable, "-m", "twine", "check", "--strict", wheel, sdist], env=env, timeout=120)
 
-    # the wheel: the package's modules and shipped configs, nothing of the lab
+    # the wheel: the package's modules, the console script's module and the shipped configs, nothing of the lab
     files = zipfile.ZipFile(wheel).namelist()
     top = {"spacy_elmo", "spacy_elmo_cli.py", wheel.name.split("-py3")[0] + ".dist-info"}  # the console script's module
     assert {name.split("/")[0] for name in files} == top

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -236,12 +238,21 @@ def test_doc_serialization_pickle_and_docbin(nlp):
     numpy.testing.assert_array_equal(to_numpy(back[-1]._.elmo.layers), layers)
 
 
+def documented_two_process_block() -> str:
+    """docs/spacy.md's python block that runs `nlp.pipe(..., n_process=2)` ("Similarity after bytes")."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "spacy.md").read_text(encoding="utf-8")
+    (block,) = [code for code in re.findall(r"^```python\n(.*?)^```", text, re.S | re.M) if "n_process=2" in code]
+    return block
+
+
 @pytest.mark.slow
 def test_pipe_with_two_processes(nlp, tmp_path, exact_model):
     """n_process=2 after the parent used torch (forked workers must not hang); run in a subprocess
-    with a timeout so a hang fails the test instead of blocking the suite."""
+    with a timeout so a hang fails the test instead of blocking the suite. The docs' block then gives
+    the parallel Docs the similarity of one process, and no warning reaches the user: not W109 from
+    the workers (which set no hooks: their Docs leave as bytes), nor W007 from `similarity`."""
     texts = random_texts(6, seed=3, max_len=12)
-    run_python(
+    done = run_python(
         """
         import sys, json, numpy, spacy
         nlp = spacy.blank("en")
@@ -250,11 +261,21 @@ def test_pipe_with_two_processes(nlp, tmp_path, exact_model):
         serial = list(nlp.pipe(texts))
         parallel = list(nlp.pipe(texts, n_process=2, batch_size=2))
         numpy.savez(sys.argv[2], *[d._.elmo.layers for d in serial + parallel], *[d.tensor for d in serial + parallel])
+        exec(sys.argv[4])  # the docs' block: `docs` from two processes, given their similarity back
+        one = list(nlp.pipe(texts))
+        def similarities(a, b):  # Docs, the two "bank"s, spans, a token with itself
+            return [a.similarity(b), a[4].similarity(b[1]), a[1:3].similarity(b[2:4]), a[4].similarity(a[4])]
+        print(json.dumps([similarities(*docs), similarities(*one)]))
         """,
         nlp.get_pipe("elmo").model.attrs["name"],
         str(tmp_path / "out.npz"),
         __import__("json").dumps(texts),
+        documented_two_process_block(),
     )
+    assert "W109" not in done.stderr and "W007" not in done.stderr, done.stderr[-3000:]
+    two, one = json.loads(done.stdout.splitlines()[-1])
+    numpy.testing.assert_allclose(two, one, rtol=0, atol=1e-5)  # the workers' batches round otherwise
+    assert two[1] < 0.999 and two[3] == pytest.approx(1.0)  # "bank" in two contexts differs; the same token is 1
     arrays = numpy.load(tmp_path / "out.npz")
     arrays = [arrays[f"arr_{i}"] for i in range(4 * len(texts))]
     layers, tensors = arrays[: 2 * len(texts)], arrays[2 * len(texts) :]
