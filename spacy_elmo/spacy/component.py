@@ -23,7 +23,7 @@ cannot tell that leftover name from a typo (`layers.bilm.check_source`).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -40,7 +40,7 @@ from thinc.types import Floats1d
 
 from .architectures import ElmoBiLM_v1
 from .deferred_step import DeferredStep
-from .doc_data import ElmoDocData, in_spacy_pipe_worker, register_extensions, set_similarity_hooks
+from .doc_data import ElmoDocData, register_extensions, set_similarity_hooks
 from .layers.bilm import (
     ElmoSettingError,
     bilm_from_bytes,
@@ -241,15 +241,27 @@ class ElmoComponent(TrainablePipe):
         """All layers per Doc, [L+1, len(doc), width] (from the cache where possible)."""
         return predict_cached(self.model, list(docs), self.cache)
 
-    def set_annotations(self, docs: Sequence[Doc], layers_per_doc: Sequence) -> None:
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128, similarity_hooks: bool = True) -> Iterator[Doc]:
+        """Annotates the Docs in batches (as spaCy's `TrainablePipe.pipe`). `similarity_hooks=False`
+        sets no similarity hooks: for `nlp.pipe(texts, n_process=N, component_cfg={"elmo":
+        {"similarity_hooks": False}})`, whose workers send every Doc back as bytes, which cannot
+        carry hooks (spaCy warns W109 for each worker); `set_similarity_hooks` gives them back."""
+        error_handler = self.get_error_handler()
+        for docs in util.minibatch(stream, size=batch_size):
+            try:
+                self.set_annotations(docs, self.predict(docs), similarity_hooks=similarity_hooks)
+                yield from docs
+            except Exception as e:
+                error_handler(self.name, self, docs, e)
+
+    def set_annotations(self, docs: Sequence[Doc], layers_per_doc: Sequence, *, similarity_hooks: bool = True) -> None:
         weights = self.model.ops.asarray(cast(Floats1d, self.tensor_weights()))  # (thinc's type for it)
         xp = self.model.ops.xp
-        hooks = not in_spacy_pipe_worker()  # a worker's Docs leave as bytes, without hooks (and with W109)
         for doc, layers in zip(docs, layers_per_doc):
             if layers.shape[1] != len(doc):
                 raise ValueError(f"elmo: {layers.shape[1]} token vectors for a Doc of {len(doc)} tokens")
             doc.tensor = xp.ascontiguousarray(xp.tensordot(weights, layers, axes=1), dtype="float32")
-            if hooks:
+            if similarity_hooks:
                 set_similarity_hooks(doc)
             if self.store_layers:
                 doc._.elmo = ElmoDocData(layers)

@@ -12,7 +12,6 @@ serialize a Doc's hooks, so a Doc that comes back from bytes (`nlp.pipe(n_proces
 
 from __future__ import annotations
 
-import multiprocessing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -131,22 +130,9 @@ def set_similarity_hooks(doc: Doc) -> Doc:
     """`doc.similarity`, `span.similarity` and `token.similarity` by `vector_similarity`: the vectors
     are the component's (doc.tensor), so spaCy's warning W007 (no static vectors) does not apply, and
     two tokens of the same text in different contexts are not taken as equal (spaCy's default gives
-    1.0). The component sets them; call this on a Doc that comes back from bytes, which drops hooks:
-    `docs = [set_similarity_hooks(doc) for doc in nlp.pipe(texts, n_process=2)]`. Returns `doc`."""
+    1.0). The component sets them; call this on a Doc that comes back from bytes, which drops hooks
+    (as the Docs of `nlp.pipe(texts, n_process=2)` do: docs/spacy.md). Returns `doc`."""
     doc.user_hooks["similarity"] = vector_similarity
     doc.user_span_hooks["similarity"] = vector_similarity
     doc.user_token_hooks["similarity"] = vector_similarity
     return doc
-
-
-def in_spacy_pipe_worker() -> bool:
-    """Whether this process is one of `nlp.pipe(n_process=N)`'s workers. A worker sends every Doc
-    back with `Doc.to_bytes()`, which drops the Doc's user hooks and warns W109 (once per worker) if
-    it has any, so the component sets none there; the parent's Docs get them by `set_similarity_hooks`.
-    Told by the process's target (the worker function spaCy starts; kept on the Process object under
-    fork and spawn alike): a process of the user's own (a Pool that pickles Docs back, which keeps
-    hooks) is not one."""
-    from spacy import language
-
-    worker = getattr(language, "_apply_pipes", None)
-    return worker is not None and getattr(multiprocessing.current_process(), "_target", None) is worker

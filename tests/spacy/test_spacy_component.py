@@ -250,7 +250,8 @@ def test_pipe_with_two_processes(nlp, tmp_path, exact_model):
     """n_process=2 after the parent used torch (forked workers must not hang); run in a subprocess
     with a timeout so a hang fails the test instead of blocking the suite. The docs' block then gives
     the parallel Docs the similarity of one process, and no warning reaches the user: not W109 from
-    the workers (which set no hooks: their Docs leave as bytes), nor W007 from `similarity`."""
+    the workers (told by component_cfg to set no hooks: their Docs leave as bytes), nor W007 from
+    `similarity`."""
     texts = random_texts(6, seed=3, max_len=12)
     done = run_python(
         """
@@ -259,7 +260,8 @@ def test_pipe_with_two_processes(nlp, tmp_path, exact_model):
         nlp.add_pipe("elmo", config={"model": sys.argv[1]})
         texts = json.loads(sys.argv[3])
         serial = list(nlp.pipe(texts))
-        parallel = list(nlp.pipe(texts, n_process=2, batch_size=2))
+        no_hooks = {"elmo": {"similarity_hooks": False}}  # as the docs say: the workers send bytes
+        parallel = list(nlp.pipe(texts, n_process=2, batch_size=2, component_cfg=no_hooks))
         numpy.savez(sys.argv[2], *[d._.elmo.layers for d in serial + parallel], *[d.tensor for d in serial + parallel])
         exec(sys.argv[4])  # the docs' block: `docs` from two processes, given their similarity back
         one = list(nlp.pipe(texts))
