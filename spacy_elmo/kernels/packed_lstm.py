@@ -7,6 +7,11 @@ recurrent products use oneDNN-prepacked weights on CPU; every step works in plac
 preallocated buffers; a layer's two directions run at the same time on two threads when the
 caller has two or more (`parallel_directions`).  Computes what `ElmoLstmLayer` / `ElmoBiLstm`
 compute (≤ 1e-6).
+
+Opt-in approximations (`LstmWeights.int8`, `LstmWeights.bf16`): the matrix products in int8
+(`kernels.int8`) or in bf16 (`kernels.bf16`: weights converted once and cached, products'
+inputs rounded to bf16, their results widened to fp32), the gates, the cell state and the outputs
+in fp32 either way; their error bounds are in those modules.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import torch
 
 from .capabilities import (
     autocast_dtype,
+    bf16_products,
     onednn_linear_available,
     per_thread_intraop_threads,
     set_thread_intraop_threads,
@@ -42,6 +48,7 @@ class LstmWeights(NamedTuple):
     proj_clip: float | None
     owner: object
     int8: Int8Weights | None = None
+    bf16: bool = False  # products in bf16 (`precision="bf16"`), where `bf16_products` allows
 
 
 class PackedLayout:
@@ -122,7 +129,8 @@ _DERIVED = DerivedWeights()
 # half the intra-op threads, instead of every small product being split over all threads (with a
 # barrier per product).  Each direction then runs the same operations in the same order as when
 # the directions run one after the other (outputs bitwise equal).  Rule (`parallel_directions`):
-# exact fp32 on CPU with at least 2 intra-op threads on the calling thread; False switches it off.
+# exact fp32 (or explicit bf16 products) on CPU with at least 2 intra-op threads on the calling
+# thread; False switches it off.
 # Measured on the 2-core benchmark machine (original architecture, whole model, interleaved):
 # batch 32 ~14% faster; batch 1 ~25% faster when the machine is quiet, within noise (±5%) under
 # a load of 2-3 from other processes.
@@ -165,14 +173,18 @@ def _low_precision(weights: LstmWeights, name: str, dtype: torch.dtype) -> torch
     return _DERIVED.get(weights.owner, f"{name}_{dtype}", key and (key, dtype), lambda: tensor.detach().to(dtype))
 
 
+def _product_dtype(weights: LstmWeights, x: torch.Tensor) -> torch.dtype:
+    return torch.bfloat16 if weights.bf16 else autocast_dtype(x.device.type)
+
+
 def _matmul(weights: LstmWeights, name: str, x: torch.Tensor, direction: int | None = None) -> torch.Tensor:
     """x · weights.<name> for both directions ([2, rows, in]) or one (`direction`, [rows, in]):
-    int8 when the layer was quantized (CPU), else in the autocast dtype."""
+    int8 when the layer was quantized (CPU), else in bf16 (`weights.bf16`) or the autocast dtype."""
     if weights.int8 is not None and x.device.type == "cpu":
         if direction is None:
             return weights.int8.bmm(x, name)
         return weights.int8.mm(x, name, direction)
-    weight = _low_precision(weights, name, autocast_dtype(x.device.type))
+    weight = _low_precision(weights, name, _product_dtype(weights, x))
     x = x.to(weight.dtype)
     return torch.bmm(x, weight) if direction is None else torch.mm(x, weight[direction])
 
@@ -301,7 +313,15 @@ def run_layer_packed(
         int8_weights.refresh(
             input_weight=weights.input_weight, hidden_weight=weights.hidden_weight, proj_weight=weights.proj_weight
         )
-    exact = not (int8 or torch.is_autocast_enabled(x.device.type))
+    bf16 = not int8 and weights.bf16 and bf16_products(x.device.type)
+    if bf16:  # fp32 state and outputs around bf16 products
+        x = x.float()
+        for name in ("input_weight", "hidden_weight", "proj_weight"):  # converted once, on this thread
+            if getattr(weights, name) is not None:
+                _low_precision(weights, name, torch.bfloat16)
+    else:
+        weights = weights._replace(bf16=False)
+    exact = not (int8 or bf16 or torch.is_autocast_enabled(x.device.type))
     onednn = exact and _use_onednn(weights, x)
     # derived weights are built here, on the calling thread, never by two threads at once
     if onednn and layout.size < PREPACKED_INPUT_MAX_ROWS:
@@ -330,8 +350,9 @@ def run_layer_packed(
         packed_proj=packed_proj,
     )
     if directions_in_parallel is None:
-        directions_in_parallel = parallel_directions(x, exact)
-    pool = _direction_pool() if directions_in_parallel and n_dir == 2 and exact else None
+        directions_in_parallel = parallel_directions(x, exact or bf16)
+    # (explicit bf16 holds no thread-local state, unlike autocast: its directions run in parallel too)
+    pool = _direction_pool() if directions_in_parallel and n_dir == 2 and (exact or bf16) else None
     if pool is None or not pool.run(run.direction, n_dir):
         for d in range(n_dir):
             run.direction(d)
