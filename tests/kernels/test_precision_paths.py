@@ -30,7 +30,8 @@ from spacy_elmo.kernels.bf16 import product_bound
 
 FP32_SLACK = 1e-5  # of a tensor's scale: float32 rounding (~1e-7 per operation), far below bf16's 2^-8
 NATIVE_BF16 = capabilities.native_bf16_available()
-PRECISIONS = ["fp32", "bf16", "int8"]
+# bf16-plain: the LSTM's bf16 products as plain matmuls of cached bf16 copies (oneDNN switched off)
+PRECISIONS = ["fp32", "bf16", "bf16-plain", "int8"]
 
 
 def _model(config: ElmoConfig, seed: int = 0) -> ElmoModel:
@@ -162,9 +163,13 @@ def _definition_with_bound(model: ElmoModel, char_ids: torch.Tensor, word_ids) -
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("batch", [1, len(LENGTHS)])
 @pytest.mark.parametrize("skip,cell_proj,cnn_proj,clip,efml", SPACE)
-def test_each_precision_is_within_its_stated_bound(skip, cell_proj, cnn_proj, clip, efml, batch, precision):
+def test_each_precision_is_within_its_stated_bound(
+    skip, cell_proj, cnn_proj, clip, efml, batch, precision, monkeypatch
+):
+    if precision == "bf16-plain":
+        monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"onednn"})
     config = _config(skip, cell_proj, cnn_proj, clip, efml)
-    model = _model(config).set_precision(precision)
+    model = _model(config).set_precision(precision.split("-")[0])
     ids, mask, words = _inputs(batch, seed=1, config=config)
     with torch.no_grad():
         out = model(ids, mask, words, keep_sentence_boundaries=True)
@@ -214,10 +219,15 @@ def test_the_native_bf16_probe_reads_the_cpu_flags():
 
 
 @pytest.mark.skipif(not NATIVE_BF16, reason="bf16 kernels run only with native bf16 products")
-def test_bf16_weights_are_converted_once_and_refreshed_after_an_in_place_edit():
-    """The bf16 copies of the LSTM and linear weights are made on the first call and reused; an
-    in-place edit of a weight (its version changes) makes a new copy."""
+@pytest.mark.parametrize("onednn", [True, False])
+def test_bf16_weights_are_converted_once_and_refreshed_after_an_in_place_edit(onednn, monkeypatch):
+    """The bf16 copies of the LSTM and linear weights (oneDNN-prepacked, or plain without oneDNN) are
+    made on the first call and reused; an in-place edit of a weight (its version changes) makes a
+    new copy."""
     from spacy_elmo.kernels import bf16, packed_lstm
+
+    if not onednn:
+        monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"onednn"})
 
     config = _config(True, True, True, True)
     model = _model(config).set_precision("bf16")
@@ -226,7 +236,7 @@ def test_bf16_weights_are_converted_once_and_refreshed_after_an_in_place_edit():
     linear = model.token_encoder.highways[0].transform
 
     def copies():
-        lstm = {k: v[1] for k, v in packed_lstm._DERIVED._store[layer].items() if "bfloat16" in k}
+        lstm = {k: v[1] for k, v in packed_lstm._DERIVED._store[layer].items() if "bf16" in k or "bfloat16" in k}
         return lstm, bf16._DERIVED._store[linear]["bf16_weight"][1]
 
     with torch.no_grad():
@@ -240,9 +250,10 @@ def test_bf16_weights_are_converted_once_and_refreshed_after_an_in_place_edit():
         linear.weight.mul_(2.0)
         model(ids, mask, words)
         third_lstm, third_linear = copies()
-    name = next(k for k in third_lstm if k.startswith("input_weight"))
+    name = "prepacked_bf16_input_weight" if onednn else "input_weight_torch.bfloat16"
     assert third_lstm[name] is not first_lstm[name]
-    assert torch.equal(third_lstm[name], layer.input_weight.detach().to(torch.bfloat16))
+    if not onednn:  # (oneDNN's prepacked layout is opaque)
+        assert torch.equal(third_lstm[name], layer.input_weight.detach().to(torch.bfloat16))
     assert torch.equal(third_linear, linear.weight.detach().to(torch.bfloat16))
 
 
