@@ -9,7 +9,7 @@ only what involves several fields. `config_error_message` turns any of these err
 import json
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from huggingface_hub.dataclasses import strict, validated_field
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
@@ -261,11 +261,11 @@ def read_json_object(path: Path, error: type[Exception]) -> dict:
     return data
 
 
-def check_precision(value, setting: str = "precision") -> str:
+def check_precision(value, setting: str = "precision") -> Precision:
     """`value` if it is one of PRECISIONS, else a one-line `ValueError` naming `setting`."""
     if value not in PRECISIONS:
         raise ValueError(f"{setting} must be one of {', '.join(map(repr, PRECISIONS))}, got {value!r}")
-    return value
+    return cast(Precision, value)
 
 
 __all__ = [

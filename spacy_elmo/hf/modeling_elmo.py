@@ -491,7 +491,7 @@ def apply_precision(model: nn.Module, precision: str) -> nn.Module:
     files and `save_legacy` are unchanged); derived weight copies and the token cache are dropped.
     int8 takes linears of at least 64 inputs (`quantization.quantize_int8`'s rule); bf16 takes all.
     """
-    check_precision(precision)
+    checked = check_precision(precision)
     for module in model.modules():
         if isinstance(module, ElmoLstmLayer):
             module.int8 = (
@@ -514,7 +514,7 @@ def apply_precision(model: nn.Module, precision: str) -> nn.Module:
                 linear.__class__ = nn.Linear  # (back to the plain class, in place: the same parameters)
     for module in model.modules():
         if isinstance(module, ElmoPreTrainedModel):
-            module.config.precision = precision
+            module.config.precision = checked
         if isinstance(module, ElmoModel):
             module._applied_precision = precision
             if module.token_cache is not None:
