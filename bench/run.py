@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--extras",
         default="cache,int8,bf16,pipe,train",
-        help="extra rows at batch 32: cache (token cache, Zipfian text), int8, bf16 (CPU autocast), pipe, train",
+        help="extra rows at batch 32: cache (token cache, Zipfian text), int8, bf16 (set_precision), pipe, train",
     )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--min-seconds", type=float, default=4.0)

@@ -102,10 +102,17 @@ def _time_batches(run, batches, min_seconds: float) -> list[float]:
     return times
 
 
-def _quantize(model) -> None:
-    from spacy_elmo.hf.quantization import quantize_int8
+def _set_precision(model, precision: str) -> bool:
+    """The model's inference precision (`ElmoModel.set_precision`); False for a package measured by
+    --source / --baseline from before it existed (then int8 is `quantize_int8` and bf16 CPU autocast)."""
+    if hasattr(model, "set_precision"):
+        model.set_precision(precision)
+        return True
+    if precision == "int8":
+        from spacy_elmo.hf.quantization import quantize_int8
 
-    quantize_int8(model)
+        quantize_int8(model)
+    return False
 
 
 def _count_char_cnn(model) -> dict:
@@ -160,13 +167,14 @@ def main(argv=None) -> int:
             reference = model(*encoded[0])
         if hasattr(model, "disable_token_cache"):
             model.disable_token_cache()
-    if args.mode == "int8":
-        _quantize(model)
+    autocast = args.mode == "bf16"
+    if args.mode in ("int8", "bf16"):
+        autocast = not _set_precision(model, args.mode) and args.mode == "bf16"
 
     def run_model(batch):
         ids, mask = batch
         with torch.inference_mode():
-            if args.mode == "bf16":
+            if autocast:
                 with torch.autocast("cpu", dtype=torch.bfloat16):
                     return model(ids, mask)
             return model(ids, mask)

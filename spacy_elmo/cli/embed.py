@@ -25,12 +25,20 @@ def run(args) -> int:
             progress=not args.no_progress,
             device=args.device,
             overwrite=args.overwrite,
+            precision=args.precision,
         )
         print(f"Wrote the layers of {written:,} lines to {args.output}", file=sys.stderr)
         return 0
     from ..tools.embed import print_embeddings
 
-    print_embeddings(args.model, dims=args.dims, data_format=args.format, lang=args.lang, device=args.device)
+    print_embeddings(
+        args.model,
+        dims=args.dims,
+        data_format=args.format,
+        lang=args.lang,
+        device=args.device,
+        precision=args.precision,
+    )
     return 0
 
 
@@ -52,6 +60,13 @@ def add_to(sub) -> None:
         "--overwrite",
         action="store_true",
         help="replace an existing OUTPUT that embed did not write (its own earlier output is always replaced)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "bf16", "int8"),
+        default=None,
+        help="inference precision: fp32 (exact), bf16 (bf16 products, fp32 state; fp32 with a warning "
+        "on a CPU without native bf16) or int8 (CPU); default: the model's own (fp32 unless saved otherwise)",
     )
     add_device(p)
     add_no_progress(p)

@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from huggingface_hub.dataclasses import strict, validated_field
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
@@ -21,6 +21,17 @@ from transformers import PreTrainedConfig
 # written to config.json. The table of kernels is `lstm_implementations.LSTM_IMPLEMENTATIONS`.
 LstmImplementation = Literal["auto", "eager", "packed", "fused", "cuda_graphs"]
 RUNTIME_FIELDS = ("lstm_implementation",)
+
+# How inference computes (`ElmoModel.set_precision`): "fp32" exact (the default); "bf16" the matrix
+# products in bf16 with fp32 state and outputs (`kernels.bf16`), where the device multiplies bf16
+# natively (elsewhere one warning line, then fp32); "int8" dynamic quantization of the products
+# (`kernels.int8`, CPU), an opt-in quantization recorded in config.json like HF's
+# `quantization_config`. Saved in config.json unless "fp32" (so fp32 directories stay as they
+# were), and applied again by `from_pretrained`: loading never changes it. Weights stay fp32 in
+# every case (HF's `dtype` is the weights' storage type, a different thing). Computation that
+# needs a gradient (training) is fp32 whatever this says; training has `training.precision`.
+Precision = Literal["fp32", "bf16", "int8"]
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "int8")
 
 # A character lexicon (`char_vocab_size` > 0) reserves ids 0-6 (see `spacy_elmo.characters`)
 LEXICON_RESERVED_IDS = 7
@@ -122,6 +133,8 @@ class ElmoConfig(PreTrainedConfig):
     word_embedding_dim: int = validated_field(_at_least(0), default=0)
     # biLSTM kernel (see LstmImplementation): a run-time setting, not saved
     lstm_implementation: LstmImplementation = "auto"
+    # inference precision (see Precision): saved unless "fp32"
+    precision: Precision = "fp32"
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
@@ -158,10 +171,12 @@ class ElmoConfig(PreTrainedConfig):
         return super().from_dict({k: v for k, v in config_dict.items() if k not in RUNTIME_FIELDS}, **kwargs)
 
     def to_dict(self) -> dict:
-        """The saved fields (without the run-time `lstm_implementation`)."""
+        """The saved fields (without the run-time `lstm_implementation`, nor `precision` when fp32)."""
         data = super().to_dict()
         for name in RUNTIME_FIELDS:
             data.pop(name, None)
+        if data.get("precision") == "fp32":
+            data.pop("precision")
         return data
 
     @property
@@ -277,4 +292,19 @@ def read_json_object(path: Path, error: type[Exception]) -> dict:
     return data
 
 
-__all__ = ["ElmoConfig", "LstmImplementation", "config_error_message", "read_json_object"]
+def check_precision(value, setting: str = "precision") -> Precision:
+    """`value` if it is one of PRECISIONS, else a one-line `ValueError` naming `setting`."""
+    if value not in PRECISIONS:
+        raise ValueError(f"{setting} must be one of {', '.join(map(repr, PRECISIONS))}, got {value!r}")
+    return cast(Precision, value)
+
+
+__all__ = [
+    "ElmoConfig",
+    "LstmImplementation",
+    "Precision",
+    "PRECISIONS",
+    "check_precision",
+    "config_error_message",
+    "read_json_object",
+]

@@ -37,7 +37,7 @@ from transformers.utils import ModelOutput
 from .. import kernels
 from ..characters import WORD_BOS, WORD_EOS, WORD_UNK, sentence_boundaries
 from . import model_directory
-from .configuration_elmo import ElmoConfig
+from .configuration_elmo import ElmoConfig, check_precision
 from .lstm_implementations import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
 from .model_directory import ElmoLoadError
 
@@ -325,7 +325,8 @@ class ElmoLstmLayer(nn.Module):
         self.hidden_weight = nn.Parameter(torch.empty(2, proj, 4 * hidden))
         self.bias = nn.Parameter(torch.zeros(2, 4 * hidden))
         self.proj_weight = nn.Parameter(torch.empty(2, hidden, proj)) if self.has_projection else None
-        self.int8: kernels.Int8Weights | None = None  # after quantization.quantize_int8 (opt-in, approximate)
+        self.int8: kernels.Int8Weights | None = None  # precision "int8" (`apply_precision`; approximate)
+        self.bf16 = False  # precision "bf16": the packed kernel's products in bf16 (approximate)
 
     def gate_bias(self) -> torch.Tensor:
         """[2, 4·lstm_dim] gate biases with the forget gate's `forget_bias` added (TF adds it at run time)."""
@@ -338,7 +339,7 @@ class ElmoLstmLayer(nn.Module):
         """This layer's tensors for the kernels (plain tensors; the layer keys their caches)."""
         return kernels.LstmWeights(
             self.input_weight, self.hidden_weight, self.proj_weight, self.gate_bias().detach(),
-            self.cell_clip, self.proj_clip, owner=self, int8=self.int8,
+            self.cell_clip, self.proj_clip, owner=self, int8=self.int8, bf16=self.bf16,
         )  # fmt: skip
 
     def forward(
@@ -477,6 +478,50 @@ class ElmoBiLstm(nn.Module):
         return layers, final
 
 
+# --- inference precision (`ElmoConfig.precision`) ---
+_LINEARS = (nn.Linear, kernels.Int8Linear, kernels.Bf16Linear)
+
+
+def apply_precision(model: nn.Module, precision: str) -> nn.Module:
+    """Switches every biLM inside `model` (in place) to compute inference in `precision`
+    ("fp32" | "bf16" | "int8", see `configuration_elmo.Precision`) and records it in their configs.
+
+    The LSTM layers' products (through the `packed` kernel, which `auto` picks for inference) and
+    the highway / projection linears change kernels; parameters stay fp32 (state dicts, saved
+    files and `save_legacy` are unchanged); derived weight copies and the token cache are dropped.
+    int8 takes linears of at least 64 inputs (`quantization.quantize_int8`'s rule); bf16 takes all.
+    """
+    checked = check_precision(precision)
+    for module in model.modules():
+        if isinstance(module, ElmoLstmLayer):
+            module.int8 = (
+                kernels.Int8Weights(
+                    input_weight=module.input_weight, hidden_weight=module.hidden_weight, proj_weight=module.proj_weight
+                )
+                if precision == "int8"
+                else None
+            )
+            module.bf16 = precision == "bf16"
+            kernels.packed_lstm.drop_derived(module)  # prepacked fp32 or bf16 copies: rebuilt as needed
+        elif type(module) in _LINEARS:
+            linear = cast(nn.Linear, module)
+            kernels.bf16.drop_bf16(linear)
+            if precision == "int8" and linear.in_features >= 64:
+                linear.__class__ = kernels.Int8Linear
+            elif precision == "bf16":
+                linear.__class__ = kernels.Bf16Linear
+            else:
+                linear.__class__ = nn.Linear  # (back to the plain class, in place: the same parameters)
+    for module in model.modules():
+        if isinstance(module, ElmoPreTrainedModel):
+            module.config.precision = checked
+        if isinstance(module, ElmoModel):
+            module._applied_precision = precision
+            if module.token_cache is not None:
+                module.token_cache.clear()
+    return model
+
+
 class ElmoPreTrainedModel(PreTrainedModel):
     """Shared HF machinery: config class, weight init, safetensors save/load."""
 
@@ -565,6 +610,19 @@ class ElmoModel(ElmoPreTrainedModel):
         """Number of output layers, L + 1."""
         return self.config.num_layers + 1
 
+    # the precision the layers were last switched to (`apply_precision`); `forward` switches them
+    # when `config.precision` says otherwise (set by from_pretrained, a config, or by hand)
+    _applied_precision: str = "fp32"
+
+    def set_precision(self, precision: str) -> ElmoModel:
+        """Inference in `precision`: "fp32" (exact, the default), "bf16" (bf16 products, fp32 state
+        and outputs, on a device with native bf16; elsewhere one warning line, then fp32) or "int8"
+        (dynamic quantization, CPU). Recorded in `config.precision`, so `save_pretrained` saves it
+        and `from_pretrained` applies it again; `from_pretrained(path, precision=...)` sets it
+        while loading. Error bounds: `kernels.bf16`, `kernels.int8`, docs/performance.md."""
+        apply_precision(self, precision)
+        return self
+
     def embed_tokens(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Context-independent token vectors x_k for [..., max_chars] character ids (and [...] word
         ids, for a model with a word embedding)."""
@@ -619,6 +677,8 @@ class ElmoModel(ElmoPreTrainedModel):
         `initial_state` / `return_state` carry the LSTM state explicitly (shapes in `ElmoState`);
         states refer to sequences *with* the boundary tokens, as in the original implementations.
         """
+        if self._applied_precision != self.config.precision:
+            apply_precision(self, self.config.precision)
         if input_ids.dim() != 3:
             raise ValueError(
                 f"input_ids must be [batch, tokens, max_chars] character ids, got shape {tuple(input_ids.shape)}"
@@ -766,6 +826,7 @@ __all__ = [
     "ElmoModel",
     "ElmoForBidirectionalLM",
     "add_sentence_boundaries",
+    "apply_precision",
     "LSTM_IMPLEMENTATIONS",
     "resolve_lstm_implementation",
     "lm_targets",

@@ -12,13 +12,21 @@ nothing from the model: it works on plain tensors and callables.
                    (a layer's two directions at the same time on two threads, when there are two).
 * `fused_lstm`   – one LSTM layer as one autograd Function (training): batched products, fused backward.
 * `int8`         – int8 weights × dynamic int8 activations (opt-in, approximate, CPU).
+* `bf16`         – bf16 products with weights converted once, fp32 around them (opt-in, approximate).
 * `weights`      – derived-weight caches (oneDNN-prepacked, low-precision copies) and scratch buffers.
 * `cuda_graphs`  – CUDA graphs of a tensor function, one per bucketed input shape (GPU inference).
 * `capabilities` – checks for the private torch APIs used above, with exact fallbacks.
 """
 
-from . import cuda_graphs
-from .capabilities import autocast_dtype, int_mm_available, onednn_linear_available
+from . import bf16, cuda_graphs, packed_lstm
+from .bf16 import Bf16Linear
+from .capabilities import (
+    autocast_dtype,
+    bf16_products,
+    int_mm_available,
+    native_bf16_available,
+    onednn_linear_available,
+)
 from .char_cnn import encode_words, pooled_convolutions, used_columns
 from .fused_lstm import FusedLstmFunction, lstm_layer_fused
 from .int8 import Int8Linear, Int8Weights, int8_matmul
@@ -27,8 +35,13 @@ from .token_cache import TokenEmbeddingCache
 from .weights import weights_key
 
 __all__ = [
+    "bf16",
     "cuda_graphs",
+    "packed_lstm",
+    "Bf16Linear",
     "autocast_dtype",
+    "bf16_products",
+    "native_bf16_available",
     "int_mm_available",
     "onednn_linear_available",
     "encode_words",

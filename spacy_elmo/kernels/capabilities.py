@@ -14,12 +14,23 @@
 | OpenMP backend keeps a count per thread)   | threads (`packed_lstm`)         | other (same operations)        |
 
 Each fallback is logged once (no silent fallbacks). Tests force every fallback (`FORCE_FALLBACK`).
+
+One hardware capability is checked here too, once per process: native bf16 products on the CPU
+(`native_bf16`: the `avx512_bf16` or `amx_bf16` flag of /proc/cpuinfo on x86, `bf16` on Arm, and
+oneDNN's bf16 GEMM built into torch; torch 2.13 has no public query for the instruction set
+itself: `torch.backends.cpu.get_cpu_capability()` says "AVX512" with or without it, and
+`torch.ops.mkldnn._is_mkldnn_bf16_supported()` is also true where oneDNN only emulates bf16).
+Without it a bf16 request (`precision="bf16"`) is not refused: `bf16_products` warns in one line,
+once, and the model computes in exact fp32 (emulated bf16 GEMMs are slower than fp32 ones). Tests
+switch it off with `FORCE_FALLBACK.add("native_bf16")`.
 """
 
 from __future__ import annotations
 
 import logging
+import platform
 import threading
+from pathlib import Path
 
 import torch
 
@@ -162,6 +173,65 @@ def tensor_version(tensor: torch.Tensor) -> int | None:
     if not _HAS_VERSION:
         return _fallback("version", "Tensor._version missing") or None
     return tensor._version
+
+
+def _probe_native_bf16(cpuinfo: str | None = None) -> str | None:
+    """None when the CPU multiplies bf16 natively (and torch's oneDNN can use it), else why not."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "no /proc/cpuinfo to read the CPU's flags from"
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags.update(value.split())
+    machine = platform.machine().lower()
+    wanted = {"bf16"} if machine in ("aarch64", "arm64") else {"avx512_bf16", "amx_bf16"}
+    if not flags & wanted:
+        return f"the CPU has none of the flags {', '.join(sorted(wanted))}"
+    try:
+        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            return "torch's oneDNN has no bf16 GEMM here"
+    except (AttributeError, RuntimeError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+_NATIVE_BF16: list[str | None] = []
+_warned_bf16: set[str] = set()
+
+
+def native_bf16_available() -> bool:
+    """Whether this CPU computes bf16 products natively (probed once, on first use)."""
+    if "native_bf16" in FORCE_FALLBACK:
+        return False
+    if not _NATIVE_BF16:
+        _NATIVE_BF16.append(_probe_native_bf16())
+    return _NATIVE_BF16[0] is None
+
+
+def bf16_products(device_type: str) -> bool:
+    """Whether a bf16 request (`precision="bf16"`) computes its products in bf16 on this device
+    type: on CUDA, where the GPU supports bf16; on CPU, where it is native (`native_bf16_available`).
+    Otherwise one warning line, once per process and device type, and False: the caller computes
+    in exact fp32 (emulated bf16 would be slower than fp32, and no more exact)."""
+    if device_type == "cuda":
+        ok, why = torch.cuda.is_available() and torch.cuda.is_bf16_supported(), "this GPU has no bf16"
+    elif device_type == "cpu":
+        ok = native_bf16_available()
+        why = "switched off" if "native_bf16" in FORCE_FALLBACK else (_NATIVE_BF16[0] or "")
+    else:
+        ok, why = False, f"no bf16 kernels for {device_type}"
+    if not ok and device_type not in _warned_bf16:
+        _warned_bf16.add(device_type)
+        logger.warning(
+            "spacy_elmo: precision='bf16' requested, but %s has no native bf16 products (%s); computing in fp32",
+            device_type.upper(),
+            why,
+        )
+    return ok
 
 
 def autocast_dtype(device_type: str) -> torch.dtype:

@@ -7,6 +7,11 @@ recurrent products use oneDNN-prepacked weights on CPU; every step works in plac
 preallocated buffers; a layer's two directions run at the same time on two threads when the
 caller has two or more (`parallel_directions`).  Computes what `ElmoLstmLayer` / `ElmoBiLstm`
 compute (≤ 1e-6).
+
+Opt-in approximations (`LstmWeights.int8`, `LstmWeights.bf16`): the matrix products in int8
+(`kernels.int8`) or in bf16 (`kernels.bf16`: weights converted once and cached, products'
+inputs rounded to bf16, their results widened to fp32), the gates, the cell state and the outputs
+in fp32 either way; their error bounds are in those modules.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import torch
 
 from .capabilities import (
     autocast_dtype,
+    bf16_products,
     onednn_linear_available,
     per_thread_intraop_threads,
     set_thread_intraop_threads,
@@ -42,6 +48,7 @@ class LstmWeights(NamedTuple):
     proj_clip: float | None
     owner: object
     int8: Int8Weights | None = None
+    bf16: bool = False  # products in bf16 (`precision="bf16"`), where `bf16_products` allows
 
 
 class PackedLayout:
@@ -122,7 +129,8 @@ _DERIVED = DerivedWeights()
 # half the intra-op threads, instead of every small product being split over all threads (with a
 # barrier per product).  Each direction then runs the same operations in the same order as when
 # the directions run one after the other (outputs bitwise equal).  Rule (`parallel_directions`):
-# exact fp32 on CPU with at least 2 intra-op threads on the calling thread; False switches it off.
+# exact fp32 (or explicit bf16 products) on CPU with at least 2 intra-op threads on the calling
+# thread; False switches it off.
 # Measured on the 2-core benchmark machine (original architecture, whole model, interleaved):
 # batch 32 ~14% faster; batch 1 ~25% faster when the machine is quiet, within noise (±5%) under
 # a load of 2-3 from other processes.
@@ -165,14 +173,31 @@ def _low_precision(weights: LstmWeights, name: str, dtype: torch.dtype) -> torch
     return _DERIVED.get(weights.owner, f"{name}_{dtype}", key and (key, dtype), lambda: tensor.detach().to(dtype))
 
 
+def _product_dtype(weights: LstmWeights, x: torch.Tensor) -> torch.dtype:
+    return torch.bfloat16 if weights.bf16 else autocast_dtype(x.device.type)
+
+
+def _prepacked_bf16(weights: LstmWeights, name: str) -> list:
+    """oneDNN-prepacked bf16 copies of a weight, one per direction (bf16 precision on CPU: 2-5x
+    faster than fp32 oneDNN and than a plain bf16 matmul for the recurrent shapes, measured at
+    1-32 rows on the benchmark machine), kept until the weight changes."""
+    tensor = getattr(weights, name)
+    return _DERIVED.get(
+        weights.owner,
+        "prepacked_bf16_" + name,
+        weights_key(tensor),
+        lambda: _prepack_directions(tensor.detach().to(torch.bfloat16)),
+    )
+
+
 def _matmul(weights: LstmWeights, name: str, x: torch.Tensor, direction: int | None = None) -> torch.Tensor:
     """x · weights.<name> for both directions ([2, rows, in]) or one (`direction`, [rows, in]):
-    int8 when the layer was quantized (CPU), else in the autocast dtype."""
+    int8 when the layer was quantized (CPU), else in bf16 (`weights.bf16`) or the autocast dtype."""
     if weights.int8 is not None and x.device.type == "cpu":
         if direction is None:
             return weights.int8.bmm(x, name)
         return weights.int8.mm(x, name, direction)
-    weight = _low_precision(weights, name, autocast_dtype(x.device.type))
+    weight = _low_precision(weights, name, _product_dtype(weights, x))
     x = x.to(weight.dtype)
     return torch.bmm(x, weight) if direction is None else torch.mm(x, weight[direction])
 
@@ -301,7 +326,19 @@ def run_layer_packed(
         int8_weights.refresh(
             input_weight=weights.input_weight, hidden_weight=weights.hidden_weight, proj_weight=weights.proj_weight
         )
-    exact = not (int8 or torch.is_autocast_enabled(x.device.type))
+    bf16 = not int8 and weights.bf16 and bf16_products(x.device.type)
+    bf16_packed = None
+    if bf16:  # fp32 state and outputs around bf16 products; weights converted once, on this thread
+        x = x.float()
+        names = [n for n in ("input_weight", "hidden_weight", "proj_weight") if getattr(weights, n) is not None]
+        if USE_PREPACKED and x.device.type == "cpu" and onednn_linear_available():
+            bf16_packed = {name: _prepacked_bf16(weights, name) for name in names}
+        else:
+            for name in names:
+                _low_precision(weights, name, torch.bfloat16)
+    else:
+        weights = weights._replace(bf16=False)
+    exact = not (int8 or bf16 or torch.is_autocast_enabled(x.device.type))
     onednn = exact and _use_onednn(weights, x)
     # derived weights are built here, on the calling thread, never by two threads at once
     if onednn and layout.size < PREPACKED_INPUT_MAX_ROWS:
@@ -328,10 +365,12 @@ def run_layer_packed(
         onednn_input=input_weight,
         packed_hidden=packed_hidden,
         packed_proj=packed_proj,
+        bf16_packed=bf16_packed,
     )
     if directions_in_parallel is None:
-        directions_in_parallel = parallel_directions(x, exact)
-    pool = _direction_pool() if directions_in_parallel and n_dir == 2 and exact else None
+        directions_in_parallel = parallel_directions(x, exact or bf16)
+    # (explicit bf16 holds no thread-local state, unlike autocast: its directions run in parallel too)
+    pool = _direction_pool() if directions_in_parallel and n_dir == 2 and (exact or bf16) else None
     if pool is None or not pool.run(run.direction, n_dir):
         for d in range(n_dir):
             run.direction(d)
@@ -355,6 +394,14 @@ class _LayerRun(NamedTuple):
     onednn_input: list | None  # per direction, prepacked or a plain [out, in] view
     packed_hidden: list | None
     packed_proj: list | None
+    bf16_packed: dict[str, list] | None  # oneDNN-prepacked bf16 weights per name and direction (bf16 on CPU)
+
+    def product(self, name: str, x: torch.Tensor, d: int) -> torch.Tensor:
+        """x · weights.<name>[d] in low precision (int8, bf16 or the autocast dtype)."""
+        if self.bf16_packed is not None:
+            packed = self.bf16_packed[name][d]
+            return torch.ops.mkldnn._linear_pointwise(x.to(torch.bfloat16), packed, None, "none", [], "")
+        return _matmul(self.weights, name, x, d)
 
     def input_projection(self, d: int, start: int, end: int) -> torch.Tensor:
         """[rows, 4·hidden] gate pre-activations of direction d's packed rows start:end (+ bias)."""
@@ -364,7 +411,7 @@ class _LayerRun(NamedTuple):
         if self.exact:
             out = scratch("gates", (x.shape[0], weights.input_weight.shape[-1]), x)
             return torch.addmm(self.bias[d], x, weights.input_weight[d], out=out)
-        return _matmul(weights, "input_weight", x, d).float().add_(self.bias[d])
+        return self.product("input_weight", x, d).float().add_(self.bias[d])
 
     def direction(self, d: int) -> None:
         weights, layout, hidden = self.weights, self.layout, self.hidden
@@ -398,7 +445,7 @@ class _LayerRun(NamedTuple):
                 elif exact:
                     gates.addmm_(h, hidden_weight)
                 else:
-                    gates.add_(_matmul(weights, "hidden_weight", h, d))
+                    gates.add_(self.product("hidden_weight", h, d))
                 i, j, f = gates[:, :hidden], gates[:, hidden : 2 * hidden], gates[:, 2 * hidden : 3 * hidden]
                 # tanh(x) computed as 2·σ(2x) − 1 (within ~1e-7; PyTorch's CPU sigmoid is ~6x faster
                 # than its tanh), so one sigmoid covers all four gates
@@ -418,7 +465,7 @@ class _LayerRun(NamedTuple):
                     elif exact:
                         projected = torch.mm(m, proj_weight, out=h_new)
                     else:
-                        projected = _matmul(weights, "proj_weight", m, d)
+                        projected = self.product("proj_weight", m, d)
                     if projected.dtype != h_new.dtype:  # autocast: low-precision product
                         projected = h_new.copy_(projected)
                     if proj_clip:

@@ -63,6 +63,7 @@ layer_weights = null
 store_layers = true
 cache_mb = 0
 fine_tune_layers = null
+precision = "fp32"
 
 [elmo.model]
 @architectures = "spacy-elmo.ElmoBiLM.v1"
@@ -92,6 +93,7 @@ def make_elmo(
     store_layers: bool,
     cache_mb: float,
     fine_tune_layers: int | None,
+    precision: str = "fp32",
 ) -> ElmoComponent:
     """The `elmo` component.
 
@@ -104,10 +106,18 @@ def make_elmo(
         `fine_tune_layers` biLSTM layers train (null: every weight; 0: none).
     cache_mb: size in MB of the layer cache at inference (0 = off); see `ElmoComponent`. Training runs
         size theirs in `[initialize.components.elmo] cache_mb`.
+    precision: how the biLM computes at inference: "fp32" (exact, the default), "bf16" (bf16
+        products, fp32 state and outputs; on a CPU without native bf16, one warning line and fp32)
+        or "int8" (dynamic quantization, CPU): `ElmoModel.set_precision`. Saved with the pipeline
+        (and in `bilm/config.json`); loading applies it. Training (gradients) stays fp32.
 
     An unset or bad `model` raises `ElmoSettingError` here; one that names nothing here, when the
     weights are first needed (see the module docstring).
     """
+    try:
+        _check_precision(precision)
+    except ValueError as err:
+        raise ElmoSettingError(title=str(err)) from None
     bilm = ElmoBiLM_v1(name=model) if isinstance(model, str) else model
     check_source(bilm)
     return ElmoComponent(
@@ -119,7 +129,14 @@ def make_elmo(
         store_layers=store_layers,
         cache_mb=cache_mb,
         fine_tune_layers=fine_tune_layers,
+        precision=precision,
     )
+
+
+def _check_precision(precision: str) -> str:
+    from ..hf.configuration_elmo import check_precision  # (the model's one list of precisions)
+
+    return check_precision(precision, "elmo: precision")
 
 
 class ElmoComponent(TrainablePipe):
@@ -147,6 +164,7 @@ class ElmoComponent(TrainablePipe):
         store_layers: bool = True,
         fine_tune_layers: int | None = None,
         cache_mb: float = 0.0,
+        precision: str = "fp32",
     ) -> None:
         if layer_weights is not None and layers is not None and len(layer_weights) != len(layers):
             raise ValueError(f"elmo: {len(layer_weights)} layer_weights for {len(layers)} layers")
@@ -161,6 +179,7 @@ class ElmoComponent(TrainablePipe):
         if fine_tune_layers is not None and fine_tune_layers < 0:
             raise ValueError(f"elmo: fine_tune_layers must be >= 0 or null, got {fine_tune_layers}")
         self.fine_tune_layers = fine_tune_layers
+        self.precision = _check_precision(precision)
         self.cache = LayerCache(int(cache_mb * 2**20))
         self._weights_may_change = False  # set by a gradient update, until the step is applied
         # spaCy calls finish_update before the listeners' gradient arrives: the step waits for it
@@ -239,7 +258,15 @@ class ElmoComponent(TrainablePipe):
 
     def predict(self, docs: Iterable[Doc]) -> list:
         """All layers per Doc, [L+1, len(doc), width] (from the cache where possible)."""
+        self._use_precision()
         return predict_cached(self.model, list(docs), self.cache)
+
+    def _use_precision(self) -> None:
+        """The biLM computes in this component's `precision` (set once it is loaded)."""
+        elmo = get_elmo_model(self.model)
+        if elmo is not None and elmo.config.precision != self.precision:
+            elmo.set_precision(self.precision)
+            self.cache.clear()
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128, similarity_hooks: bool = True) -> Iterator[Doc]:
         """Annotates the Docs in batches (as spaCy's `TrainablePipe.pipe`). `similarity_hooks=False`
@@ -303,6 +330,7 @@ class ElmoComponent(TrainablePipe):
             return losses
         self.cache.clear()  # the weights are about to change
         self._weights_may_change = True
+        self._use_precision()
         self._choose_trainable_weights()
         outputs, backprop_bilm = self.model.begin_update(docs)
         self._step.expect_gradient()
@@ -362,7 +390,7 @@ class ElmoComponent(TrainablePipe):
     ) -> None:
         """Loads the biLM (nothing is learned from the examples): a `model` that names nothing
         fails here, in one line (`ElmoSettingError`), before training starts."""
-        get_elmo_model(self.model)
+        self._use_precision()
 
     def add_label(self, label: str) -> int:
         raise NotImplementedError("The elmo component has no labels")
@@ -375,6 +403,7 @@ class ElmoComponent(TrainablePipe):
 
     def to_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> None:
         """Writes `bilm/` (a model directory: config.json, model.safetensors, the tokenizer files) and `cfg`."""
+        self._use_precision()  # bilm/config.json records it too
         serialize = {
             "cfg": lambda p: srsly.write_json(p, self.cfg),
             "bilm": lambda p: save_bilm(get_elmo_model(self.model), get_tokenizer(self.model), p),
@@ -392,6 +421,7 @@ class ElmoComponent(TrainablePipe):
         return self
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
+        self._use_precision()
         serialize = {
             "cfg": lambda: srsly.json_dumps(self.cfg),
             "bilm": lambda: bilm_to_bytes(get_elmo_model(self.model), get_tokenizer(self.model)),

@@ -79,12 +79,15 @@ def dump_embeddings(
     progress: bool = True,
     device: str = "auto",
     overwrite: bool = False,
+    precision: str | None = None,
 ) -> int:
     """Writes the layers of every line of `input_path` ("-" = stdin) to `output_path`; returns lines written here.
 
     The input must be UTF-8 text with at least one non-empty line (`TextError` otherwise, naming
-    the file and line); `device` is "auto" (CUDA when available), "cpu" or "cuda". An existing
-    `output_path` that embed did not write is refused (`FileExistsError`) unless `overwrite`."""
+    the file and line); `device` is "auto" (CUDA when available), "cpu" or "cuda"; `precision`
+    ("fp32" | "bf16" | "int8", `ElmoModel.set_precision`) replaces the model's own (None: as saved,
+    fp32 unless its config.json records another). An existing `output_path` that embed did not
+    write is refused (`FileExistsError`) unless `overwrite`."""
     import h5py
 
     from ..formats.references import load_pretrained
@@ -98,7 +101,7 @@ def dump_embeddings(
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
     model, tokenizer = load_pretrained(model_ref)
-    model = model.to(torch_device).eval()
+    model = _with_precision(model.to(torch_device).eval(), precision)
     tokenize = make_tokenizer(data_format, lang)
     from_stdin = str(input_path) == "-"
     bar = None
@@ -163,15 +166,28 @@ def dump_embeddings(
     return written
 
 
+def _with_precision(model, precision: str | None):
+    """`model` computing in `precision` (None: the precision it was saved with)."""
+    if precision is not None:
+        model.set_precision(precision)
+    return model
+
+
 def print_embeddings(
-    model_ref: str | Path, *, dims: int = 6, data_format: str = "tokenized", lang: str = "en", device: str = "auto"
+    model_ref: str | Path,
+    *,
+    dims: int = 6,
+    data_format: str = "tokenized",
+    lang: str = "en",
+    device: str = "auto",
+    precision: str | None = None,
 ) -> None:
     """`spacy-elmo embed MODEL` (no files): each sentence of standard input (one per line) and the
     first `dims` components of its words' vectors (the mean of the layers) on standard output."""
     from ..formats.references import load_pretrained
 
     model, tokenizer = load_pretrained(model_ref)
-    model = model.to(pick_device(device))
+    model = _with_precision(model.to(pick_device(device)), precision)
     tokenize = make_tokenizer(data_format, lang)
     lines = [words for words in (tokenize(line.strip()) for line in read_lines(stdin_bytes(), "<stdin>")) if words]
     if not lines:

@@ -8,6 +8,7 @@ test (`float32_error`)."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import random
@@ -77,7 +78,8 @@ SPACE = [
 
 def _model(config: ElmoConfig, seed: int = 0) -> ElmoModel:
     torch.manual_seed(seed)
-    model = ElmoModel(config).eval()
+    # (a copy: a model records its precision in its config, and quantize_int8 sets it)
+    model = ElmoModel(copy.deepcopy(config)).eval()
     with torch.no_grad():  # larger weights than the init, so gates saturate and clipping bites
         for layer in model.encoder.layers:
             for p in (layer.input_weight, layer.hidden_weight, layer.proj_weight):

@@ -1,0 +1,60 @@
+"""`ElmoConfig.precision` in a model directory: saved unless fp32, applied again on loading (never
+changed silently), overridden only by an explicit `from_pretrained(..., precision=...)`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from spacy_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
+from spacy_elmo.hf.quantization import dequantize, quantize_int8
+
+CONFIG = dict(lstm_dim=24, projection_dim=12, n_highway=1, filters=[[1, 4], [2, 4], [3, 8]], char_embedding_dim=4)
+
+
+def _model() -> ElmoModel:
+    torch.manual_seed(0)
+    return ElmoModel(ElmoConfig(**CONFIG)).eval()
+
+
+def _layers(model):
+    tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token)
+    with torch.no_grad():
+        return model(**tokenizer([["a", "small", "cat"], ["sat"]])).hidden_states
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
+def test_a_saved_directory_keeps_its_precision(precision, tmp_path):
+    model = _model().set_precision(precision)
+    want = _layers(model)
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved.get("precision") == (None if precision == "fp32" else precision)  # fp32 files unchanged
+    loaded = ElmoModel.from_pretrained(tmp_path).eval()
+    assert loaded.config.precision == precision
+    assert all(map(torch.equal, want, _layers(loaded)))
+    # an explicit choice on loading wins, and says so in the config
+    exact = ElmoModel.from_pretrained(tmp_path, precision="fp32").eval()
+    assert exact.config.precision == "fp32"
+    assert all(map(torch.equal, _layers(_model()), _layers(exact)))
+
+
+def test_quantize_int8_is_the_int8_precision_and_is_recorded(tmp_path):
+    model = quantize_int8(_model())
+    assert model.config.precision == "int8"
+    int8 = _layers(model)
+    assert all(map(torch.equal, int8, _layers(_model().set_precision("int8"))))
+    model.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["precision"] == "int8"
+    assert dequantize(model).config.precision == "fp32"
+    assert all(map(torch.equal, _layers(_model()), _layers(model)))
+
+
+def test_setting_the_config_field_switches_the_model():
+    """`model.config.precision = ...` (as `lstm_implementation`) takes effect at the next call."""
+    model = _model()
+    model.config.precision = "int8"
+    assert all(map(torch.equal, _layers(_model().set_precision("int8")), _layers(model)))
+    assert model.encoder.layers[0].int8 is not None

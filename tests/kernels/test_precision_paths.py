@@ -1,0 +1,270 @@
+"""Each inference precision (`ElmoModel.set_precision`: fp32, bf16, int8) within its stated error bound
+of the definition, over the kernel tests' configuration space (skip connections, cell and CNN
+projections, clipping, a lexicon model; batch 1 and a ragged batch), and the bound derived from the
+arithmetic, not from a measured number.
+
+The bound is a running-error analysis of the biLM, computed alongside the definition in float64
+(`_definition_with_bound`): every matrix product adds its own error (`product_error`: bf16's
+c_K·Σ|x||w| from `kernels.bf16.product_bound`, u = 2^-8; int8's half-step rounding of the activations
+and of the weights, from the scales it uses) to the error it inherits from its input through |W|;
+elementwise maps pass errors on by their Lipschitz constants (σ: 1/4; tanh, relu, the clips: 1); a
+product a·b moves by |a|δb + |b|δa + δaδb.  The char CNN and everything outside the products are
+fp32 in every precision: those, and fp32's own rounding, get `FP32_SLACK` of each tensor's scale.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import numpy
+import pytest
+import torch
+from test_kernel_equivalence import LENGTHS, SPACE, _config, _inputs  # tests/kernels is on sys.path
+from torch import nn
+
+from spacy_elmo import ElmoConfig, ElmoModel
+from spacy_elmo.hf.modeling_elmo import add_sentence_boundaries
+from spacy_elmo.kernels import Bf16Linear, Int8Linear, capabilities
+from spacy_elmo.kernels.bf16 import product_bound
+
+FP32_SLACK = 1e-5  # of a tensor's scale: float32 rounding (~1e-7 per operation), far below bf16's 2^-8
+NATIVE_BF16 = capabilities.native_bf16_available()
+# bf16-plain: the LSTM's bf16 products as plain matmuls of cached bf16 copies (oneDNN switched off)
+PRECISIONS = ["fp32", "bf16", "bf16-plain", "int8"]
+
+
+def _model(config: ElmoConfig, seed: int = 0) -> ElmoModel:
+    """A biLM with its initial LSTM weights (uniform in ±0.05) and biases in ±0.5. The running bound
+    is informative while the recurrence contracts: at ±0.05 it stays within a few percent of the
+    outputs' scale over the test's 11 steps; at ±0.2 (Σ|W_h| per gate > 4) it grows ~1.5× a step."""
+    torch.manual_seed(seed)
+    model = ElmoModel(copy.deepcopy(config)).eval()
+    with torch.no_grad():
+        for layer in model.encoder.layers:
+            layer.bias.uniform_(-0.5, 0.5)
+    model.disable_token_cache()
+    return model
+
+
+def product_error(kind: str, x: numpy.ndarray, dx: numpy.ndarray, w: numpy.ndarray) -> numpy.ndarray:
+    """The error a product x·W ([rows, K]·[K, N]) adds in `kind`: 0 (fp32: in the slack), bf16's
+    c_K·(|x̂|·|W|) with |x̂| ≤ |x| + δx, or int8's: activations rounded to multiples of
+    s_x = max|x̂|/127 per row and weights to s_w = max|w|/127 per column, each off by at most half a
+    step: Σ|x̂|·s_w/2 + s_x/2·Σ(|w| + s_w/2) (integer sums are exact)."""
+    xa = numpy.abs(x) + dx
+    if kind == "fp32":
+        return numpy.zeros((x.shape[0], w.shape[1]))
+    if kind == "bf16":
+        return product_bound(w.shape[0]) * (xa @ numpy.abs(w))
+    assert kind == "int8", kind
+    s_w = numpy.abs(w).max(axis=0) / 127.0
+    s_x = xa.max(axis=1, keepdims=True) / 127.0
+    return xa.sum(axis=1, keepdims=True) * s_w / 2 + s_x / 2 * (numpy.abs(w) + s_w / 2).sum(axis=0)
+
+
+def _product(kind, x, dx, w, b=None):
+    """(x·W + b, its error bound): the inherited error δx·|W| plus the product's own."""
+    y = x @ w + (0 if b is None else b)
+    return y, dx @ numpy.abs(w) + product_error(kind, x, dx, w)
+
+
+def _mul(a, da, b, db):
+    return a * b, numpy.abs(a) * db + numpy.abs(b) * da + da * db
+
+
+def _linear_kind(module: nn.Module) -> str:
+    if isinstance(module, Bf16Linear):
+        return "bf16" if NATIVE_BF16 else "fp32"
+    return "int8" if isinstance(module, Int8Linear) else "fp32"
+
+
+def _linear(module, x, dx):
+    w = module.weight.detach().double().numpy().T
+    b = None if module.bias is None else module.bias.detach().double().numpy()
+    return _product(_linear_kind(module), x, dx, w, b)
+
+
+def _lstm_direction(layer, d: int, kind: str, x, dx):
+    """One direction of an `ElmoLstmLayer` over a sequence x [T, in] (zero initial state)."""
+    wi = layer.input_weight[d].detach().double().numpy()
+    wh = layer.hidden_weight[d].detach().double().numpy()
+    wp = None if layer.proj_weight is None else layer.proj_weight[d].detach().double().numpy()
+    bias = layer.gate_bias()[d].detach().double().numpy()
+    hidden = bias.shape[0] // 4
+    h, dh = numpy.zeros((1, wh.shape[0])), numpy.zeros((1, wh.shape[0]))
+    c, dc = numpy.zeros((1, hidden)), numpy.zeros((1, hidden))
+    gx, dgx = _product(kind, x, dx, wi, bias)
+    outs, douts = [], []
+    for t in range(x.shape[0]):
+        gh, dgh = _product(kind, h, dh, wh)
+        g, dg = gx[t : t + 1] + gh, dgx[t : t + 1] + dgh
+        sig = 1 / (1 + numpy.exp(-g))
+        i, f, o = sig[:, :hidden], sig[:, 2 * hidden : 3 * hidden], sig[:, 3 * hidden :]
+        di, df, do = dg[:, :hidden] / 4, dg[:, 2 * hidden : 3 * hidden] / 4, dg[:, 3 * hidden :] / 4
+        j, dj = numpy.tanh(g[:, hidden : 2 * hidden]), dg[:, hidden : 2 * hidden]
+        fc, dfc = _mul(f, df, c, dc)
+        ij, dij = _mul(i, di, j, dj)
+        c, dc = fc + ij, dfc + dij
+        if layer.cell_clip:
+            c = numpy.clip(c, -layer.cell_clip, layer.cell_clip)
+        m, dm = _mul(o, do, numpy.tanh(c), dc)
+        if wp is not None:
+            h, dh = _product(kind, m, dm, wp)
+            if layer.proj_clip:
+                h = numpy.clip(h, -layer.proj_clip, layer.proj_clip)
+        else:
+            h, dh = m, dm
+        outs.append(h)
+        douts.append(dh)
+    return numpy.concatenate(outs), numpy.concatenate(douts)
+
+
+def _definition_with_bound(model: ElmoModel, char_ids: torch.Tensor, word_ids) -> list[tuple]:
+    """(value, error bound) of every layer [T, 2·proj] for one sentence's ids (boundaries included),
+    the value the definition in float64, the bound for `model`'s precision."""
+    encoder = model.token_encoder
+    exact = copy.deepcopy(encoder).double()
+    for module in exact.modules():  # the float64 char CNN (the same in every precision)
+        if isinstance(module, nn.Linear):
+            module.__class__ = nn.Linear
+    with torch.no_grad():
+        x = exact.char_features(char_ids).numpy()
+    dx = numpy.zeros_like(x)
+    for highway in encoder.highways:
+        t, dt = _linear(highway.transform, x, dx)
+        gate_in, dgate_in = _linear(highway.gate, x, dx)
+        gate, dgate = 1 / (1 + numpy.exp(-gate_in)), dgate_in / 4
+        carried, dcarried = _mul(gate, dgate, numpy.maximum(t, 0), dt)
+        kept, dkept = _mul(1 - gate, dgate, x, dx)
+        x, dx = carried + kept, dcarried + dkept
+    if isinstance(encoder.projection, nn.Linear):
+        x, dx = _linear(encoder.projection, x, dx)
+    if encoder.word_projection is not None:
+        words = encoder.word_embedding.weight.detach().double().numpy()[word_ids.numpy()]
+        wx, dwx = _linear(encoder.word_projection, words, numpy.zeros_like(words))
+        x, dx = x + wx, dx + dwx
+    layers = [(numpy.concatenate([x, x], 1), numpy.concatenate([dx, dx], 1))]
+    # each direction's next layer reads that direction's outputs (in time order here)
+    inputs = [(x, dx), (x, dx)]
+    for index, layer in enumerate(model.encoder.layers):
+        kind = "int8" if layer.int8 is not None else "bf16" if layer.bf16 and NATIVE_BF16 else "fp32"
+        (xf, dxf), (xb, dxb) = inputs
+        fwd, dfwd = _lstm_direction(layer, 0, kind, xf, dxf)
+        bwd, dbwd = _lstm_direction(layer, 1, kind, xb[::-1], dxb[::-1])
+        bwd, dbwd = bwd[::-1], dbwd[::-1]
+        if model.encoder.use_skip_connections and index > 0:
+            fwd, dfwd, bwd, dbwd = fwd + xf, dfwd + dxf, bwd + xb, dbwd + dxb
+        layers.append((numpy.concatenate([fwd, bwd], 1), numpy.concatenate([dfwd, dbwd], 1)))
+        inputs = [(fwd, dfwd), (bwd, dbwd)]
+    return layers
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("batch", [1, len(LENGTHS)])
+@pytest.mark.parametrize("skip,cell_proj,cnn_proj,clip,efml", SPACE)
+def test_each_precision_is_within_its_stated_bound(
+    skip, cell_proj, cnn_proj, clip, efml, batch, precision, monkeypatch
+):
+    if precision == "bf16-plain":
+        monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"onednn"})
+    config = _config(skip, cell_proj, cnn_proj, clip, efml)
+    model = _model(config).set_precision(precision.split("-")[0])
+    ids, mask, words = _inputs(batch, seed=1, config=config)
+    with torch.no_grad():
+        out = model(ids, mask, words, keep_sentence_boundaries=True)
+    char_ids, full_mask, word_ids = add_sentence_boundaries(ids, mask, words, config.uses_char_lexicon)
+    for row in range(batch):
+        n = int(full_mask[row].sum())
+        bounded = _definition_with_bound(model, char_ids[row, :n], None if word_ids is None else word_ids[row, :n])
+        for k, (want, bound) in enumerate(bounded):
+            got = out.hidden_states[k][row, :n].double().numpy()
+            scale = numpy.abs(want).max()
+            allowed = bound + FP32_SLACK * scale
+            worst = (numpy.abs(got - want) / allowed).max()
+            assert worst <= 1, f"{precision}, row {row}, layer {k}: {worst:.2f}× the bound"
+            assert bound.max() < 0.2 * scale, f"{precision}, layer {k}: a vacuous bound"
+
+
+def test_bf16_is_refused_to_fp32_in_one_warning_line_without_native_bf16(monkeypatch, caplog):
+    """On a CPU without native bf16 products (forced here), a bf16 model computes exact fp32 (the
+    same bits as the fp32 model) after one warning line, given once."""
+    config = _config(True, True, True, True)
+    ids, mask, words = _inputs(len(LENGTHS), seed=1, config=config)
+    with torch.no_grad():
+        fp32 = _model(config)(ids, mask, words).hidden_states
+    monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"native_bf16"})
+    monkeypatch.setattr(capabilities, "_warned_bf16", set())
+    model = _model(config).set_precision("bf16")
+    with caplog.at_level(logging.WARNING, logger="spacy_elmo.kernels"), torch.no_grad():
+        got = model(ids, mask, words).hidden_states
+        again = model(ids, mask, words).hidden_states
+    assert all(map(torch.equal, fp32, got)) and all(map(torch.equal, fp32, again))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "\n" not in warnings[0], warnings
+    assert "precision='bf16'" in warnings[0] and "fp32" in warnings[0] and "switched off" in warnings[0]
+    assert model.config.precision == "bf16"  # what was asked for stays recorded
+
+
+def test_the_native_bf16_probe_reads_the_cpu_flags():
+    """x86's avx512_bf16 / amx_bf16 (Arm's bf16) flags decide; the probe names what is missing."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("x86 flags")
+    assert "none of the flags" in capabilities._probe_native_bf16("flags\t\t: fpu avx2 avx512f avx512_vnni\n")
+    with_bf16 = capabilities._probe_native_bf16("flags\t\t: fpu avx512f avx512_bf16\n")
+    assert with_bf16 is None or "oneDNN" in with_bf16
+    assert capabilities._probe_native_bf16("flags\t\t: fpu amx_bf16 amx_tile\n") == with_bf16
+
+
+@pytest.mark.skipif(not NATIVE_BF16, reason="bf16 kernels run only with native bf16 products")
+@pytest.mark.parametrize("onednn", [True, False])
+def test_bf16_weights_are_converted_once_and_refreshed_after_an_in_place_edit(onednn, monkeypatch):
+    """The bf16 copies of the LSTM and linear weights (oneDNN-prepacked, or plain without oneDNN) are
+    made on the first call and reused; an in-place edit of a weight (its version changes) makes a
+    new copy."""
+    from spacy_elmo.kernels import bf16, packed_lstm
+
+    if not onednn:
+        monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"onednn"})
+
+    config = _config(True, True, True, True)
+    model = _model(config).set_precision("bf16")
+    ids, mask, words = _inputs(len(LENGTHS), seed=1, config=config)
+    layer = model.encoder.layers[0]
+    linear = model.token_encoder.highways[0].transform
+
+    def copies():
+        lstm = {k: v[1] for k, v in packed_lstm._DERIVED._store[layer].items() if "bf16" in k or "bfloat16" in k}
+        return lstm, bf16._DERIVED._store[linear]["bf16_weight"][1]
+
+    with torch.no_grad():
+        model(ids, mask, words)
+        first_lstm, first_linear = copies()
+        model(ids, mask, words)
+        second_lstm, second_linear = copies()
+        assert sorted(first_lstm) == sorted(second_lstm) and len(first_lstm) == 3  # input, hidden, projection
+        assert all(first_lstm[k] is second_lstm[k] for k in first_lstm) and first_linear is second_linear
+        layer.input_weight.mul_(2.0)
+        linear.weight.mul_(2.0)
+        model(ids, mask, words)
+        third_lstm, third_linear = copies()
+    name = "prepacked_bf16_input_weight" if onednn else "input_weight_torch.bfloat16"
+    assert third_lstm[name] is not first_lstm[name]
+    if not onednn:  # (oneDNN's prepacked layout is opaque)
+        assert torch.equal(third_lstm[name], layer.input_weight.detach().to(torch.bfloat16))
+    assert torch.equal(third_linear, linear.weight.detach().to(torch.bfloat16))
+
+
+def test_an_invalid_precision_is_one_line_naming_the_setting():
+    model = _model(_config(True, True, True, True))
+    with pytest.raises(ValueError) as err:
+        model.set_precision("fp16")
+    assert str(err.value) == "precision must be one of 'fp32', 'bf16', 'int8', got 'fp16'"
+    with pytest.raises(Exception) as err:
+        ElmoConfig(precision="fp16")
+    from spacy_elmo.hf.configuration_elmo import config_error_message
+
+    message = config_error_message(err.value)
+    assert "\n" not in message and "precision" in message and "fp16" in message, message
