@@ -2,6 +2,8 @@
 
     python -m bench.startup [--runs 5] [--json bench/results/startup.json]
 
+writes the record (JSON) and, beside it, its table (the same name, .md), which docs/performance.md cites.
+
 Each command runs `--runs` times, the commands alternated (one run of each in turn), so that all see
 the same machine state; reported: each command's median and its runs, the load average before and
 after, what `import spacy_elmo` adds over `import torch, spacy` (medians), what
@@ -103,6 +105,27 @@ def measure(runs: int, warmups: int = 1, python: str = sys.executable) -> dict:
     }
 
 
+def table(record: dict) -> str:
+    """The record as a Markdown table: each command's median and runs, what spacy_elmo adds, and where and
+    when it ran (commit, CPU, load average before and after)."""
+    prov = record["provenance"]
+    git, machine = prov["git"], prov["machine"]
+    load = "/".join(f"{x:.2f}" for x in record["loadavg_before"]), "/".join(f"{x:.2f}" for x in record["loadavg_after"])
+    lines = [
+        f"Written by `python -m bench.startup` at {git['commit'][:7]}{' (dirty tree)' if git['dirty'] else ''}, "
+        f"{prov['started_utc']}, {machine['cpu']} ({machine['cores']} cores), load average {load[0]} before and "
+        f"{load[1]} after; {record['runs']} runs of each command, alternated, after {record['warmups']} warm-up(s).",
+        "",
+        "| command | median s | runs (s) |",
+        "| --- | ---: | --- |",
+    ]
+    for name, median in record["median_s"].items():
+        runs = ", ".join(f"{x:.2f}" for x in record["by_run_s"][name])
+        lines.append(f"| `{name}` | {median:.2f} | {runs} |")
+    lines.append(f"| added by `spacy_elmo` over `{BASE}` (medians) | {record['spacy_elmo_over_torch_spacy_s']:.2f} | |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="runs of each command (default: 5)")
@@ -123,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    path.with_suffix(".md").write_text(table(result), encoding="utf-8")
     return 0
 
 

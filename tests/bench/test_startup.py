@@ -35,3 +35,6 @@ def test_startup_benchmark_runs_and_records(tmp_path):
     provenance = record["provenance"]
     assert provenance["git"]["commit"] and provenance["machine"]["cpu"] and provenance["machine"]["cores"] >= 1
     assert provenance["started_utc"] <= provenance["ended_utc"]
+    written = (tmp_path / "startup.md").read_text(encoding="utf-8")  # the table docs/performance.md cites
+    assert written == startup.table(record) and provenance["git"]["commit"][:7] in written
+    assert f"| `import torch, spacy` | {record['median_s']['import torch, spacy']:.2f} |" in written
