@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .capabilities import bf16_products
-from .weights import DerivedWeights, weights_key
+from .weights import DerivedWeights
 
 UNIT_ROUNDOFF = 2.0**-8  # bf16: 8 significant bits, round to nearest
 FP32_ROUNDOFF = 2.0**-24
@@ -40,8 +40,7 @@ def product_bound(terms: int) -> float:
 def bf16_copy(owner, name: str, weight: torch.Tensor) -> torch.Tensor:
     """`weight` in bf16, made once and kept (beside `owner`) until the weight is replaced or
     modified in place."""
-    key = weights_key(weight)
-    return _DERIVED.get(owner, "bf16_" + name, key, lambda: weight.detach().to(torch.bfloat16))
+    return _DERIVED.cast(owner, "bf16_" + name, weight, torch.bfloat16)
 
 
 def drop_bf16(owner) -> None:

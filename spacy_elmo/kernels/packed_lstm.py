@@ -166,11 +166,9 @@ def drop_derived(owner) -> None:
 
 
 def _low_precision(weights: LstmWeights, name: str, dtype: torch.dtype) -> torch.Tensor:
-    """A weight cast to the autocast dtype, cached until it changes (autocast itself re-casts
+    """A weight cast to the product dtype, cached until it changes (autocast itself re-casts
     per-direction views at every call)."""
-    tensor = getattr(weights, name)
-    key = weights_key(tensor)
-    return _DERIVED.get(weights.owner, f"{name}_{dtype}", key and (key, dtype), lambda: tensor.detach().to(dtype))
+    return _DERIVED.cast(weights.owner, f"{name}_{dtype}", getattr(weights, name), dtype)
 
 
 def _product_dtype(weights: LstmWeights, x: torch.Tensor) -> torch.dtype:

@@ -50,6 +50,12 @@ class DerivedWeights:
     def drop(self, owner) -> None:
         self._store.pop(owner, None)
 
+    def cast(self, owner, name: str, tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """`tensor` in `dtype` (autocast's, or bf16 precision's), kept as `name` beside `owner` until
+        the tensor is replaced or modified in place."""
+        key = weights_key(tensor)
+        return self.get(owner, name, key and (key, dtype), lambda: tensor.detach().to(dtype))
+
 
 _local = threading.local()
 
