@@ -241,7 +241,7 @@ def parse_reference(reference: str | Path | ModelReference) -> ModelReference:
     from .download import is_url
     from .efml import is_efml_directory
 
-    if isinstance(reference, UrlReference | LegacyPair | EfmlFolder | HfFolder | HubId):
+    if isinstance(reference, ModelReference):
         return reference
     text = str(reference)
     if is_url(text):

@@ -27,6 +27,7 @@ switch it off with `FORCE_FALLBACK.add("native_bf16")`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import platform
 import threading
@@ -199,17 +200,18 @@ def _probe_native_bf16(cpuinfo: str | None = None) -> str | None:
     return None
 
 
-_NATIVE_BF16: list[str | None] = []
+@functools.cache
+def _native_bf16_missing() -> str | None:
+    """Why this CPU lacks native bf16 products (None: it has them), probed once per process."""
+    return _probe_native_bf16()
+
+
 _warned_bf16: set[str] = set()
 
 
 def native_bf16_available() -> bool:
     """Whether this CPU computes bf16 products natively (probed once, on first use)."""
-    if "native_bf16" in FORCE_FALLBACK:
-        return False
-    if not _NATIVE_BF16:
-        _NATIVE_BF16.append(_probe_native_bf16())
-    return _NATIVE_BF16[0] is None
+    return "native_bf16" not in FORCE_FALLBACK and _native_bf16_missing() is None
 
 
 def bf16_products(device_type: str) -> bool:
@@ -221,7 +223,7 @@ def bf16_products(device_type: str) -> bool:
         ok, why = torch.cuda.is_available() and torch.cuda.is_bf16_supported(), "this GPU has no bf16"
     elif device_type == "cpu":
         ok = native_bf16_available()
-        why = "switched off" if "native_bf16" in FORCE_FALLBACK else (_NATIVE_BF16[0] or "")
+        why = "switched off" if "native_bf16" in FORCE_FALLBACK else (_native_bf16_missing() or "")
     else:
         ok, why = False, f"no bf16 kernels for {device_type}"
     if not ok and device_type not in _warned_bf16:
