@@ -25,7 +25,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["Provenance", "git_state", "input_hashes", "machine", "sha256", "threads", "utc_now"]
+__all__ = ["Provenance", "git_state", "input_hashes", "machine", "portable", "sha256", "threads", "utc_now"]
 
 
 def utc_now() -> str:
@@ -107,14 +107,36 @@ def git_state(where: str | os.PathLike | None = None) -> dict:
         status = _git(["status", "--porcelain", "--untracked-files=normal"], root_path) or ""
         dirty = sorted({line[3:].strip() for line in status.splitlines() if line.strip()})
         return {
-            "repository": str(root_path),
             "commit": commit,
             "branch": (_git(["rev-parse", "--abbrev-ref", "HEAD"], root_path) or "").strip() or None,
             "dirty": bool(dirty),
             "dirty_paths": dirty,
             "source": "working directory" if candidate == Path(where or os.getcwd()) else "spacy_elmo package",
         }
-    return {"repository": None, "commit": None, "branch": None, "dirty": None, "dirty_paths": [], "source": None}
+    return {"commit": None, "branch": None, "dirty": None, "dirty_paths": [], "source": None}
+
+
+def portable(arg: str, root: str | os.PathLike | None = None) -> str:
+    """`arg` as a reader of a committed record can use it: a path inside the git tree `root` (default: the
+    working directory's tree) relative to that tree, this Python as "python", any other absolute path by
+    its name alone. A folder of the machine that wrote a record means nothing to anyone else."""
+    if not os.path.isabs(arg):
+        return arg
+    if arg == sys.executable:
+        return "python"
+    base = Path(root) if root is not None else _tree_root()
+    if base is not None:
+        try:
+            return Path(arg).resolve().relative_to(base.resolve()).as_posix() or "."
+        except ValueError:
+            pass
+    return Path(arg).name
+
+
+def _tree_root(where: str | os.PathLike | None = None) -> Path | None:
+    where = Path(where or os.getcwd())
+    root = _git(["rev-parse", "--show-toplevel"], where if where.is_dir() else where.parent)
+    return Path(root.strip()) if root else None
 
 
 def _cpu_model() -> str:
@@ -214,6 +236,7 @@ class Provenance:
         self.seed = seed
         self.configs = [Path(c) for c in configs]
         self.git = git_state(where)
+        self.root = _tree_root(where)
         self.extra = extra
         # hash now: a config edited while the work runs must not be credited to this result
         self.config_hashes = {str(c): sha256(c) for c in self.configs if c.is_file()}
@@ -222,17 +245,17 @@ class Provenance:
     def record(self, config_dir: Path | None = None, **more) -> dict:
         configs = []
         for path in self.configs:
-            entry = {"path": str(path), "sha256": self.config_hashes.get(str(path))}
+            entry = {"path": portable(str(path), self.root), "sha256": self.config_hashes.get(str(path))}
             if config_dir is not None and str(path) in self.config_texts:
                 config_dir.mkdir(parents=True, exist_ok=True)
                 copy = config_dir / path.name
                 copy.write_bytes(self.config_texts[str(path)])
-                entry["copy"] = str(copy)
+                entry["copy"] = copy.relative_to(config_dir.parent).as_posix()  # beside the record
             configs.append(entry)
         return {
             "git": self.git,
-            "command": self.command,
-            "cwd": os.getcwd(),
+            "command": [portable(arg, self.root) for arg in self.command],
+            "cwd": portable(os.getcwd(), self.root),
             "seed": self.seed,
             "configs": configs,
             "machine": machine(self.env),

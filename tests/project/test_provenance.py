@@ -41,7 +41,7 @@ def test_record_names_commit_dirty_paths_configs_and_machine(tmp_path):
     assert record["seed"] == 7 and record["command"] == ["train", "a.cfg"]
     copy = tmp_path / "out" / "configs" / "a.cfg"
     assert copy.read_text() == "[training]\nseed = 2\n"
-    assert record["configs"] == [{"path": str(config), "sha256": sha256(copy), "copy": str(copy)}]
+    assert record["configs"] == [{"path": "a.cfg", "sha256": sha256(copy), "copy": "configs/a.cfg"}]
     machine = record["machine"]
     assert machine["cores"] >= 1 and machine["cpu"] and machine["python"].count(".") == 2
     assert machine["spacy"] and machine["transformers"] and machine["torch"]
@@ -140,3 +140,28 @@ def test_input_hashes_hash_each_file_a_glob_or_list_names_as_pretraining_expands
     assert input_hashes(["pretrain", "--paths.train", "corpus"])["corpus/b.txt"] != by_dir["corpus/b.txt"]
     # `python -m corpus ...` names a module: a folder of that name in the working directory is not an input
     assert input_hashes(["python", "-m", "corpus", "pretrain"]) == {}
+
+
+def test_a_record_names_no_folder_of_the_machine_that_wrote_it(tmp_path, monkeypatch):
+    """A committed record is read on other machines: paths in the tree are relative to its root, this
+    Python is "python", and a path outside the tree keeps only its name."""
+    import subprocess
+    import sys
+
+    from spacy_elmo.provenance import Provenance
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "configs").mkdir()
+    config = tmp_path / "configs" / "x.cfg"
+    config.write_text("[a]\n")
+    monkeypatch.chdir(tmp_path)
+    outside = tmp_path.parent / "elsewhere" / "data.txt"
+    record = Provenance(command=[sys.executable, "-m", "spacy", str(config), str(outside)], configs=[config]).record(
+        config_dir=tmp_path / "out" / "configs"
+    )
+    assert record["command"] == ["python", "-m", "spacy", "configs/x.cfg", "data.txt"]
+    assert record["cwd"] == "."
+    assert record["configs"][0]["path"] == "configs/x.cfg"
+    assert record["configs"][0]["copy"] == "configs/x.cfg"
+    assert "repository" not in record["git"]
+    assert str(tmp_path) not in json.dumps(record)
