@@ -1,9 +1,12 @@
-"""Convert a CoNLL-2003 file into a spaCy DocBin (.spacy) for NER training.
+"""Convert a CoNLL-2003 file (or a WNUT-17 or CoNLL-U one) into a spaCy DocBin (.spacy) for NER or tagging.
 
 Input lines are ``WORD POS CHUNK NER`` with a blank line between sentences and
 ``-DOCSTART- -X- -X- O`` lines between documents. (``spacy convert -c ner``
 expects ``-DOCSTART- -X- O O`` and would not see these boundaries, so the
-Docs are built here directly.)
+Docs are built here directly.) ``--format wnut17`` reads ``WORD NER`` lines (no
+tags, no documents); ``--format conllu`` reads Universal Dependencies files:
+FORM and UPOS (into ``token.tag_``) of each word, ``# newdoc`` lines between
+documents, no entities.
 
 Each output Doc holds up to ``--n-sents`` consecutive sentences of one source
 document, with sentence starts set, entities from the NER column (IOB1 or
@@ -36,12 +39,26 @@ from spacy.training import biluo_tags_to_spans, iob_to_biluo
 DOCSTART = "-DOCSTART-"
 
 
-def read_conll(path):
+def read_conll(path, format="conll2003"):
     """Return documents as lists of sentences; a sentence is a list of
-    (word, pos, ner) tuples."""
+    (word, pos, ner) tuples (pos None for WNUT-17, ner "O" for CoNLL-U)."""
     docs, sents, sent = [], [], []
     for line in Path(path).read_text(encoding="utf8").splitlines() + [""]:
+        if format == "conllu":
+            if line.startswith("# newdoc"):
+                line = DOCSTART
+            elif line.startswith("#"):
+                continue
+            else:
+                columns = line.split("\t")
+                # multiword tokens (1-2) and empty nodes (1.1) are not words of the sentence
+                if len(columns) == 10 and columns[0].isdigit():
+                    line = f"{columns[1]} {columns[3]} O"
+                elif line.strip():
+                    continue
         fields = line.split()
+        if fields and format == "wnut17":
+            fields = [fields[0], None, fields[-1]]
         if fields and fields[0] == DOCSTART:
             if sent:
                 sents.append(sent)
@@ -89,7 +106,8 @@ def make_doc(vocab, sents):
     rows = [row for sent in sents for row in sent]
     words = [word for word, _, _ in rows]
     sent_starts = [j == 0 for sent in sents for j in range(len(sent))]
-    doc = Doc(vocab, words=words, tags=[pos for _, pos, _ in rows], sent_starts=sent_starts)
+    tags = [pos for _, pos, _ in rows] if rows[0][1] is not None else None
+    doc = Doc(vocab, words=words, tags=tags, sent_starts=sent_starts)
     biluo = [tag for sent in sents for tag in iob_to_biluo([ner for _, _, ner in sent])]
     doc.ents = biluo_tags_to_spans(doc, biluo)
     return doc
@@ -97,7 +115,8 @@ def make_doc(vocab, sents):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("input", type=Path, help="CoNLL-2003 file")
+    parser.add_argument("input", type=Path, help="CoNLL-2003 file (or WNUT-17, CoNLL-U: --format)")
+    parser.add_argument("--format", choices=["conll2003", "wnut17", "conllu"], default="conll2003")
     parser.add_argument("output", type=Path, help="output .spacy file")
     parser.add_argument("--n-sents", type=int, default=10, help="sentences per Doc")
     parser.add_argument("--fraction", type=float, default=1.0, help="fraction to keep")
@@ -108,7 +127,7 @@ def main():
     parser.add_argument("--lang", default="en")
     args = parser.parse_args()
 
-    docs = read_conll(args.input)
+    docs = read_conll(args.input, args.format)
     if args.limit:
         docs = limit_sents(docs, args.limit)
     if args.lm_text:
