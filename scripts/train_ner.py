@@ -50,6 +50,7 @@ from pathlib import Path
 
 import looks_ledger  # scripts/, beside this one
 from provenance_step import SETTINGS_HELP, settings_as_options  # scripts/, beside this one
+from spacy_elmo.provenance import portable
 
 INTERRUPTED = threading.Event()  # set by Ctrl-C: the runs it cut off report nothing
 
@@ -111,7 +112,7 @@ def finished_before(folder: Path, command: list[str], inputs: dict[str, str], th
     return (
         (folder / "model-last").is_dir()
         and record.get("exit_code") == 0
-        and record.get("command", [])[1:] == command[1:]
+        and record.get("command", [])[1:] == [portable(arg) for arg in command[1:]]
         and record.get("inputs") == inputs
         and (record.get("machine") or {}).get("threads") == threads
     )
@@ -201,7 +202,11 @@ def reusable_record(records: Path | None, name: str, command: list[str], inputs:
         return None
     if not record or not record.get("test") or record["test"].get("score") is None:
         return None
-    same = record.get("command") == command[1:] and record.get("inputs") == inputs and record.get("threads") == threads
+    same = (
+        record.get("command") == [portable(arg) for arg in command[1:]]
+        and record.get("inputs") == inputs
+        and record.get("threads") == threads
+    )
     return path if same else None
 
 

@@ -51,7 +51,8 @@ def input_hashes(command: Sequence[str], exclude: Iterable[str | os.PathLike] = 
     that name is in the working directory). A glob pattern or comma-separated list
     (`--paths.train 'corpus/*.txt'`) gives each file it names (as "corpus/a.txt", ...), expanded as
     pretraining expands it. Paths under `exclude` (e.g. the command's output) are left out. Two runs
-    with equal commands and equal hashes read the same settings and data."""
+    with equal commands and equal hashes read the same settings and data. Names are `portable`, as a
+    record writes its command."""
     from .files import resolve_files
 
     skip = [Path(p).resolve() for p in exclude]
@@ -84,7 +85,7 @@ def input_hashes(command: Sequence[str], exclude: Iterable[str | os.PathLike] = 
                 except FileNotFoundError:  # no files in it
                     pass
             found.update({f"{text}/{f.name}": sha256(f) for f in files if not skipped(f)})
-    return found
+    return {portable(name): digest for name, digest in found.items()}  # named as the record names them
 
 
 def _git(args: Sequence[str], cwd: Path) -> str | None:
