@@ -4,14 +4,13 @@ hand. The regions and their writers:
 
 | region | in | written by |
 | --- | --- | --- |
-| `results` | results/README.md (the results folder's page) | `python scripts/report.py readme` (scripts/readme_results.py) |
-| `results-summary` | README.md | the same command, from the same results |
 | `perf-results` | docs/performance.md | `python -m bench.performance_doc` |
 | `precision-error` | docs/performance.md | `python scripts/precision_error.py doc` |
 | `gpu-speed` | docs/performance.md | `python -m bench.readme_speed` |
 | `gpu-bf16` | docs/pretraining.md | `python -m bench.readme_speed` |
 
-It lives in scripts/, beside the report script, because the project (project.yml, configs/, scripts/) must run
+(scripts/gains.py splices the `gains` and `test-looks` tables of README.md and results/README.md itself: it
+imports no other script.) It lives in scripts/ because the project (project.yml, configs/, scripts/) must run
 without the rest of the repository: the smoke test copies only those, so scripts/ cannot import bench/.
 bench/ imports it from here (bench/performance_doc.py and bench/readme_speed.py put scripts/ at the end of
 sys.path). It imports nothing but the standard library, and spacy_elmo/ never imports it.

@@ -1,10 +1,9 @@
-"""Writes the project's results: collects them into results/ (metrics JSON, tables, figures) and writes the report from them (results/README.md, and the README's summary).
+"""Writes the project's results: collects them into results/ (metrics JSON, tables, figures) and publishes a run's results folder.
 
     python scripts/report.py collect --metrics-dir metrics --training-dir training --out results \
         --provenance bilm training metrics results
     python scripts/report.py seeds --metrics-dir metrics_seeds --out results     # mean ± std, paired gains
-    python scripts/report.py publish --from work/results --results results --readme README.md
-    python scripts/report.py readme --results results --readme README.md [--page results/README.md] [--check]
+    python scripts/report.py publish --from work/results --results results
 
 `collect` reads `spacy evaluate` outputs named `{system}_{pct}.json` (system: baseline | elmo, pct: e.g. 10, 100)
 from --metrics-dir, the trained ELMo pipelines `training/elmo_{pct}/model-best` to read each
@@ -14,13 +13,8 @@ listener's learned layer weights softmax(s) (the paper's Figure 2), and the trai
 `seeds` reads `{task}_{system}_{pct}_s{seed}.json` (task: ner | pos) and writes seeds.json: per-seed
 scores, mean ± sample std per cell, and the paired per-seed ELMo gains.
 
-`readme` writes what scripts/readme_results.py's `pages` renders from results/ (whatever is there, nothing
-typed): the experiment's report into the results page (`--page`, by default the results folder's README.md,
-i.e. results/README.md) between `<!-- results:start -->` and `<!-- results:end -->`, and its summary lines into
-`--readme` (README.md) between `<!-- results-summary:start -->` and `<!-- results-summary:end -->` (with the
-set-up's sentence on `make main`'s time); `--check` only compares, and exits 1 if either differs from what it
-would write (tests/project/test_report.py runs it). `publish` copies a run's results folder into results/ and then does
-`readme`.
+`publish` copies a run's results folder into results/. It writes no prose: the results page (results/README.md)
+is written by hand and cites the tables and figures; the gains table is scripts/gains.py's.
 """  # noqa: E501 - the first line is the script's --help description, whole
 
 from __future__ import annotations
@@ -37,8 +31,6 @@ from pathlib import Path
 
 import matplotlib
 
-import doc_regions
-from readme_results import TASK_SCORE, make_main_time_lines, markdown_table, pages
 from spacy_elmo.provenance import sha256 as _sha256
 
 matplotlib.use("Agg")
@@ -48,6 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent  # the checkout: configs at a reco
 
 NAME = re.compile(r"^(?P<system>[a-z]+)_(?P<pct>\d+)\.json$")
 SEED_NAME = re.compile(r"^(?P<task>[a-z]+)_(?P<system>[a-z]+)_(?P<pct>\d+)_s(?P<seed>\d+)\.json$")
+# per task: the score `spacy evaluate` writes for it
+TASK_SCORE = {"ner": "ents_f", "pos": "tag_acc"}
 SCORES = ("ents_f", "ents_p", "ents_r", "tag_acc", "cats_macro_f", "cats_score")
 
 
@@ -75,6 +69,25 @@ def read_metrics(metrics_dir: Path) -> dict:
             scores["speed_wps"] = round(float(data["speed"]))
         results.setdefault(match["system"], {})[int(match["pct"])] = scores
     return results
+
+
+def markdown_table(results: dict) -> str:
+    """The one-seed NER table: F1 (P / R) per system and training fraction, and the ELMo gain."""
+    pcts = sorted({p for per in results.values() for p in per})
+    lines = ["| system | " + " | ".join(f"{p}% train: F1 (P / R)" for p in pcts) + " |", "|---|" + "---|" * len(pcts)]
+    for system in sorted(results):
+        cells = []
+        for p in pcts:
+            s = results[system].get(p, {})
+            cells.append(f"{s['ents_f']:.2f} ({s['ents_p']:.2f} / {s['ents_r']:.2f})" if "ents_f" in s else "–")
+        lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    if "baseline" in results and "elmo" in results:
+        gains = []
+        for p in pcts:
+            b, e = results["baseline"].get(p, {}), results["elmo"].get(p, {})
+            gains.append(f"{e['ents_f'] - b['ents_f']:+.2f}" if "ents_f" in b and "ents_f" in e else "–")
+        lines.append("| ELMo gain (F1) | " + " | ".join(gains) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def read_layer_weights(training_dir: Path) -> dict:
@@ -285,7 +298,7 @@ def read_seed_metrics(metrics_dir: Path) -> dict:
         match = SEED_NAME.match(path.name)
         if not match or match["task"] not in TASK_SCORE:
             continue
-        key = TASK_SCORE[match["task"]][0]
+        key = TASK_SCORE[match["task"]]
         value = json.loads(path.read_text()).get(key)
         if not isinstance(value, (int, float)):
             continue
@@ -358,9 +371,6 @@ def cmd_collect(args) -> int:
     print(table)
     print(json.dumps(weights, indent=1))
     print(f"wrote {args.out}/: {written}")
-    for line in make_main_time_lines(summary):  # make main's own time, and its pretraining speed
-        if line:
-            print(line)
     return 0
 
 
@@ -398,7 +408,7 @@ def cmd_seeds(args) -> int:
         )
     args.out.mkdir(parents=True, exist_ok=True)
     result = {
-        "scores": {task: TASK_SCORE[task][0] for task in cells},
+        "scores": {task: TASK_SCORE[task] for task in cells},
         "summary": summarize_seeds(cells),
         "provenance": {"report": prov.record(), "steps": steps, "configs": copy_configs(steps, args.out)},
     }
@@ -406,19 +416,6 @@ def cmd_seeds(args) -> int:
     print(json.dumps(result["summary"], indent=1))
     print(f"wrote {args.out / 'seeds.json'}")
     return 0
-
-
-def cmd_readme(args) -> int:
-    written = pages(args.results, args.page, args.readme)
-    done = doc_regions.write_or_check(written, args.check, f"python scripts/report.py readme --results {args.results}")
-    if done == 0:
-        names = " and ".join(str(path) for path in written)
-        print(
-            f"{names}: up to date with {args.results}/"
-            if args.check
-            else f"wrote the report of {args.results}/ into {names}"
-        )
-    return done
 
 
 def publish_folder(source: Path, results: Path) -> dict[str, str]:
@@ -462,7 +459,7 @@ def cmd_publish(args) -> int:
     for name, new in publish_folder(args.source, args.results).items():
         print(f"configs/{name}: an earlier published result uses another version; this run's is configs/{new}")
     print(f"copied {args.source}/ into {args.results}/")
-    return cmd_readme(args)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -498,20 +495,10 @@ def main(argv: list[str] | None = None) -> int:
         help="committed run records (train_ner.py --records): scores of runs with no score file here",
     )
     p.set_defaults(func=cmd_seeds)
-    for name, func in (("readme", cmd_readme), ("publish", cmd_publish)):
-        p = sub.add_parser(
-            name,
-            help="write the results page and the README's summary from a results folder"
-            if name == "readme"
-            else "copy a run's results folder into results/, then `readme`",
-        )
-        if name == "publish":
-            p.add_argument("--from", dest="source", type=Path, required=True, help="the run's results folder")
-        p.add_argument("--results", type=Path, default=Path("results"))
-        p.add_argument("--readme", type=Path, default=Path("README.md"), help="the page that gets the summary lines")
-        p.add_argument("--page", type=Path, help="the results page (default: the results folder's README.md)")
-        p.add_argument("--check", action="store_true", help="only compare; exit 1 if either page is stale")
-        p.set_defaults(func=func)
+    p = sub.add_parser("publish", help="copy a run's results folder into results/")
+    p.add_argument("--from", dest="source", type=Path, required=True, help="the run's results folder")
+    p.add_argument("--results", type=Path, default=Path("results"))
+    p.set_defaults(func=cmd_publish)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -62,26 +62,6 @@ def test_the_committed_ledger_is_what_the_reconstruction_writes_from_git_history
     assert looks[-1] == {"look": len(committed["looks"]) + 1, **live} and len(looks) == len(committed["looks"]) + 1
 
 
-def test_the_readme_shows_the_looks_per_cell(readme_results, tmp_path):
-    results = tmp_path / "results"
-    results.mkdir()
-    assert readme_results.test_looks_lines(results, tmp_path / "README.md") == []
-    shutil.copy(ROOT / "results" / "test_looks.json", results)
-    ledger = json.loads((results / "test_looks.json").read_text())
-    lines = "\n".join(readme_results.test_looks_lines(results, tmp_path / "README.md"))
-    ner10 = sum((e["task"], e["fraction"]) == ("ner", "10") for e in ledger["looks"])
-    assert f"| ner 10% | {ner10} |" in lines and "search started because a test score missed" in lines
-    assert "| ner 10% |" in lines and "`497f05a`: 3" in lines
-
-
-@pytest.fixture(scope="module")
-def readme_results(script):
-    script("report")
-    import readme_results
-
-    return readme_results
-
-
 def _trained_run(tmp_path: Path, name: str = "ner_elmo_10_s0", settings: tuple[str, ...] = ()) -> Path:
     """A run folder as scripts/train_ner.py leaves it: model-best (a blank pipeline) and a provenance record."""
     import spacy
