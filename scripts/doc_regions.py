@@ -5,7 +5,6 @@ hand. The regions and their writers:
 | region | in | written by |
 | --- | --- | --- |
 | `perf-results` | docs/performance.md | `python -m bench.performance_doc` |
-| `precision-error` | docs/performance.md | `python scripts/precision_error.py doc` |
 | `gpu-speed` | docs/performance.md | `python -m bench.readme_speed` |
 | `gpu-bf16` | docs/pretraining.md | `python -m bench.readme_speed` |
 

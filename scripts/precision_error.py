@@ -1,15 +1,16 @@
-"""Measures the error of the options that trade exactness for speed (int8, bf16 and fp16 autocast) on the
-reference biLMs in tests/fixtures, writes it to results/precision_error.json, and the docs' table from it.
+"""Measures the error of the library's inference precisions (`ElmoModel.set_precision` /
+`ElmoConfig.precision`: bf16, int8) against fp32 on the reference biLMs in tests/fixtures, and writes
+results/precision_error.json and its table, results/precision_error.md (which docs/performance.md cites).
 
     python scripts/precision_error.py measure [--out results/precision_error.json]
-    python scripts/precision_error.py doc [--results results/precision_error.json] [--doc docs/performance.md] [--check]
+    python scripts/precision_error.py table [--results results/precision_error.json] [--check]
 
 `measure` runs each fixture biLM (AllenNLP's and bilm-tf's test models, trained) on its own fixture sentences
-(split on spaces, one batch) in fp32, then with `quantize_int8`, then under CPU autocast to bfloat16 and to
-float16, and records for each the max abs / mean abs error against fp32 over every layer and real token, and
-the max abs error ÷ the largest |h| of fp32 (as %), with the run's provenance. A few seconds on a CPU.
-`doc` writes the rows of docs/performance.md's table between `<!-- precision-error:start -->` and
-`<!-- precision-error:end -->` from the results file (`--check`: exit 1 if the doc differs).
+(split on spaces, one batch) in fp32, then after `set_precision("bf16")` and `set_precision("int8")`, and
+records for each the max abs / mean abs error against fp32 over every layer and real token, and the max abs
+error ÷ the largest |h| of fp32 (as %), with the run's provenance and whether this CPU has native bf16
+products (without them "bf16" computes in exact fp32, and its row is left out). A few seconds on a CPU.
+`table` writes the Markdown table beside the results file from it (`--check`: exit 1 if it differs).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
-import doc_regions  # scripts/, beside this one: the lab's one marker-splicing helper
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = {  # name: (options, weights, sentences file)
@@ -34,15 +33,7 @@ FIXTURES = {  # name: (options, weights, sentences file)
         "tests/fixtures/bilm_tf/model/lm_embeddings_sentences.json",
     ),
 }
-OPTIONS = {  # name: (how, in the doc)
-    "int8": (
-        "int8 dynamic quantization (CPU)",
-        "`spacy_elmo.hf.quantization.quantize_int8(model)`; undo with `quantization.dequantize(model)`",
-    ),
-    "bf16": ("bf16 autocast", '`with torch.autocast("cuda", dtype=torch.bfloat16):` (also `"cpu"`)'),
-    "fp16": ("fp16 autocast", '`with torch.autocast("cuda", dtype=torch.float16):`'),
-}
-REGION = "precision-error"  # doc_regions.markers(REGION): its markers in docs/performance.md
+PRECISIONS = ("bf16", "int8")  # ElmoConfig.precision's settings besides the exact fp32
 
 
 def _sentences(path: Path) -> list[list[str]]:
@@ -65,26 +56,27 @@ def _error(got, exact, mask) -> dict:
 
 
 def measure_fixture(name: str) -> dict:
-    """{option: errors} of one fixture biLM against its own fp32 outputs."""
+    """{precision: errors} of one fixture biLM, switched with `set_precision`, against its own fp32
+    outputs ("bf16" only where this CPU has native bf16 products)."""
     import torch
 
     from spacy_elmo import ElmoTokenizer, load_legacy
-    from spacy_elmo.hf.quantization import dequantize, quantize_int8
+    from spacy_elmo.kernels import capabilities
 
     options, weights, sentences = (ROOT / part for part in FIXTURES[name])
     model = load_legacy(options, weights).eval()
     batch = ElmoTokenizer()(_sentences(sentences))
+    found = {}
     with torch.no_grad():
         exact = [h.float() for h in model(**batch).hidden_states]
-        found = {}
-        quantize_int8(model)
         try:
-            found["int8"] = _error(model(**batch).hidden_states, exact, batch["attention_mask"])
+            for precision in PRECISIONS:
+                if precision == "bf16" and not capabilities.native_bf16_available():
+                    continue
+                model.set_precision(precision)
+                found[precision] = _error(model(**batch).hidden_states, exact, batch["attention_mask"])
         finally:
-            dequantize(model)
-        for option, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
-            with torch.autocast("cpu", dtype=dtype):
-                found[option] = _error(model(**batch).hidden_states, exact, batch["attention_mask"])
+            model.set_precision("fp32")
     return found
 
 
@@ -95,59 +87,61 @@ def cmd_measure(args) -> int:
     import torch
 
     torch.manual_seed(0)
+    from spacy_elmo.kernels import capabilities
+
     result = {
-        "about": "Error of int8 / bf16 / fp16 against fp32 on the fixture biLMs (CPU), written by "
-        "scripts/precision_error.py",
+        "about": "Error of ElmoModel.set_precision's bf16 and int8 against fp32 on the fixture biLMs (CPU), "
+        "written by scripts/precision_error.py",
+        "native_bf16": capabilities.native_bf16_available(),
         "fixtures": {name: measure_fixture(name) for name in FIXTURES},
     }
     result["provenance"] = prov.record(torch_threads=torch.get_num_threads())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf8")
-    print(f"wrote {args.out}")
+    table = args.out.with_suffix(".md")
+    table.write_text(render(result, args.out.name), encoding="utf8")
+    print(f"wrote {args.out} and {table}")
     return 0
 
 
-def render(result: dict) -> str:
-    """The table's rows, from a results file."""
+def render(result: dict, source: str = "precision_error.json") -> str:
+    """The Markdown table of a results file (`source`: its name, beside the table)."""
     prov = result.get("provenance") or {}
     git = prov.get("git") or {}
-    commit = (git.get("commit") or "unknown")[:7] + (
-        " with uncommitted changes elsewhere in the tree" if git.get("dirty") else ""
-    )
+    commit = (git.get("commit") or "unknown")[:7] + (" with uncommitted changes" if git.get("dirty") else "")
     machine = (prov.get("machine") or {}).get("cpu") or "?"
     lines = [
-        "| option | how | measured error (fixtures: trained biLMs, max abs / mean abs / max abs ÷ max \\|h\\|) |",
-        "| --- | --- | --- |",
+        "| precision | fixture | max abs | mean abs | max abs ÷ max \\|h\\| |",
+        "| --- | --- | --- | --- | --- |",
     ]
-    for option, (title, how) in OPTIONS.items():
-        parts = [
-            f"{name} {e[option]['max_abs']:.1e} / {e[option]['mean_abs']:.1e} / {e[option]['max_rel_percent']:.2f}%"
-            for name, e in result["fixtures"].items()
-        ]
-        lines.append(f"| {title} | {how} | {'; '.join(parts)} |")
+    for precision in PRECISIONS:
+        for name, errors in result["fixtures"].items():
+            if precision in errors:
+                e = errors[precision]
+                lines.append(
+                    f"| {precision} | {name} | {e['max_abs']:.1e} | {e['mean_abs']:.1e} | {e['max_rel_percent']:.2f}% |"
+                )
     lines += [
         "",
-        f"(Measured on CPU by `python scripts/precision_error.py measure`, {prov.get('ended_utc', '?')}, commit "
-        f"{commit}, "
-        f"{machine}: [results/precision_error.json](../results/precision_error.json).)",
+        f"Error against fp32 of `ElmoModel.set_precision(...)` on the fixture biLMs, on CPU "
+        f"({machine}, native bf16: {'yes' if result.get('native_bf16') else 'no'}), commit {commit}, "
+        f"{prov.get('ended_utc', '?')}: [{source}]({source}), by `python scripts/precision_error.py measure`.",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
-def splice(text: str, block: str, where: str = "the text") -> str:
-    return doc_regions.splice(text, REGION, f"\n{block}\n", where=where)
-
-
-def cmd_doc(args) -> int:
+def cmd_table(args) -> int:
     result = json.loads(args.results.read_text(encoding="utf8"))
-    current = args.doc.read_text(encoding="utf8")
-    updated = splice(current, render(result), where=str(args.doc))
-    done = doc_regions.write_or_check(
-        {args.doc: (current, updated)}, args.check, "python scripts/precision_error.py doc"
-    )
-    if done == 0 and not args.check:
-        print(f"wrote the precision table of {args.doc} from {args.results}")
-    return done
+    table = args.results.with_suffix(".md")
+    text = render(result, args.results.name)
+    if args.check:
+        same = table.is_file() and table.read_text(encoding="utf8") == text
+        if not same:
+            print(f"{table} is not what {args.results} renders: run `python scripts/precision_error.py table`")
+        return 0 if same else 1
+    table.write_text(text, encoding="utf8")
+    print(f"wrote {table}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,11 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("measure")
     p.add_argument("--out", type=Path, default=ROOT / "results" / "precision_error.json")
     p.set_defaults(func=cmd_measure)
-    p = sub.add_parser("doc")
+    p = sub.add_parser("table")
     p.add_argument("--results", type=Path, default=ROOT / "results" / "precision_error.json")
-    p.add_argument("--doc", type=Path, default=ROOT / "docs" / "performance.md")
     p.add_argument("--check", action="store_true")
-    p.set_defaults(func=cmd_doc)
+    p.set_defaults(func=cmd_table)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -26,9 +26,9 @@ def variants(report, script):
 
 
 def test_one_helper_splices_every_generated_region(script):
-    """scripts/doc_regions.py is the one marker-splicing helper: the bench writers and the precision table go
-    through it, and it keeps the text outside the markers as it was. scripts/gains.py splices its two tables itself:
-    it imports no other script (tests/project/test_gains.py checks its splice)."""
+    """scripts/doc_regions.py is the one marker-splicing helper: the bench writers go through it, and it keeps
+    the text outside the markers as it was. scripts/gains.py splices its two tables itself: it imports no other
+    script (tests/project/test_gains.py checks its splice)."""
     regions = script("doc_regions")
     text = "a <!-- x:start -->old<!-- x:end --> b"
     assert regions.splice(text, "x", "new") == "a <!-- x:start -->new<!-- x:end --> b"
@@ -37,7 +37,6 @@ def test_one_helper_splices_every_generated_region(script):
     with pytest.raises(SystemExit, match="page.md has no <!-- x:start -->"):
         regions.splice("no markers", "x", "new", where="page.md")
     writers = {
-        "scripts/precision_error.py",
         "bench/performance_doc.py",
         "bench/readme_speed.py",
     }
