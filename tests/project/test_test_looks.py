@@ -284,41 +284,6 @@ def test_evaluate_runs_adds_the_test_score_to_the_record_and_the_seeds_report_re
     assert "metrics_seeds/pos_baseline_10_s0" in seeds["provenance"]["steps"]
 
 
-def test_seed_check_summarises_each_runs_dev_curve_and_best(script, tmp_path):
-    seed_check = script("seed_check")
-    specs = []
-    for seed, best in (("0", 0.9216), ("1", 0.921)):
-        run = tmp_path / f"s{seed}"
-        (run / "model-best").mkdir(parents=True)
-        (run / "model-best" / "meta.json").write_text(json.dumps({"performance": {"tag_acc": best}}))
-        log = tmp_path / f"s{seed}.log"
-        log.write_text(
-            "\x1b[38;5;4mE    #       LOSS TOK2VEC  LOSS TAGGER  TAG_ACC  POS_ACC  SCORE\x1b[0m\n"
-            f"  0     400        193.58      2439.80    {best * 100:.2f}     0.00    0.92\n"
-        )
-        specs.append(f"{seed}:{run}:{log}")
-    (tmp_path / "c.cfg").write_text("[x]\n")
-    assert (
-        seed_check.main(
-            [
-                "--out",
-                str(tmp_path / "out"),
-                "--command",
-                "spacy train SEED",
-                "--input",
-                str(tmp_path / "c.cfg"),
-                *specs,
-            ]
-        )
-        == 0
-    )
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["runs"]["0"] == {"log": "seed0.log", "dev_curve": [[400, 92.16]], "best_dev_tag_acc": 92.16}
-    assert (
-        summary["runs"]["1"]["best_dev_tag_acc"] == 92.1 and "\x1b" not in (tmp_path / "out" / "seed1.log").read_text()
-    )
-
-
 def test_the_published_seeds_runs_records_are_rebuilt_from_seeds_json(script):
     """results/runs/training_seeds/*.json of the seeds run published before records existed are generated from
     that run's results/seeds.json (its provenance and per-seed scores), each pointing to its look in the ledger."""
