@@ -130,17 +130,21 @@ def check_look(look: dict, ledger: dict, again: str | None) -> str | None:
     return None
 
 
-def record_look(look: dict, reason: str, run: Path, out: Path, ledger_path: Path) -> dict:
-    """Appends the scoring of `run` (its score file and provenance in `out`) to the ledger; returns the entry."""
+def record_look(look: dict, reason: str, run: Path, out: Path, ledger_path: Path, records: Path | None = None) -> dict:
+    """Appends the scoring of `run` (its score file and provenance in `out`) to the ledger; returns the entry.
+    `records`: the runs' committed records, where the dirty paths are found if the provenance lacks them."""
     scores = json.loads((out / f"{run.name}.json").read_text(encoding="utf8"))
     prov = json.loads((out / f"{run.name}.provenance.json").read_text(encoding="utf8"))
     value = scores.get(look["score_name"])
     git = prov.get("git") or {}
+    record_path = records / f"{run.name}.json" if records else None
+    record = json.loads(record_path.read_text(encoding="utf8")) if record_path and record_path.is_file() else None
     entry = {
         **look,
         "score": round(float(value) * 100, 2) if isinstance(value, (int, float)) else None,
         "commit": git.get("commit"),
         "dirty": git.get("dirty"),
+        "dirty_paths": looks_ledger.dirty_paths(git, record),
         "utc": prov.get("ended_utc"),
         "published_at": None,
         "reason": reason,
@@ -242,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             ok = [done[run] for run in runs]
     for run, status in zip(runs, ok):
         if status == "scored" and run in looks:
-            entry = record_look(*looks[run], run, args.out, args.ledger)
+            entry = record_look(*looks[run], run, args.out, args.ledger, args.records)
             print(f"[{run.name}] test look {entry['look']} recorded in {args.ledger}: {entry['reason']}", flush=True)
             if args.records:
                 add_test_score(args.records, run, entry, args.out)

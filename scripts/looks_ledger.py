@@ -3,7 +3,8 @@
 Only scripts/evaluate_runs.py appends to it (and scripts/reconstruct_test_looks.py writes the entries it
 rebuilds from git history); nobody edits it by hand. An entry says what was scored (task, fraction,
 system, seed, the recipe: config sha256, `spacy train` settings beyond the run's data, seed and device,
-training-data sha256, biLM weights sha256), the score, where and when (commit, UTC), and why (`reason`).
+training-data sha256, biLM weights sha256), the score, where and when (commit, dirty and its `dirty_paths`,
+UTC), and why (`reason`).
 
 The rule it serves (results/README.md, "Protocol"): a cell gets one look per recipe. `same_recipe_looks` finds the
 earlier looks of the same task, fraction, system, seed and recipe; evaluate_runs.py refuses to score such a
@@ -90,6 +91,18 @@ def run_fields(run: str, parsed: dict, train_record: dict) -> dict:
         "data_sha256": {key: value for key, value in inputs.items() if key.endswith(".spacy")},
         "bilm_sha256": rec["bilm_sha256"],
     }
+
+
+def dirty_paths(git: dict, record: dict | None = None) -> list[str] | None:
+    """The uncommitted paths of a look's scoring, from its provenance's `git` block; where that lacks them,
+    from the run's committed record (results/runs/...: the scoring's provenance under "test", when it names
+    the same commit); [] for a clean tree; None where no file says."""
+    if git.get("dirty_paths") is not None:
+        return list(git["dirty_paths"])
+    scored = (((record or {}).get("test") or {}).get("provenance") or {}).get("git") or {}
+    if scored.get("dirty_paths") is not None and scored.get("commit") == git.get("commit"):
+        return list(scored["dirty_paths"])
+    return [] if git.get("dirty") is False else None
 
 
 def recipe_known(entry: dict) -> bool:

@@ -217,6 +217,7 @@ def reconstruct(repo: Path) -> list[dict]:
                 "model_sha256": None,
                 "commit": git_record.get("commit"),
                 "dirty": git_record.get("dirty"),
+                "dirty_paths": looks_ledger.dirty_paths(git_record),
                 "utc": prov.get("ended_utc"),
                 "published_at": score.get("published_at", full),
                 "published_utc": _utc(score.get("published_utc", date)),

@@ -101,6 +101,23 @@ def _retrain(run: Path, changed: bool) -> None:
     os.utime(meta, (stamp, stamp))
 
 
+def test_every_look_says_which_paths_were_uncommitted():
+    """`dirty_paths` beside `dirty` in every entry: a list wherever the tree's state is known ([] when clean),
+    None only where no file says; the looks with a committed run record have that record's scoring paths."""
+    ledger = json.loads((ROOT / "results" / "test_looks.json").read_text(encoding="utf8"))
+    for entry in ledger["looks"]:
+        assert "dirty_paths" in entry, entry["look"]
+        if entry["dirty"] is None:
+            assert entry["dirty_paths"] is None, entry["look"]
+        else:
+            assert entry["dirty"] == bool(entry["dirty_paths"]), entry["look"]
+    for path in (ROOT / "results" / "runs").rglob("*.json"):
+        test = json.loads(path.read_text(encoding="utf8")).get("test") or {}
+        if test.get("look"):
+            entry = ledger["looks"][test["look"] - 1]
+            assert entry["dirty_paths"] == test["provenance"]["git"]["dirty_paths"], path.name
+
+
 def test_evaluate_runs_allows_one_look_per_recipe_unless_told_why(tmp_path, script, capsys):
     import spacy
     from spacy.tokens import Doc, DocBin
@@ -122,6 +139,7 @@ def test_evaluate_runs_allows_one_look_per_recipe_unless_told_why(tmp_path, scri
         and first["source"] == "scripts/evaluate_runs.py"
         and first["utc"]
     )
+    assert isinstance(first["dirty_paths"], list) and first["dirty"] == bool(first["dirty_paths"])
     assert (
         evaluate_runs.main(argv) == 0 and len(json.loads(ledger.read_text())["looks"]) == 1
     )  # scored already: no look
