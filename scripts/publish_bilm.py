@@ -25,7 +25,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from spacy_elmo.provenance import git_state, sha256, utc_now
+from spacy_elmo.provenance import git_state, portable, sha256, utc_now
 
 SKIP = {"checkpoints", "published.json"}
 
@@ -56,7 +56,7 @@ def publish(source: Path, dest: Path, replace: bool = False) -> dict:
         files[str(relative)] = sha256(dest / relative)
     if files["model.safetensors"] != digest:
         raise SystemExit(f"{dest}/model.safetensors: the copy's sha256 differs from {weights}'s")
-    record = {"source": str(source), "files": files, "published_utc": utc_now(), "published_by": publisher}
+    record = {"source": portable(str(source)), "files": files, "published_utc": utc_now(), "published_by": publisher}
     (dest / "published.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
 
