@@ -1,5 +1,5 @@
 """docs/performance.md's int8 / bf16 / fp16 error table is written from results/precision_error.json, which
-scripts/precision_error.py measures on the fixture biLMs (issue 33: no typed figures)."""
+lab/precision_error.py measures on the fixture biLMs (issue 33: no typed figures)."""
 
 from __future__ import annotations
 

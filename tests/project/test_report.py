@@ -1,4 +1,4 @@
-"""scripts/report.py: the experiment's report (results/README.md) and the README's summary of it are generated from
+"""lab/report.py: the experiment's report (results/README.md) and the README's summary of it are generated from
 results/, never typed."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-REPORT = ROOT / "scripts" / "report.py"
+REPORT = [sys.executable, "-m", "lab.report"]
 
 
 @pytest.fixture(scope="module")
@@ -23,20 +23,15 @@ def report(script):
 
 
 @pytest.fixture(scope="module")
-def variants(report, script):
-    return script("variants")
-
-
-@pytest.fixture(scope="module")
 def readme_results(report):
-    import readme_results  # imported by report, from scripts/
+    from lab import readme_results
 
     return readme_results
 
 
 def _check(results: Path, readme: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(REPORT), "readme", "--check", "--results", str(results), "--readme", str(readme)],
+        [*REPORT, "readme", "--check", "--results", str(results), "--readme", str(readme)],
         capture_output=True,
         text=True,
     )
@@ -67,12 +62,7 @@ def test_check_fails_on_a_hand_edit_or_a_changed_result(report, tmp_path):
     page = results / "README.md"
     page.write_text("intro\n\n<!-- results:start -->\n<!-- results:end -->\n\nafter\n", encoding="utf8")
     readme.write_text("top\n\n<!-- results-summary:start -->\n<!-- results-summary:end -->\n\nend\n", encoding="utf8")
-    assert (
-        subprocess.run(
-            [sys.executable, str(REPORT), "readme", "--results", str(results), "--readme", str(readme)]
-        ).returncode
-        == 0
-    )
+    assert subprocess.run([*REPORT, "readme", "--results", str(results), "--readme", str(readme)]).returncode == 0
     text = page.read_text(encoding="utf8")
     assert text.startswith("intro\n\n<!-- results:start -->") and text.endswith("<!-- results:end -->\n\nafter\n")
     assert "![F1 by training fraction](f1_by_fraction.png)" in text  # links relative to the page
@@ -115,19 +105,13 @@ def test_one_helper_splices_every_generated_region(script):
     assert regions.splice("no markers", "x", "new", missing_ok=True) == "no markers"
     with pytest.raises(SystemExit, match="page.md has no <!-- x:start -->"):
         regions.splice("no markers", "x", "new", where="page.md")
-    writers = {
-        "scripts/readme_results.py",
-        "scripts/report.py",
-        "scripts/precision_error.py",
-        "bench/performance_doc.py",
-        "bench/readme_speed.py",
-    }
+    writers = {"lab/readme_results.py", "lab/report.py", "lab/precision_error.py"}
     for name in writers:
         assert "import doc_regions" in (ROOT / name).read_text(encoding="utf8"), name
     # no other module splits text at a start marker itself
     others = [
         p.relative_to(ROOT).as_posix()
-        for folder in ("scripts", "bench", "spacy_elmo")
+        for folder in ("lab", "spacy_elmo")
         for p in (ROOT / folder).rglob("*.py")
         if p.name != "doc_regions.py"
         and re.search(r"\.split\((?:START|[A-Z_]*_START|start)\b", p.read_text(encoding="utf8"))
@@ -303,166 +287,6 @@ def _bilm(path: Path, step: int, ppl: float) -> None:
     )
 
 
-def test_variants_pair_dev_gains_by_seed_and_render(variants, readme_results, tmp_path, capsys):
-    section = readme_results.render_section(tmp_path, tmp_path / "README.md")
-    assert "No results recorded yet" in section and "No variants recorded yet" in section
-    runs = tmp_path / "training"
-    for seed, f1 in ((0, 0.7506), (1, 0.7410), (2, 0.7600)):
-        _run(runs / f"base_10_s{seed}", f1, seed)
-    for seed, f1 in ((0, 0.7843), (1, 0.7790), (2, 0.7700)):
-        _run(runs / f"elmo_10_s{seed}", f1, seed)
-    for seed, f1 in ((0, 0.7200), (1, 0.7300)):
-        _run(runs / f"elmo1_10_s{seed}", f1, seed)
-    _run(runs / "elmo1_10_s1x", 0.99, 1)  # not a seed folder of that prefix: ignored
-    _bilm(tmp_path / "bilm", 3500, 128.93)
-    _bilm(tmp_path / "bilm1", 1, 20931.0)
-    out = tmp_path / "results"
-    assert (
-        variants.main(
-            [
-                "--baseline",
-                str(runs / "base_10"),
-                "--variant",
-                str(tmp_path / "bilm"),
-                str(runs / "elmo_10"),
-                "--variant",
-                str(tmp_path / "bilm1"),
-                str(runs / "elmo1_10"),
-                "untrained ({steps} step)",
-                "--out",
-                str(out / "variants.json"),
-                "--plot",
-                str(out / "ppl_vs_gain.png"),
-            ]
-        )
-        == 0
-    )
-    result = json.loads((out / "variants.json").read_text())
-    best, untrained = result["variants"]  # ordered by perplexity
-    assert (
-        best["name"] == "3,500 steps" and untrained["name"] == "untrained (1 step)"
-    )  # named by steps unless given; {steps} in a given name is the biLM's own count
-    assert best["gain"]["per_seed"] == {"0": 3.37, "1": 3.8, "2": 1.0}
-    assert best["gain"]["mean"] == round(statistics.fmean([3.37, 3.8, 1.0]), 2) and best["gain"]["n"] == 3
-    assert (
-        untrained["gain"]["per_seed"] == {"0": -3.06, "1": -1.1} and untrained["gain"]["n"] == 2
-    )  # paired on shared seeds
-    assert set(result["provenance"]["steps"]) == {
-        f"training/{name}_10_s{s}" for name, seeds in (("base", "012"), ("elmo", "012"), ("elmo1", "01")) for s in seeds
-    }
-    assert (out / "ppl_vs_gain.png").read_bytes()[:4] == b"\x89PNG"
-    section = readme_results.render_section(out, tmp_path / "README.md")
-    assert "| untrained (1 step) | 0.0 | 20931.0 | 72.50 ± 0.71 (n=2) | -2.08 ± 1.39 (n=2) |" in section
-    assert "](results/ppl_vs_gain.png)" in section and "dev only" in section
-    assert (
-        f"Largest mean dev gain: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)); "
-        "lowest held-out perplexity: 3,500 steps (128.9)."
-    ) in section
-    # the leader against the runner-up, paired on the seeds both have: 78.43 - 72.00, 77.90 - 73.00
-    lead = result["leader_vs_runner_up"]
-    assert lead["per_seed"] == {"0": 6.43, "1": 4.9} and lead["ahead_on"] == 2 and lead["n"] == 2
-    assert (
-        f"3,500 steps against the next largest gain, untrained (1 step), paired by seed (dev F1, the seeds both were "
-        f"trained at): {statistics.fmean([6.43, 4.9]):+.2f} ± {statistics.stdev([6.43, 4.9]):.2f} (n=2), ahead on 2 "
-        "of 2 seeds."
-    ) in section
-    # two variants with the same mean gain are both named, as a tie
-    tied = json.loads((out / "variants.json").read_text())
-    tied["variants"][1]["gain"] = dict(tied["variants"][0]["gain"], std=0.5)
-    (out / "variants.json").write_text(json.dumps(tied))
-    line = next(
-        text
-        for text in readme_results.render_section(out, tmp_path / "README.md").splitlines()
-        if text.startswith("Largest mean")
-    )
-    assert line.startswith(
-        f"Largest mean dev gain: tied: 3,500 steps ({best['gain']['mean']:+.2f} ± {best['gain']['std']:.2f} (n=3)) "
-        f"and untrained (1 step) ({best['gain']['mean']:+.2f} ± 0.50 (n=3)); "
-    ), line
-    (out / "variants.json").write_text(json.dumps(result))
-    # a run that did not finish is named, not skipped
-    shutil.rmtree(runs / "elmo1_10_s1" / "model-best")
-    with pytest.raises(SystemExit, match="elmo1_10_s1/model-best/meta.json: missing"):
-        variants.main(
-            [
-                "--baseline",
-                str(runs / "base_10"),
-                "--variant",
-                str(tmp_path / "bilm1"),
-                str(runs / "elmo1_10"),
-                "--out",
-                str(out / "v.json"),
-            ]
-        )
-    with pytest.raises(SystemExit) as error:
-        variants.main(
-            ["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm"), "--out", str(out / "v.json")]
-        )
-    assert error.value.code == 2 and "expected BILM PREFIX [NAME], found 1 values" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match="pretrain_summary.json: missing"):
-        variants.main(
-            [
-                "--baseline",
-                str(runs / "base_10"),
-                "--variant",
-                str(runs),
-                str(runs / "elmo_10"),
-                "--out",
-                str(out / "v.json"),
-            ]
-        )
-
-
-def test_an_ner_side_variant_is_paired_with_the_first_variant_on_the_same_bilm(variants, tmp_path, readme_results):
-    """A variant trained with the first variant's biLM (fine-tuning, another NER config) is compared with
-    that first one, seed by seed: what the NER-side change buys with the biLM held fixed."""
-    runs = tmp_path / "training"
-    for seed, f1 in ((0, 0.70), (1, 0.71), (2, 0.72)):
-        _run(runs / f"base_10_s{seed}", f1, seed)
-    for seed, f1 in ((0, 0.75), (1, 0.74), (2, 0.76)):
-        _run(runs / f"elmo_10_s{seed}", f1, seed)
-    for seed, f1 in ((0, 0.7620), (1, 0.7390)):
-        _run(runs / f"tuned_10_s{seed}", f1, seed)
-    for seed, f1 in ((0, 0.80), (1, 0.81)):
-        _run(runs / f"other_10_s{seed}", f1, seed)
-    _bilm(tmp_path / "bilm", 4400, 108.0)
-    _bilm(tmp_path / "bilm_b", 5200, 100.0)
-    out = tmp_path / "results"
-    assert (
-        variants.main(
-            [
-                "--baseline",
-                str(runs / "base_10"),
-                "--variant",
-                str(tmp_path / "bilm"),
-                str(runs / "elmo_10"),
-                "project",
-                "--variant",
-                str(tmp_path / "bilm_b"),
-                str(runs / "other_10"),
-                "other biLM",
-                "--variant",
-                str(tmp_path / "bilm"),
-                str(runs / "tuned_10"),
-                "NER: tuned",
-                "--out",
-                str(out / "variants.json"),
-            ]
-        )
-        == 0
-    )
-    result = json.loads((out / "variants.json").read_text())
-    # only the variant on the first one's biLM, paired on the seeds both have: 76.20 - 75.00, 73.90 - 74.00
-    [same] = result["same_bilm_as_first"]
-    assert same["variant"] == "NER: tuned" and same["reference"] == "project"
-    assert same["per_seed"] == {"0": 1.2, "1": -0.1} and same["ahead_on"] == 1 and same["n"] == 2
-    section = readme_results.render_section(out, tmp_path / "README.md")
-    assert (
-        f"NER: tuned against project, the same biLM, paired by seed (dev F1, the seeds both were trained at): "
-        f"{statistics.fmean([1.2, -0.1]):+.2f} ± {statistics.stdev([1.2, -0.1]):.2f} (n=2), ahead on 1 of 2 seeds."
-    ) in section
-
-
 def test_a_cells_settings_beyond_its_config_are_read_from_its_runs_commands(readme_results):
     """The headline names what a cell was trained with beyond its config (the seeds run's fine-tuning at 10%),
     from the recorded commands, and says nothing when every cell used its config as published."""
@@ -511,88 +335,6 @@ def test_a_cells_settings_beyond_its_config_are_read_from_its_runs_commands(read
     for s in range(3):
         steps[f"training_seeds/ner_elmo_10_s{s}"] = run(f"ner_elmo_10_s{s}")
     assert readme_results.cell_settings_lines({"steps": steps}) == []
-
-
-def test_tagger_side_variants_are_scored_by_tag_accuracy_in_their_own_section(variants, tmp_path, readme_results):
-    """`pos-recipes-report`: POS variants read tag_acc, and the README shows them in their own section
-    (the NER recipe section stays as it was)."""
-    runs = tmp_path / "training"
-    for name, accs in (("base", (0.9212, 0.9210)), ("elmo", (0.9309, 0.9290)), ("drop", (0.9330, 0.9280))):
-        for seed, acc in enumerate(accs):
-            _run(runs / f"{name}_10_s{seed}", 0.0, seed)
-            meta = runs / f"{name}_10_s{seed}" / "model-best" / "meta.json"
-            meta.write_text(json.dumps({"performance": {"tag_acc": acc, "ents_f": 0.0}}))
-    _bilm(tmp_path / "bilm", 4400, 108.0)
-    out = tmp_path / "results"
-    assert (
-        variants.main(
-            [
-                "--baseline",
-                str(runs / "base_10"),
-                "--variant",
-                str(tmp_path / "bilm"),
-                str(runs / "elmo_10"),
-                "project",
-                "--variant",
-                str(tmp_path / "bilm"),
-                str(runs / "drop_10"),
-                "POS: drop",
-                "--task",
-                "pos",
-                "--score",
-                "tag_acc",
-                "--out",
-                str(out / "pos_recipes.json"),
-            ]
-        )
-        == 0
-    )
-    result = json.loads((out / "pos_recipes.json").read_text())
-    assert result["score_label"] == "accuracy" and result["baseline"]["per_seed"] == {"0": 92.12, "1": 92.1}
-    [same] = result["same_bilm_as_first"]
-    assert same["per_seed"] == {"0": 0.21, "1": -0.1}  # 93.30 - 93.09, 92.80 - 92.90
-    section = readme_results.render_section(out, tmp_path / "README.md")
-    pos_part = section.split("#### Recipe search: the POS tagger (dev)", 1)[1]
-    assert "pos at 10% of train" in pos_part and "| POS: drop |" in pos_part
-    assert "POS: drop against project, the same biLM, paired by seed (dev accuracy" in pos_part
-    ner_part = section.split("#### Recipe search: what the pretraining hour", 1)[1].split(
-        "#### Recipe search: the POS", 1
-    )[0]
-    assert "No variants recorded yet" in ner_part
-
-
-def test_variants_pair_more_seeds_with_a_second_baseline_prefix(variants, tmp_path, capsys):
-    """Seeds trained later (`recipe-baseline`) live under another prefix; the gains pair over both."""
-    seeds_run, recipes = tmp_path / "training_seeds", tmp_path / "recipes"
-    for seed, f1 in ((0, 0.70), (1, 0.71)):
-        _run(seeds_run / f"base_10_s{seed}", f1, seed)
-    _run(recipes / "base_10_s3", 0.69, 3)
-    for seed, f1 in ((0, 0.75), (1, 0.74), (3, 0.76)):
-        _run(recipes / f"elmo_10_s{seed}", f1, seed)
-    _bilm(tmp_path / "bilm", 4400, 117.0)
-    out = tmp_path / "v.json"
-    args = ["--variant", str(tmp_path / "bilm"), str(recipes / "elmo_10"), "--out", str(out)]
-    assert variants.main(["--baseline", str(seeds_run / "base_10"), str(recipes / "base_10"), *args]) == 0
-    result = json.loads(out.read_text())
-    assert result["baseline"]["per_seed"] == {"0": 70.0, "1": 71.0, "3": 69.0}
-    assert result["baseline"]["runs"] == [str(seeds_run / "base_10"), str(recipes / "base_10")]
-    assert result["variants"][0]["gain"]["per_seed"] == {"0": 5.0, "1": 3.0, "3": 7.0}
-    assert result["leader_vs_runner_up"] is None  # one variant: nothing to compare
-    assert "recipes/base_10_s3" in " ".join(result["provenance"]["steps"])
-    # with the first prefix alone, seed 3 has no pair and is left out of the gain
-    assert variants.main(["--baseline", str(seeds_run / "base_10"), *args]) == 0
-    assert json.loads(out.read_text())["variants"][0]["gain"]["per_seed"] == {"0": 5.0, "1": 3.0}
-    # a later prefix with no runs yet is named and adds nothing; the first one must hold runs
-    assert variants.main(["--baseline", str(seeds_run / "base_10"), str(tmp_path / "none_10"), *args]) == 0
-    assert "none_10_s*: no baseline runs yet, none added" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match="none_10_s\\*: no training runs found"):
-        variants.main(["--baseline", str(tmp_path / "none_10"), str(seeds_run / "base_10"), *args])
-    # the same seed under two prefixes is an error, not a silent choice
-    _run(recipes / "base_10_s1", 0.50, 1)
-    with pytest.raises(
-        SystemExit, match="baseline seed 1: found under both .*training_seeds/base_10_s1 and .*recipes/base_10_s1"
-    ):
-        variants.main(["--baseline", str(seeds_run / "base_10"), str(recipes / "base_10"), *args])
 
 
 def test_goals_and_wall_time_are_stated_from_the_records(readme_results):
@@ -771,8 +513,7 @@ def test_headline_states_each_cells_seed_count_from_the_data(readme_results, tmp
 def test_bilm_comparison_is_read_from_the_runs_and_rendered(readme_results, tmp_path, monkeypatch):
     """compare_bilms.py reads each run's summary and config (nothing typed), refuses runs whose
     vocabularies differ, and the README section shows what it wrote."""
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
-    import compare_bilms
+    from lab import compare_bilms
 
     def run(name: str, ppl: float, lexicon: int, vocab: str) -> Path:
         folder = tmp_path / name
