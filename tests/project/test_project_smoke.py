@@ -152,6 +152,7 @@ def test_project_smoke_workflow(tmp_path):
         capture_output=True,
         text=True,
         env=env,
+        cwd=project,  # the project's own lab/
     )
     assert check.returncode == 0, check.stderr
 

@@ -510,56 +510,6 @@ def test_headline_states_each_cells_seed_count_from_the_data(readme_results, tmp
     assert "### Headline: every cell with 3 seeds," in readme_results.render_section(tmp_path, tmp_path / "README.md")
 
 
-def test_bilm_comparison_is_read_from_the_runs_and_rendered(readme_results, tmp_path, monkeypatch):
-    """compare_bilms.py reads each run's summary and config (nothing typed), refuses runs whose
-    vocabularies differ, and the README section shows what it wrote."""
-    from lab import compare_bilms
-
-    def run(name: str, ppl: float, lexicon: int, vocab: str) -> Path:
-        folder = tmp_path / name
-        folder.mkdir()
-        (folder / "pretrain_summary.json").write_text(
-            json.dumps({"heldout_ppl": ppl, "step": 30, "train_seconds": 90, "parameters": 1234})
-        )
-        (folder / "config.json").write_text(json.dumps({"char_vocab_size": lexicon}))
-        (folder / "vocab.txt").write_text(vocab)
-        return folder
-
-    utf8, lexicon = (
-        run("utf8", 210.456, 0, "<S>\n</S>\n<UNK>\n北京\n"),
-        run("lexicon", 198.2, 3500, "<S>\n</S>\n<UNK>\n北京\n"),
-    )
-    out = tmp_path / "results" / "zh_lexicon.json"
-    assert (
-        compare_bilms.main(
-            [
-                "--bilm",
-                "UTF-8 bytes",
-                str(utf8),
-                "--bilm",
-                "character lexicon",
-                str(lexicon),
-                "--title",
-                "Chinese biLM",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
-    recorded = json.loads(out.read_text())
-    assert [b["heldout_ppl"] for b in recorded["bilms"]] == [210.46, 198.2]
-    assert [b["characters"] for b in recorded["bilms"]] == ["UTF-8 bytes", "lexicon of 3,500 ids"]
-    section = "\n".join(readme_results.bilm_comparison_section(out.parent, "zh_lexicon"))
-    assert (
-        "#### Chinese biLM" in section
-        and "| character lexicon | lexicon of 3,500 ids | 1,234 | 30 | 1.5 | 198.2 |" in section
-    )
-    other = run("other", 150.0, 0, "<S>\n</S>\n<UNK>\n上海\n")
-    with pytest.raises(SystemExit, match="different vocabularies"):
-        compare_bilms.main(["--bilm", "a", str(utf8), "--bilm", "b", str(other), "--title", "t", "--out", str(out)])
-
-
 def test_provenance_of_same_named_folders_in_two_checkouts_is_kept_for_both(report, tmp_path):
     """A before/after comparison reads work/bilm_zh of two checkouts: neither record may hide the other."""
     for checkout, start in (("before", "2026-11-27T01:02:20Z"), ("after", "2026-11-27T08:11:29Z")):
