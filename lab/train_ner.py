@@ -9,8 +9,7 @@ end of its log and makes this script exit non-zero.
         --corpus work/corpus --out work/training --jobs 2 -- --paths.elmo work/bilm
 
 Arguments after `--` go to every `spacy train` unchanged (config overrides), then `--settings`, then
-`--fraction-settings PCT SETTINGS` to the runs on train_PCT only (e.g. fine-tuning at 10%). `--elmo TAG PATH`
-(repeatable) trains every run once per biLM, into `{name}_{TAG}_...`, all of them sharing the jobs.
+`--fraction-settings PCT SETTINGS` to the runs on train_PCT only (e.g. fine-tuning at 10%).
 
 With `--seeds 0 1 2` every fraction is trained once per seed (`--system.seed`, which the configs
 pass on to `training.seed`), into `{out}/{name}_{pct}_s{seed}`; without it, once with `--seed`
@@ -61,41 +60,37 @@ def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tupl
     for pct, settings in args.fraction_settings:
         fraction_options[pct] = [*fraction_options.get(pct, []), *settings_as_options(settings)]
     seeds = args.seeds if args.seeds else [args.seed]
-    bilms = (
-        [(f"{args.name}_{tag}", ["--paths.elmo", path]) for tag, path in args.elmo] if args.elmo else [(args.name, [])]
-    )
-    runs = [(system, elmo, pct, seed) for seed in seeds for system, elmo in bilms for pct in args.fractions]
-    for system, elmo, pct, seed in runs:
-        name = f"{system}_{pct}_s{seed}" if args.seeds else f"{system}_{pct}"
-        commands[name] = (
-            [
-                sys.executable,
-                "-m",
-                "spacy",
-                "train",
-                str(args.config),
-                "--output",
-                str(args.out / name),
-                "--paths.train",
-                str(args.corpus / f"train_{pct}.spacy"),
-                "--paths.dev",
-                str(args.corpus / "dev.spacy"),
-                "--training.max_steps",
-                str(args.steps),
-                "--training.eval_frequency",
-                str(args.eval_frequency),
-                "--training.patience",
-                str(args.patience),
-                "--system.seed",
-                str(seed),
-                "--gpu-id",
-                str(args.gpu_id),
-                *extra,
-                *elmo,
-                *fraction_options.get(pct, []),
-            ],
-            seed,
-        )
+    for seed in seeds:
+        for pct in args.fractions:
+            name = f"{args.name}_{pct}_s{seed}" if args.seeds else f"{args.name}_{pct}"
+            commands[name] = (
+                [
+                    sys.executable,
+                    "-m",
+                    "spacy",
+                    "train",
+                    str(args.config),
+                    "--output",
+                    str(args.out / name),
+                    "--paths.train",
+                    str(args.corpus / f"train_{pct}.spacy"),
+                    "--paths.dev",
+                    str(args.corpus / "dev.spacy"),
+                    "--training.max_steps",
+                    str(args.steps),
+                    "--training.eval_frequency",
+                    str(args.eval_frequency),
+                    "--training.patience",
+                    str(args.patience),
+                    "--system.seed",
+                    str(seed),
+                    "--gpu-id",
+                    str(args.gpu_id),
+                    *extra,
+                    *fraction_options.get(pct, []),
+                ],
+                seed,
+            )
     return commands
 
 
@@ -315,13 +310,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the one run per fraction (without --seeds)")
     parser.add_argument(
         "--seeds", type=int, nargs="+", help="train every fraction once per seed, into {name}_{pct}_s{seed}"
-    )
-    parser.add_argument(
-        "--elmo",
-        nargs=2,
-        action="append",
-        metavar=("TAG", "PATH"),
-        help="train once with each of several biLMs (--paths.elmo PATH) into {name}_{TAG}_...; the runs share the jobs",
     )
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (1 on a GPU; up to the CPU cores)")
