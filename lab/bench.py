@@ -311,3 +311,7 @@ def write_table(runs: Path = RUNS, out: Path | None = None) -> Path:
     out = out or runs.with_name("inference.md")
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
