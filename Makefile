@@ -20,8 +20,8 @@ TEST_WORKERS ?= 2
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal tests
 
-# for a change to the package alone: its test folders (tests/ mirrors spacy_elmo/; tests/project and tests/bench
-# are the lab's) without the tests marked `slow` (end-to-end and multi-process runs); `make test` runs everything
+# for a change to the package alone: its test folders (tests/ mirrors spacy_elmo/; tests/lab is the lab's,
+# tests/project the project's workflows, docs, layout and release) without the tests marked `slow` (end-to-end and multi-process runs); `make test` runs everything
 FAST_TESTS := tests/hf tests/spacy tests/formats tests/kernels tests/training tests/tools tests/cli
 
 test-fast: install
@@ -36,17 +36,18 @@ lint: install
 
 # `make test` in a fresh clone of HEAD, timed: writes bench/results/make_test.txt (the duration the README cites)
 time-test: install
-	$(BIN)/python bench/time_make_test.py
+	$(BIN)/python -m lab.time_make_test
 
+# inference speed: appends a run to bench/results/runs.jsonl and writes bench/results/inference.md from it
 bench: install
-	$(BIN)/python -m bench
+	$(BIN)/python -m lab.bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info
 
 # `make main` states its own wall time: its start (UTC), taken when make reads this file, before it builds .venv,
 # goes to the report, which gives the time from it to the report's end. Its test scorings repeat the published
-# `all` run's recipe when nothing changed, which scripts/evaluate_runs.py scores only with a reason (test_looks.json keeps it)
+# `all` run's recipe when nothing changed, which lab/evaluate_runs.py scores only with a reason (test_looks.json keeps it)
 MAIN_STARTED := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 
 main: install

@@ -7,7 +7,6 @@ import importlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,7 +21,7 @@ def pytest_addoption(parser):
         "--spacy-gpu",
         action="store_true",
         help="run spaCy (thinc's ops) and the biLMs it loads on the first CUDA device: spacy.require_gpu() "
-        "before the tests (bench/gpu.sh runs the spaCy tests so)",
+        "before the tests (the CUDA check runs the spaCy tests so)",
     )
 
 
@@ -31,6 +30,9 @@ def pytest_configure(config):
     # once here, in the process that starts pytest-xdist's workers, so that every worker collects the
     # same tests; set it yourself to repeat a run's draw
     os.environ.setdefault("SPACY_ELMO_TEST_SEED", str(time.time_ns()))
+    # the lab's modules run as `python -m lab.NAME` in subprocesses started from any folder (a project copy's own
+    # lab/, its working folder, still comes first)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     if config.getoption("--spacy-gpu"):
         import spacy
 
@@ -56,16 +58,8 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.fixture(scope="session")
 def script():
-    """`script(name)`: the module scripts/NAME.py (the project's scripts import each other by bare name)."""
-
-    def load(name: str):
-        sys.path.insert(0, str(ROOT / "scripts"))
-        try:
-            return importlib.import_module(name)
-        finally:
-            sys.path.pop(0)
-
-    return load
+    """`script(name)`: the lab's module lab/NAME.py."""
+    return lambda name: importlib.import_module(f"lab.{name}")
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ def resolve_lstm_implementation(
     parameter) and the model is in eval mode, else the training kernel "fused" (dropout stays
     outside the kernels), or "eager" under autocast (fused computes in fp32). The inference kernel
     is "packed", except on CUDA under autocast, where "eager" (both directions in one batched
-    product per step) ran 2.1x faster on an H100 (bench/RESULTS.md). An explicit choice that
+    product per step) ran 2.1x faster on an H100 (bench/results/runs.jsonl). An explicit choice that
     cannot run here raises `RuntimeError`.
     """
     if choice == "auto":

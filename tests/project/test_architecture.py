@@ -1,6 +1,6 @@
 """docs/architecture.md's folder map is the layout: every module of spacy_elmo falls under one of its
-rows, each imports only modules of its own level or below (the import direction the doc states), and
-tests/ mirrors the package's folders."""
+rows, each imports only modules of its own level or below (the import direction the doc states),
+tests/ mirrors the package's folders, and the lab (lab/) uses the package's public API only."""
 
 from __future__ import annotations
 
@@ -104,32 +104,53 @@ def test_the_walk_refuses_an_upward_import(tmp_path, monkeypatch):
 
 
 def test_tests_mirror_the_package():
-    """One test folder per folder of the package (the lab's own: project/, bench/), none for a folder it lacks."""
+    """One test folder per folder of the package, none for a folder it lacks; beside them tests/lab (the lab's
+    modules), tests/project (the workflows, docs, this layout, packaging and release) and the fixtures."""
     package = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
-    lab = {"project", "bench", "fixtures"}
-    tests = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name not in lab and p.name != "__pycache__"}
-    assert tests == package
+    beside = {"lab", "project", "fixtures"}
+    folders = {p.name for p in (ROOT / "tests").iterdir() if any(p.glob("*.py")) or p.name == "fixtures"}
+    assert folders - beside == package and beside <= folders
 
 
 def test_no_link_in_the_package():
     assert [p for p in PACKAGE.rglob("*") if p.is_symlink()] == []
 
 
-# --- the lab (scripts/, bench/) uses the public API only ---------------------------------------------
+def test_the_lab_is_one_package_and_the_library_never_imports_it():
+    """lab/ is a package whose modules import each other as `lab.NAME` (run as `python -m lab.NAME`): nothing
+    edits sys.path, and spacy_elmo/ imports nothing of it."""
+    assert (ROOT / "lab" / "__init__.py").is_file() and not [*ROOT.glob("scripts/*.py"), *ROOT.glob("bench/*.py")]
+    edits = [
+        p.relative_to(ROOT).as_posix()
+        for folder in ("lab", "spacy_elmo")
+        for p in (ROOT / folder).rglob("*.py")
+        if re.search(r"sys\.path\.(insert|append)|syspath_prepend", p.read_text(encoding="utf-8"))
+    ]
+    assert edits == []
+    imports = [
+        f"{path}: {target}"
+        for path in module_files()
+        for node in ast.walk(ast.parse((PACKAGE / path).read_text(encoding="utf-8")))
+        for target in (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and not node.level
+            else []
+        )
+        if target.split(".")[0] == "lab"
+    ]
+    assert imports == []
 
-LAB = sorted(p for folder in ("scripts", "bench") for p in (ROOT / folder).glob("*.py"))
+
+# --- the lab (lab/) uses the public API only --------------------------------------------------------------
+
+LAB = sorted((ROOT / "lab").glob("*.py"))
 PUBLIC_ROW = re.compile(r"^\| `(spacy_elmo[\w.]*)` \| ([^|]+) \| [^|]+ \|$", re.M)
 
-# Imports the public API does not offer, by file, each with its reason; an entry no longer needed fails below, so
-# that it goes with the use. Only bench/train_throughput.py is allowed here (issue 34): its cost model of a
-# training step, being reworked with the pretraining loop's restructure, counts the char CNN's chunks with the
-# kernel's own plan (`kernels.char_cnn.column_plan`, an internal of the kernel, not a public name).
-NOT_YET_PUBLIC = {
-    "bench/train_throughput.py": {
-        "spacy_elmo.kernels": {"char_cnn"},
-        "spacy_elmo.kernels.char_cnn": {"column_plan"},
-    },
-}
+# Imports the public API does not offer, by file (lab/NAME.py), each with its reason; an entry no longer needed
+# fails below, so that it goes with the use. None is allowed now.
+NOT_YET_PUBLIC: dict[str, dict[str, set[str]]] = {}
 
 
 def public_names() -> dict[str, set[str]]:
@@ -216,7 +237,7 @@ def test_the_public_api_lists_names_that_exist_in_their_modules():
     assert problems == []
 
 
-def test_scripts_and_bench_import_only_public_names():
+def test_the_lab_imports_only_public_names():
     public = public_names()
     problems, allowed_uses = [], set()
     for path in LAB:

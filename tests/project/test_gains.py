@@ -1,6 +1,6 @@
-"""Every published gain interval recomputed from the committed run records, independently of scripts/gains.py.
+"""Every published gain interval recomputed from the committed run records, independently of lab/gains.py.
 
-The recomputation here shares no code with scripts/gains.py: it pairs records by file name, takes the mean and sd
+The recomputation here shares no code with lab/gains.py: it pairs records by file name, takes the mean and sd
 from `statistics` and t(0.975, n − 1) from Student's t density integrated numerically (Simpson's rule) and inverted
 by bisection, not from gains.py's table of quantiles."""
 

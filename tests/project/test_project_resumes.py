@@ -1,6 +1,6 @@
 """A user's first hour (issue 20): an interrupted project resumes. The resumable pretraining step
-(scripts/pretrain_resumable.py) resumes an unfinished run, skips a finished one and starts over on new data;
-Ctrl-C during torchrun pretraining prints one line and keeps the checkpoint; scripts/train_ner.py does not redo
+(lab/pretrain_resumable.py) resumes an unfinished run, skips a finished one and starts over on new data;
+Ctrl-C during torchrun pretraining prints one line and keeps the checkpoint; lab/train_ner.py does not redo
 finished trainings. Real subprocesses for what a user types, real spaCy runs."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from spacy.tokens import Doc, DocBin
 from helpers import TINY, lm_text, make_corpus, run  # tests/ is on sys.path (rootdir conftest)
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ROOT / "scripts"
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +32,8 @@ def corpus(tmp_path_factory) -> Path:
 def _pretraining_step(output: Path, train: Path, *extra) -> list:
     return [
         sys.executable,
-        SCRIPTS / "pretrain_resumable.py",
+        "-m",
+        "lab.pretrain_resumable",
         "--output",
         output,
         "--config",
@@ -87,7 +87,8 @@ def test_ctrl_c_during_torchrun_pretraining_prints_one_line_and_keeps_the_checkp
     train, output = lm_text(tmp_path / "train.txt"), tmp_path / "bilm"
     command = [
         sys.executable,
-        SCRIPTS / "pretrain_resumable.py",
+        "-m",
+        "lab.pretrain_resumable",
         "--output",
         output,
         "--config",
@@ -131,7 +132,8 @@ def _train_ner_command(corpus: Path, tmp_path: Path) -> tuple[Path, list]:
         (data / name).write_bytes(corpus.read_bytes())
     return data, [
         sys.executable,
-        SCRIPTS / "train_ner.py",
+        "-m",
+        "lab.train_ner",
         ROOT / "configs" / "ner_baseline.cfg",
         "--name",
         "b",

@@ -1,7 +1,7 @@
 """Release-ready (issue 34): `python -m build` makes a wheel and an sdist that `twine check` accepts, each with
 the LICENSE text, and leaves the source tree as it found it; the
-wheel holds the package and nothing of the lab (scripts/, bench/, results/, tests/, the project steps'
-wrapper scripts/provenance_step.py, configs/experiments); and a fresh virtual environment holding only
+wheel holds the package and nothing of the lab (lab/, bench/, results/, tests/, the project steps'
+wrapper lab/provenance_step.py, configs/experiments); and a fresh virtual environment holding only
 that wheel and its dependencies (torch pinned by constraints.txt, as `make test` installs it) runs the
 README's quick start and its `spacy-elmo init-config` command.
 
@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def lab_file(name: str) -> bool:
-    """Whether an archive's file `name` is the lab's: under scripts/, bench/, results/, tests/, assets/ or
+    """Whether an archive's file `name` is the lab's: under lab/, bench/, results/, tests/, assets/ or
     configs/experiments/ (at any depth), or the project steps' wrapper."""
-    folders = {"scripts", "bench", "results", "tests", "assets", "experiments"}
+    folders = {"lab", "bench", "results", "tests", "assets", "experiments"}
     return bool(folders & set(name.split("/")[:-1])) or "provenance_step" in name
 
 

@@ -1,11 +1,10 @@
-"""scripts/report.py (metrics.json, table.md, seeds.json, figures, publish), scripts/variants.py and
-scripts/compare_bilms.py: the tables and figures the results page cites."""
+"""lab/report.py (metrics.json, table.md, seeds.json, figures, publish): the tables and figures the results page
+cites."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import statistics
 import subprocess
 from pathlib import Path
@@ -20,35 +19,14 @@ def report(script):
     return script("report")
 
 
-@pytest.fixture(scope="module")
-def variants(report, script):
-    return script("variants")
-
-
-def test_one_helper_splices_every_generated_region(script):
-    """scripts/doc_regions.py is the one marker-splicing helper: the bench writers go through it, and it keeps
-    the text outside the markers as it was. scripts/gains.py splices its two tables itself: it imports no other
-    script (tests/project/test_gains.py checks its splice)."""
-    regions = script("doc_regions")
-    text = "a <!-- x:start -->old<!-- x:end --> b"
-    assert regions.splice(text, "x", "new") == "a <!-- x:start -->new<!-- x:end --> b"
-    assert regions.region(regions.splice(text, "x", "\nnew\n"), "x") == "\nnew\n"
-    assert regions.splice("no markers", "x", "new", missing_ok=True) == "no markers"
-    with pytest.raises(SystemExit, match="page.md has no <!-- x:start -->"):
-        regions.splice("no markers", "x", "new", where="page.md")
-    writers = {
-        "bench/performance_doc.py",
-        "bench/readme_speed.py",
-    }
-    for name in writers:
-        assert "import doc_regions" in (ROOT / name).read_text(encoding="utf8"), name
-    # no other module splits text at a start marker itself
+def test_only_the_gains_writer_splices_a_generated_region():
+    """Scripts write table files that pages cite; lab/gains.py alone puts its two tables between markers
+    (tests/project/test_gains.py checks its splice), and no other module splits text at a start marker."""
     others = [
         p.relative_to(ROOT).as_posix()
-        for folder in ("scripts", "bench", "spacy_elmo")
+        for folder in ("lab", "spacy_elmo")
         for p in (ROOT / folder).rglob("*.py")
-        if p.name not in ("doc_regions.py", "gains.py")
-        and re.search(r"\.split\((?:START|[A-Z_]*_START|start)\b", p.read_text(encoding="utf8"))
+        if p.name != "gains.py" and re.search(r"\.split\((?:START|[A-Z_]*_START|start)\b", p.read_text(encoding="utf8"))
     ]
     assert others == []
 
@@ -118,252 +96,6 @@ def _bilm(path: Path, step: int, ppl: float) -> None:
     (path / "pretrain_summary.json").write_text(
         json.dumps({"step": step, "heldout_ppl": ppl, "train_seconds": step * 0.6})
     )
-
-
-def test_variants_pair_dev_gains_by_seed(variants, tmp_path, capsys):
-    runs = tmp_path / "training"
-    for seed, f1 in ((0, 0.7506), (1, 0.7410), (2, 0.7600)):
-        _run(runs / f"base_10_s{seed}", f1, seed)
-    for seed, f1 in ((0, 0.7843), (1, 0.7790), (2, 0.7700)):
-        _run(runs / f"elmo_10_s{seed}", f1, seed)
-    for seed, f1 in ((0, 0.7200), (1, 0.7300)):
-        _run(runs / f"elmo1_10_s{seed}", f1, seed)
-    _run(runs / "elmo1_10_s1x", 0.99, 1)  # not a seed folder of that prefix: ignored
-    _bilm(tmp_path / "bilm", 3500, 128.93)
-    _bilm(tmp_path / "bilm1", 1, 20931.0)
-    out = tmp_path / "results"
-    assert (
-        variants.main(
-            [
-                "--baseline",
-                str(runs / "base_10"),
-                "--variant",
-                str(tmp_path / "bilm"),
-                str(runs / "elmo_10"),
-                "--variant",
-                str(tmp_path / "bilm1"),
-                str(runs / "elmo1_10"),
-                "untrained ({steps} step)",
-                "--out",
-                str(out / "variants.json"),
-                "--plot",
-                str(out / "ppl_vs_gain.png"),
-            ]
-        )
-        == 0
-    )
-    result = json.loads((out / "variants.json").read_text())
-    best, untrained = result["variants"]  # ordered by perplexity
-    assert (
-        best["name"] == "3,500 steps" and untrained["name"] == "untrained (1 step)"
-    )  # named by steps unless given; {steps} in a given name is the biLM's own count
-    assert best["gain"]["per_seed"] == {"0": 3.37, "1": 3.8, "2": 1.0}
-    assert best["gain"]["mean"] == round(statistics.fmean([3.37, 3.8, 1.0]), 2) and best["gain"]["n"] == 3
-    assert (
-        untrained["gain"]["per_seed"] == {"0": -3.06, "1": -1.1} and untrained["gain"]["n"] == 2
-    )  # paired on shared seeds
-    assert set(result["provenance"]["steps"]) == {
-        f"training/{name}_10_s{s}" for name, seeds in (("base", "012"), ("elmo", "012"), ("elmo1", "01")) for s in seeds
-    }
-    assert (out / "ppl_vs_gain.png").read_bytes()[:4] == b"\x89PNG"
-    # the leader against the runner-up, paired on the seeds both have: 78.43 - 72.00, 77.90 - 73.00
-    lead = result["leader_vs_runner_up"]
-    assert lead["per_seed"] == {"0": 6.43, "1": 4.9} and lead["ahead_on"] == 2 and lead["n"] == 2
-    # a run that did not finish is named, not skipped
-    shutil.rmtree(runs / "elmo1_10_s1" / "model-best")
-    with pytest.raises(SystemExit, match="elmo1_10_s1/model-best/meta.json: missing"):
-        variants.main(
-            [
-                "--baseline",
-                str(runs / "base_10"),
-                "--variant",
-                str(tmp_path / "bilm1"),
-                str(runs / "elmo1_10"),
-                "--out",
-                str(out / "v.json"),
-            ]
-        )
-    with pytest.raises(SystemExit) as error:
-        variants.main(
-            ["--baseline", str(runs / "base_10"), "--variant", str(tmp_path / "bilm"), "--out", str(out / "v.json")]
-        )
-    assert error.value.code == 2 and "expected BILM PREFIX [NAME], found 1 values" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match="pretrain_summary.json: missing"):
-        variants.main(
-            [
-                "--baseline",
-                str(runs / "base_10"),
-                "--variant",
-                str(runs),
-                str(runs / "elmo_10"),
-                "--out",
-                str(out / "v.json"),
-            ]
-        )
-
-
-def test_an_ner_side_variant_is_paired_with_the_first_variant_on_the_same_bilm(variants, tmp_path):
-    """A variant trained with the first variant's biLM (fine-tuning, another NER config) is compared with
-    that first one, seed by seed: what the NER-side change buys with the biLM held fixed."""
-    runs = tmp_path / "training"
-    for seed, f1 in ((0, 0.70), (1, 0.71), (2, 0.72)):
-        _run(runs / f"base_10_s{seed}", f1, seed)
-    for seed, f1 in ((0, 0.75), (1, 0.74), (2, 0.76)):
-        _run(runs / f"elmo_10_s{seed}", f1, seed)
-    for seed, f1 in ((0, 0.7620), (1, 0.7390)):
-        _run(runs / f"tuned_10_s{seed}", f1, seed)
-    for seed, f1 in ((0, 0.80), (1, 0.81)):
-        _run(runs / f"other_10_s{seed}", f1, seed)
-    _bilm(tmp_path / "bilm", 4400, 108.0)
-    _bilm(tmp_path / "bilm_b", 5200, 100.0)
-    out = tmp_path / "results"
-    assert (
-        variants.main(
-            [
-                "--baseline",
-                str(runs / "base_10"),
-                "--variant",
-                str(tmp_path / "bilm"),
-                str(runs / "elmo_10"),
-                "project",
-                "--variant",
-                str(tmp_path / "bilm_b"),
-                str(runs / "other_10"),
-                "other biLM",
-                "--variant",
-                str(tmp_path / "bilm"),
-                str(runs / "tuned_10"),
-                "NER: tuned",
-                "--out",
-                str(out / "variants.json"),
-            ]
-        )
-        == 0
-    )
-    result = json.loads((out / "variants.json").read_text())
-    # only the variant on the first one's biLM, paired on the seeds both have: 76.20 - 75.00, 73.90 - 74.00
-    [same] = result["same_bilm_as_first"]
-    assert same["variant"] == "NER: tuned" and same["reference"] == "project"
-    assert same["per_seed"] == {"0": 1.2, "1": -0.1} and same["ahead_on"] == 1 and same["n"] == 2
-
-
-def test_tagger_side_variants_are_scored_by_tag_accuracy(variants, tmp_path):
-    """`pos-recipes-report`: POS variants read tag_acc."""
-    runs = tmp_path / "training"
-    for name, accs in (("base", (0.9212, 0.9210)), ("elmo", (0.9309, 0.9290)), ("drop", (0.9330, 0.9280))):
-        for seed, acc in enumerate(accs):
-            _run(runs / f"{name}_10_s{seed}", 0.0, seed)
-            meta = runs / f"{name}_10_s{seed}" / "model-best" / "meta.json"
-            meta.write_text(json.dumps({"performance": {"tag_acc": acc, "ents_f": 0.0}}))
-    _bilm(tmp_path / "bilm", 4400, 108.0)
-    out = tmp_path / "results"
-    assert (
-        variants.main(
-            [
-                "--baseline",
-                str(runs / "base_10"),
-                "--variant",
-                str(tmp_path / "bilm"),
-                str(runs / "elmo_10"),
-                "project",
-                "--variant",
-                str(tmp_path / "bilm"),
-                str(runs / "drop_10"),
-                "POS: drop",
-                "--task",
-                "pos",
-                "--score",
-                "tag_acc",
-                "--out",
-                str(out / "pos_recipes.json"),
-            ]
-        )
-        == 0
-    )
-    result = json.loads((out / "pos_recipes.json").read_text())
-    assert result["score_label"] == "accuracy" and result["baseline"]["per_seed"] == {"0": 92.12, "1": 92.1}
-    [same] = result["same_bilm_as_first"]
-    assert same["per_seed"] == {"0": 0.21, "1": -0.1}  # 93.30 - 93.09, 92.80 - 92.90
-
-
-def test_variants_pair_more_seeds_with_a_second_baseline_prefix(variants, tmp_path, capsys):
-    """Seeds trained later (`recipe-baseline`) live under another prefix; the gains pair over both."""
-    seeds_run, recipes = tmp_path / "training_seeds", tmp_path / "recipes"
-    for seed, f1 in ((0, 0.70), (1, 0.71)):
-        _run(seeds_run / f"base_10_s{seed}", f1, seed)
-    _run(recipes / "base_10_s3", 0.69, 3)
-    for seed, f1 in ((0, 0.75), (1, 0.74), (3, 0.76)):
-        _run(recipes / f"elmo_10_s{seed}", f1, seed)
-    _bilm(tmp_path / "bilm", 4400, 117.0)
-    out = tmp_path / "v.json"
-    args = ["--variant", str(tmp_path / "bilm"), str(recipes / "elmo_10"), "--out", str(out)]
-    assert variants.main(["--baseline", str(seeds_run / "base_10"), str(recipes / "base_10"), *args]) == 0
-    result = json.loads(out.read_text())
-    assert result["baseline"]["per_seed"] == {"0": 70.0, "1": 71.0, "3": 69.0}
-    assert result["baseline"]["runs"] == [str(seeds_run / "base_10"), str(recipes / "base_10")]
-    assert result["variants"][0]["gain"]["per_seed"] == {"0": 5.0, "1": 3.0, "3": 7.0}
-    assert result["leader_vs_runner_up"] is None  # one variant: nothing to compare
-    assert "recipes/base_10_s3" in " ".join(result["provenance"]["steps"])
-    # with the first prefix alone, seed 3 has no pair and is left out of the gain
-    assert variants.main(["--baseline", str(seeds_run / "base_10"), *args]) == 0
-    assert json.loads(out.read_text())["variants"][0]["gain"]["per_seed"] == {"0": 5.0, "1": 3.0}
-    # a later prefix with no runs yet is named and adds nothing; the first one must hold runs
-    assert variants.main(["--baseline", str(seeds_run / "base_10"), str(tmp_path / "none_10"), *args]) == 0
-    assert "none_10_s*: no baseline runs yet, none added" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match="none_10_s\\*: no training runs found"):
-        variants.main(["--baseline", str(tmp_path / "none_10"), str(seeds_run / "base_10"), *args])
-    # the same seed under two prefixes is an error, not a silent choice
-    _run(recipes / "base_10_s1", 0.50, 1)
-    with pytest.raises(
-        SystemExit, match="baseline seed 1: found under both .*training_seeds/base_10_s1 and .*recipes/base_10_s1"
-    ):
-        variants.main(["--baseline", str(seeds_run / "base_10"), str(recipes / "base_10"), *args])
-
-
-def test_bilm_comparison_is_read_from_the_runs(tmp_path, monkeypatch):
-    """compare_bilms.py reads each run's summary and config (nothing typed) and refuses runs whose
-    vocabularies differ."""
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
-    import compare_bilms
-
-    def run(name: str, ppl: float, lexicon: int, vocab: str) -> Path:
-        folder = tmp_path / name
-        folder.mkdir()
-        (folder / "pretrain_summary.json").write_text(
-            json.dumps({"heldout_ppl": ppl, "step": 30, "train_seconds": 90, "parameters": 1234})
-        )
-        (folder / "config.json").write_text(json.dumps({"char_vocab_size": lexicon}))
-        (folder / "vocab.txt").write_text(vocab)
-        return folder
-
-    utf8, lexicon = (
-        run("utf8", 210.456, 0, "<S>\n</S>\n<UNK>\n北京\n"),
-        run("lexicon", 198.2, 3500, "<S>\n</S>\n<UNK>\n北京\n"),
-    )
-    out = tmp_path / "results" / "zh_lexicon.json"
-    assert (
-        compare_bilms.main(
-            [
-                "--bilm",
-                "UTF-8 bytes",
-                str(utf8),
-                "--bilm",
-                "character lexicon",
-                str(lexicon),
-                "--title",
-                "Chinese biLM",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
-    recorded = json.loads(out.read_text())
-    assert [b["heldout_ppl"] for b in recorded["bilms"]] == [210.46, 198.2]
-    assert [b["characters"] for b in recorded["bilms"]] == ["UTF-8 bytes", "lexicon of 3,500 ids"]
-    other = run("other", 150.0, 0, "<S>\n</S>\n<UNK>\n上海\n")
-    with pytest.raises(SystemExit, match="different vocabularies"):
-        compare_bilms.main(["--bilm", "a", str(utf8), "--bilm", "b", str(other), "--title", "t", "--out", str(out)])
 
 
 def test_provenance_of_same_named_folders_in_two_checkouts_is_kept_for_both(report, tmp_path):

@@ -1,5 +1,5 @@
 """Pretraining workflows as a user runs them, in real processes: a 2-process torchrun pretraining stopped
-with Ctrl-C and resumed, and the project's resumable pretraining step (scripts/pretrain_resumable.py)
+with Ctrl-C and resumed, and the project's resumable pretraining step (lab/pretrain_resumable.py)
 deciding between resuming and starting over on the thread settings and the files a glob names."""
 
 from __future__ import annotations
@@ -108,7 +108,8 @@ def test_resumable_step_records_the_workers_threads_and_starts_over_on_other_thr
     ]
     wrapper = [
         sys.executable,
-        ROOT / "scripts" / "pretrain_resumable.py",
+        "-m",
+        "lab.pretrain_resumable",
         "--output",
         output,
         "--config",

@@ -18,7 +18,7 @@ from spacy_elmo.tools.init_config import shipped_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 SPACY_CONFIGS = [name for name, path in shipped_configs().items() if "[nlp]" in path.read_text()]
-REPO_ONLY = re.compile(r"\b(configs|docs|bench|scripts|tests|results)/|README|RESULTS")
+REPO_ONLY = re.compile(r"\b(configs|docs|bench|lab|tests|results)/|README|RESULTS")
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,7 @@ def test_a_pretraining_runs_optimizer_steps_on_every_device(tmp_path, optimizer,
 
 
 def test_train_steps_yields_each_step_and_advances_the_run(tmp_path):
-    """The public step API (what `pretrain` and bench/train_throughput.py consume): one StepInfo per
+    """The public step API (what `pretrain` consumes): one StepInfo per
     optimizer step, numbered on from the run's state, with the schedule's rate and the batch's words."""
     train = write_grammar_corpus(tmp_path / "train.txt", 200, seed=5)
     settings = read_settings(TINY, {"paths.train": str(train), "training.warmup_steps": 4})

@@ -1,1 +1,0 @@
-"""Benchmark suite for spacy_elmo: `python -m bench` (see docs/performance.md)."""

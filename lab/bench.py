@@ -1,0 +1,317 @@
+"""`python -m lab.bench`: ELMo inference throughput against this machine's measured limits.
+
+For each released architecture (seeded random weights written in the legacy format and loaded
+back with `load_legacy`) and batch size, a separate process measures words/s and peak RSS; the
+machine's fp32 GEMM rate and read bandwidth are measured in the same run (before and after; the
+better value is the roofline). Each run is appended to bench/results/runs.jsonl, and
+bench/results/inference.md (one row per measurement of every inference run) is written from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# OpenMP's wait policy is read once, when torch loads libgomp, so it is settled before torch is imported.
+# On a shared (oversubscribed) machine the default spin-waiting makes every parallel region wait for a
+# descheduled thread (10x slower on the 2-core development box); `--omp-wait-policy default` keeps the
+# environment's own setting.
+_policy = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--omp-wait-policy=")), None)
+if _policy is None and "--omp-wait-policy" in sys.argv[:-1]:
+    _policy = sys.argv[sys.argv.index("--omp-wait-policy") + 1]
+if (_policy or "passive").lower() in ("passive", "active"):
+    os.environ["OMP_WAIT_POLICY"] = (_policy or "passive").upper()
+
+import torch  # noqa: E402 - after the wait policy is set
+
+from lab import flops, machine  # noqa: E402
+
+ARCHITECTURES = {
+    # name: (legacy name, ElmoConfig overrides); all use the 2048cnn filters, 16-dim char embeddings
+    "small": ("2x1024_128_2048cnn_1xhighway", dict(lstm_dim=1024, projection_dim=128, n_highway=1)),
+    "medium": ("2x2048_256_2048cnn_1xhighway", dict(lstm_dim=2048, projection_dim=256, n_highway=1)),
+    "original": ("2x4096_512_2048cnn_2xhighway", dict(lstm_dim=4096, projection_dim=512, n_highway=2)),
+    # a few-MB model for smoke runs (`--quick`)
+    "tiny": (
+        "2x256_32_small-cnn_1xhighway",
+        dict(
+            lstm_dim=256,
+            projection_dim=32,
+            n_highway=1,
+            filters=[[1, 16], [2, 16], [3, 32], [4, 64]],
+            char_embedding_dim=8,
+        ),
+    ),
+}
+FILTERS_2048 = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = ROOT / "bench" / "results" / "runs.jsonl"
+INFERENCE_COLUMNS = [
+    "arch",
+    "batch",
+    "mode",
+    "words/s",
+    "GFLOP/s",
+    "roofline (nominal)",
+    "roofline (executed)",
+    "bandwidth bound",
+    "peak RSS infer / load (MiB)",
+    "notes",
+]
+
+
+def config_for(arch: str):
+    from spacy_elmo import ElmoConfig
+
+    overrides = dict(filters=FILTERS_2048, char_embedding_dim=16)
+    overrides.update(ARCHITECTURES[arch][1])
+    return ElmoConfig(**overrides)
+
+
+def ensure_model(arch: str, seed: int, root: Path) -> Path:
+    """options.json + lm_weights.hdf5 of a seeded random `ElmoModel` (written once, then reused)."""
+    from spacy_elmo import ElmoModel, save_legacy
+
+    directory = root / f"{arch}-seed{seed}"
+    if (directory / "done").is_file():
+        return directory
+    torch.manual_seed(seed)
+    model = ElmoModel(config_for(arch))
+    save_legacy(model, directory)
+    (directory / "done").write_text("1")
+    return directory
+
+
+def code_version(directory: Path) -> str:
+    """The commit of the checkout holding the measured spacy_elmo (`-dirty` with uncommitted changes), or 'unknown'."""
+    from spacy_elmo.provenance import git_state
+
+    state = git_state(directory)
+    return (state["commit"] or "unknown")[:7] + ("-dirty" if state["dirty"] else "")
+
+
+def run_worker(model_dir: Path, batch: int, mode: str, args, source: str | None = None) -> dict:
+    command = [
+        sys.executable,
+        "-m",
+        "lab.bench_worker",
+        "--model-dir",
+        str(model_dir),
+        "--batch",
+        str(batch),
+        "--mode",
+        mode,
+        "--threads",
+        str(args.threads),
+        "--min-seconds",
+        str(args.min_seconds),
+    ]
+    if batch == 1:
+        command += ["--batches", "8"]
+    elif mode == "pipe":
+        command += ["--batches", "2"]
+    # --baseline: measure the spacy_elmo package in another directory (e.g. an older checkout)
+    paths = [source, str(ROOT), os.environ.get("PYTHONPATH")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)))
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=source or ROOT)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"batch": batch, "mode": mode, "error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
+    return json.loads(lines[-1])
+
+
+def fractions(result: dict, config, limits: dict) -> dict:
+    """Fractions of the compute roofline (nominal and executed FLOPs) and, at batch 1, of the
+    bandwidth bound (recurrent weights read once per time step, the rest once per batch)."""
+    if "positions_per_s" not in result:
+        return {}
+    peak = limits["gemm_peak"] * 1e9
+    nominal = result["positions_per_s"] * flops.forward_flops_per_token(config)
+    executed_cnn = result["executed_char_cnn_flops_per_word"] * result["unique_words_per_position"]
+    executed = result["positions_per_s"] * (
+        flops.forward_flops_per_token(config) - flops.char_cnn_flops(config) + executed_cnn
+    )
+    out = {"gflops": nominal / 1e9, "roofline": nominal / peak, "roofline_executed": executed / peak}
+    if result["batch"] == 1:
+        weights = flops.weight_bytes(config)
+        steps = result["positions_per_s"] * result["seconds_per_batch"]
+        bound = (steps * weights["per_step"] + weights["per_batch"]) / (limits["bandwidth"] * 1e9)
+        out["bandwidth_bound"] = bound / result["seconds_per_batch"]
+    return out
+
+
+def _pct(value) -> str:
+    return "" if value is None else f"{100 * value:.0f}%"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--archs", default="small,medium,original")
+    parser.add_argument("--batches", default="1,32,128")
+    parser.add_argument(
+        "--extras",
+        default="cache,int8,bf16,pipe",
+        help="extra rows at batch 32: cache (token cache, Zipfian text), int8, bf16 (set_precision), pipe",
+    )
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--min-seconds", type=float, default=4.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--models",
+        default=os.environ.get("SPACY_ELMO_BENCH_MODELS", str(Path(tempfile.gettempdir()) / "spacy_elmo_bench")),
+    )
+    parser.add_argument("--runs", type=Path, default=RUNS, help="the log of runs this run is appended to")
+    parser.add_argument("--no-write", action="store_true", help="print only, do not append to the log")
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny model, short timings")
+    parser.add_argument(
+        "--baseline",
+        help="also measure the spacy_elmo package in this directory (e.g. `git worktree add "
+        "DIR <commit>`), job by job alternating with the measured code, in the same run",
+    )
+    parser.add_argument("--label", default="", help="text added to the report's heading (e.g. 'baseline')")
+    parser.add_argument(
+        "--omp-wait-policy",
+        default="passive",
+        choices=["passive", "active", "default"],
+        help="OMP_WAIT_POLICY for this run (read before torch loads); "
+        "passive keeps a shared machine's load from stalling every parallel region",
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.archs, args.batches, args.min_seconds = "tiny", "1,32", 0.5
+        args.extras = ",".join(e for e in args.extras.split(",") if e in ("cache", "int8", "bf16"))
+    torch.set_num_threads(args.threads)
+    archs = [a for a in args.archs.split(",") if a]
+    batch_sizes = [int(b) for b in args.batches.split(",") if b]
+    extras = [e for e in args.extras.split(",") if e]
+    models = Path(args.models)
+
+    started = datetime.datetime.now().astimezone()
+    from spacy_elmo.provenance import machine as machine_record
+
+    info = dict(machine_record(), niceness=os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None)
+    print(f"machine: {info}", flush=True)
+    before = machine.measure(args.quick)
+    print(f"GEMM {before['gemm']['peak']:.1f} GFLOP/s, read {before['bandwidth']['peak']:.1f} GB/s", flush=True)
+
+    rows = []
+    for arch in archs:
+        directory = ensure_model(arch, args.seed, models)
+        jobs = [(b, "exact") for b in batch_sizes] + [(32, e) for e in extras if e in ("cache", "int8", "bf16", "pipe")]
+        for index, (batch, mode) in enumerate(jobs):
+            sources = [(None, "")] + ([(args.baseline, "baseline")] if args.baseline else [])
+            if index % 2:  # alternate which code goes first, so load changes hit both alike
+                sources.reverse()
+            for source, code in sources:
+                result = run_worker(directory, batch, mode, args, source)
+                result["arch"] = arch
+                result["code"] = code
+                rows.append(result)
+                print(json.dumps(result), flush=True)
+
+    after = machine.measure(args.quick)
+    limits = {
+        "gemm_peak": max(before["gemm"]["peak"], after["gemm"]["peak"]),
+        "bandwidth": max(before["bandwidth"]["peak"], after["bandwidth"]["peak"]),
+    }
+    for row in rows:
+        row.update(fractions(row, config_for(row["arch"]), limits))
+    record = {
+        "title": "Inference benchmark" + (f" ({args.label})" if args.label else ""),
+        "kind": "inference",
+        "date": f"{started:%Y-%m-%d %H:%M %Z}",
+        "commit": code_version(ROOT),
+        "baseline_commit": code_version(Path(args.baseline)) if args.baseline else None,
+        "threads": args.threads,
+        "machine": dict(info, load_average_end=os.getloadavg() if hasattr(os, "getloadavg") else None),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "measured": {"before": before, "after": after, "limits": limits},
+        "tables": [{"columns": INFERENCE_COLUMNS, "rows": [table_row(row) for row in rows]}],
+        "results": rows,
+    }
+    print(json.dumps(record["tables"][0], indent=1))
+    if not args.no_write:
+        args.runs.parent.mkdir(parents=True, exist_ok=True)
+        with args.runs.open("a", encoding="utf-8") as log:
+            log.write(json.dumps(record, ensure_ascii=False) + "\n")
+        table = write_table(args.runs)
+        print(f"appended to {args.runs}; wrote {table}")
+    return 0
+
+
+def table_row(row: dict) -> list[str]:
+    """One measurement as a row of INFERENCE_COLUMNS."""
+    mode = f"{row['mode']} ({row['code']})" if row.get("code") else row["mode"]
+    if "error" in row or "pipe_error" in row:
+        return [
+            row["arch"],
+            str(row["batch"]),
+            mode,
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            str(row.get("error") or row["pipe_error"]),
+        ]
+    rss = f"{row['rss_peak_inference_mib']:.0f} / {row['rss_peak_load_mib']:.0f}"
+    if "pipe_over_raw" in row:
+        note = f"nlp.pipe = {100 * row['pipe_over_raw']:.0f}% of raw model ({row['raw_words_per_s']:.0f} words/s)"
+        return [row["arch"], str(row["batch"]), "pipe", f"{row['pipe_words_per_s']:.0f}", "", "", "", "", rss, note]
+    notes = []
+    if "relative_error" in row:
+        notes.append(
+            f"max abs err {row['max_abs_error']:.2e} (rel {row['relative_error']:.1e}), "
+            f"mean {row['mean_abs_error']:.1e}"
+        )
+    if "cache_hit_rate" in row:
+        notes.append(f"cache hit rate {100 * row['cache_hit_rate']:.0f}% (Zipf text)")
+    return [
+        row["arch"],
+        str(row["batch"]),
+        mode,
+        f"{row['words_per_s']:.0f}",
+        f"{row['gflops']:.1f}",
+        _pct(row["roofline"]),
+        _pct(row["roofline_executed"]),
+        _pct(row.get("bandwidth_bound")),
+        rss,
+        "; ".join(notes),
+    ]
+
+
+def write_table(runs: Path = RUNS, out: Path | None = None) -> Path:
+    """bench/results/inference.md: every measurement of every inference run in `runs`, newest run first."""
+    records = [json.loads(line) for line in runs.read_text(encoding="utf-8").splitlines() if line.strip()]
+    columns = ["run", "commit", "threads", "GEMM roofline (GFLOP/s)", *INFERENCE_COLUMNS]
+    lines = [
+        f"<!-- written by `python -m lab.bench` from {runs.name}: every inference run, newest first -->",
+        "",
+        "| " + " | ".join(columns) + " |",
+        "| " + " | ".join("---:" if c in ("batch", "words/s", "GFLOP/s") else "---" for c in columns) + " |",
+    ]
+    for record in reversed([r for r in records if r["kind"] == "inference"]):
+        limits = (record.get("measured") or {}).get("limits") or {}
+        run = [
+            record["date"],
+            record.get("commit") or "",
+            str(record.get("threads") or ""),
+            f"{limits['gemm_peak']:.1f}" if "gemm_peak" in limits else "",
+        ]
+        for table in record["tables"][:1]:
+            for row in table["rows"]:
+                lines.append("| " + " | ".join(run + [str(cell) for cell in row]) + " |")
+    out = out or runs.with_name("inference.md")
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

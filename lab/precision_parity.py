@@ -1,0 +1,76 @@
+"""Dev scores of pipelines trained in fp32, run with each inference precision of the elmo component (issue 41's
+downstream parity): results/precision_parity.json and its table.
+
+    python -m lab.precision_parity MODEL_DIR... --dev DEV.spacy --out results/precision_parity.json \
+        --table results/precision_parity.md
+
+Each MODEL_DIR (a trained pipeline, e.g. `model-best`) is loaded once per precision with
+`components.elmo.precision` overridden, and scored on DEV by `nlp.evaluate`, as `spacy evaluate` scores it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+
+import spacy
+from spacy.training import Corpus
+
+from spacy_elmo.provenance import Provenance, portable, sha256
+
+PRECISIONS = ("fp32", "bf16", "int8")
+SCORES = {"ents_f": "NER F1", "tag_acc": "tag accuracy"}
+
+
+def tree_sha256(folder: Path) -> str:
+    """One digest of every file of a saved pipeline (names and contents)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(folder).as_posix()}\0{sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def dev_scores(model: Path, dev: Path) -> dict:
+    """{"score": its name, precision: dev score (points)} of one pipeline."""
+    row: dict = {}
+    for precision in PRECISIONS:
+        nlp = spacy.load(model, config={"components": {"elmo": {"precision": precision}}})
+        scores = nlp.evaluate(Corpus(str(dev))(nlp))
+        row["score"] = next(name for name in SCORES if scores.get(name) is not None)
+        row[precision] = round(scores[row["score"]] * 100, 2)
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| pipeline | dev score | fp32 | bf16 (− fp32) | int8 (− fp32) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for row in rows:
+        low = [f"{row[p]:.2f} ({row[p] - row['fp32']:+.2f})" for p in PRECISIONS[1:]]
+        lines.append(f"| {row['pipeline']} | {SCORES[row['score']]} | {row['fp32']:.2f} | {' | '.join(low)} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("models", nargs="+", type=Path)
+    parser.add_argument("--dev", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--table", type=Path, required=True)
+    args = parser.parse_args(argv)
+    prov = Provenance(command=["python", "-m", "lab.precision_parity", *(argv or [])])
+    rows = [
+        {"pipeline": portable(str(model)), "sha256": tree_sha256(model), **dev_scores(model, args.dev)}
+        for model in args.models
+    ]
+    record = {"dev": portable(str(args.dev)), "dev_sha256": sha256(args.dev), "rows": rows, "provenance": prov.record()}
+    args.out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf8")
+    args.table.write_text(table(rows), encoding="utf8")
+    print(table(rows), end="")
+
+
+if __name__ == "__main__":
+    main()
