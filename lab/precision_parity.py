@@ -32,6 +32,14 @@ def tree_sha256(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def trained_with(provenance: Path) -> dict | None:
+    """The commit and `spacy train` command of a run (its provenance.json, lab/train_ner.py writes one)."""
+    if not provenance.is_file():
+        return None
+    record = json.loads(provenance.read_text(encoding="utf8"))
+    return {"commit": record["git"]["commit"], "dirty": record["git"]["dirty"], "command": record["command"][1:]}
+
+
 def dev_scores(model: Path, dev: Path) -> dict:
     """{"score": its name, precision: dev score (points)} of one pipeline."""
     row: dict = {}
@@ -63,7 +71,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     prov = Provenance(command=["python", "-m", "lab.precision_parity", *(argv or [])])
     rows = [
-        {"pipeline": portable(str(model)), "sha256": tree_sha256(model), **dev_scores(model, args.dev)}
+        {
+            "pipeline": f"{model.parent.name}/{model.name}",  # the run's folder names what was trained
+            "sha256": tree_sha256(model),
+            "training": trained_with(model.parent / "provenance.json"),
+            **dev_scores(model, args.dev),
+        }
         for model in args.models
     ]
     record = {"dev": portable(str(args.dev)), "dev_sha256": sha256(args.dev), "rows": rows, "provenance": prov.record()}
