@@ -5,7 +5,8 @@ results/precision_error.json and its table, results/precision_error.md (which do
     python -m lab.precision_error measure [--out results/precision_error.json]
     python -m lab.precision_error table [--results results/precision_error.json] [--check]
 
-`measure` runs each fixture biLM (AllenNLP's and bilm-tf's test models, trained) on its own fixture sentences
+`measure` runs each fixture biLM (AllenNLP's and bilm-tf's test models, trained) on its own fixture sentences, and
+an original-size biLM with random weights on the AllenNLP sentences
 (split on spaces, one batch) in fp32, then after `set_precision("bf16")` and `set_precision("int8")`, and
 records for each the max abs / mean abs error against fp32 over every layer and real token, and the max abs
 error ÷ the largest |h| of fp32 (as %), with the run's provenance and whether this CPU has native bf16
@@ -33,6 +34,9 @@ FIXTURES = {  # name: (options, weights, sentences file)
         "tests/fixtures/bilm_tf/model/lm_embeddings_sentences.json",
     ),
 }
+# the original ELMo's size (4096-cell, 512-projection, 2 layers) with random weights (seed 0), on the AllenNLP
+# fixture's sentences: what a full-size model's layers do under each precision
+ORIGINAL = "original size, random weights"
 PRECISIONS = ("bf16", "int8")  # ElmoConfig.precision's settings besides the exact fp32
 
 
@@ -63,8 +67,16 @@ def measure_fixture(name: str) -> dict:
     from spacy_elmo import ElmoTokenizer, load_legacy
     from spacy_elmo.kernels.capabilities import native_bf16_available
 
-    options, weights, sentences = (ROOT / part for part in FIXTURES[name])
-    model = load_legacy(options, weights).eval()
+    if name == ORIGINAL:
+        from lab.bench import config_for
+        from spacy_elmo import ElmoModel
+
+        torch.manual_seed(0)
+        model = ElmoModel(config_for("original")).eval()
+        sentences = ROOT / FIXTURES["AllenNLP"][2]
+    else:
+        options, weights, sentences = (ROOT / part for part in FIXTURES[name])
+        model = load_legacy(options, weights).eval()
     batch = ElmoTokenizer()(_sentences(sentences))
     found = {}
     with torch.no_grad():
@@ -90,10 +102,10 @@ def cmd_measure(args) -> int:
     from spacy_elmo.kernels.capabilities import native_bf16_available
 
     result = {
-        "about": "Error of ElmoModel.set_precision's bf16 and int8 against fp32 on the fixture biLMs (CPU), "
-        "written by lab/precision_error.py",
+        "about": "Error of ElmoModel.set_precision's bf16 and int8 against fp32 on the fixture biLMs and an "
+        "original-size biLM with random weights (CPU), written by lab/precision_error.py",
         "native_bf16": native_bf16_available(),
-        "fixtures": {name: measure_fixture(name) for name in FIXTURES},
+        "fixtures": {name: measure_fixture(name) for name in [*FIXTURES, ORIGINAL]},
     }
     result["provenance"] = prov.record(torch_threads=torch.get_num_threads())
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -123,7 +135,8 @@ def render(result: dict, source: str = "precision_error.json") -> str:
                 )
     lines += [
         "",
-        f"Error against fp32 of `ElmoModel.set_precision(...)` on the fixture biLMs, on CPU "
+        f"Error against fp32 of `ElmoModel.set_precision(...)` on the fixture biLMs and an original-size one with "
+        f"random weights, on CPU "
         f"({machine}, native bf16: {'yes' if result.get('native_bf16') else 'no'}), commit {commit}, "
         f"{prov.get('ended_utc', '?')}: [{source}]({source}), by `python -m lab.precision_error measure`.",
     ]
