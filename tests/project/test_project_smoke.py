@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from spacy_elmo.provenance import portable
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -101,7 +103,7 @@ def test_project_smoke_workflow(tmp_path):
     seeds = json.loads((published / "seeds.json").read_text())
     # the `gains` command after publish: each cell's paired gains from the run records (issue 42)
     gains = {
-        (row["task"], row["fraction"], row["bilm"]): row
+        (row["records"], row["task"], row["fraction"], row["bilm"]): row
         for row in json.loads((published / "gains.json").read_text())["rows"]
     }
     table = (published / "gains.md").read_text()
@@ -113,11 +115,11 @@ def test_project_smoke_workflow(tmp_path):
         assert cell["baseline"]["mean"] == round(statistics.fmean(base), 2)
         assert cell["baseline"]["std"] == round(statistics.stdev(base), 2)
         assert cell["gain"]["per_seed"] == {"0": paired[0], "1": paired[1]}
-        row = gains[task, pct, "first"]
+        row = gains["training_seeds", task, pct, "first"]
         assert row["per_seed"] == {"0": paired[0], "1": paired[1]} and row["n"] == 2
         assert row["mean"] == round(statistics.fmean(paired), 2) and row["sd"] == round(statistics.stdev(paired), 2)
         assert f"s0 {paired[0]:+.2f}, s1 {paired[1]:+.2f} | {row['mean']:+.2f} ± {row['sd']:.2f} |" in table
-        assert gains[task, pct, "bilm2"]["status"] == "not run"
+        assert gains["training_seeds", task, pct, "bilm2"]["status"] == "not run"
     assert all(row["status"] == "not run" for row in gains.values() if row["records"] == "confirmation")
     assert "| ner 10% |" in (published / "test_looks.md").read_text()
     # issue 33: every test scoring is in the ledger (the `all` run's 4, the seeds run's 8), each a first look; every
@@ -155,7 +157,7 @@ def test_train_ner_reports_a_failed_run(tmp_path, capsys, script):
     assert (tmp_path / "out" / "x_10.log").is_file()
     # even a failed run says what ran: its config (copied, hashed), seed and exit status
     prov = json.loads((tmp_path / "out" / "x_10" / "provenance.json").read_text())
-    assert prov["exit_code"] == 1 and prov["seed"] == 0 and prov["configs"][0]["path"] == str(config)
+    assert prov["exit_code"] == 1 and prov["seed"] == 0 and prov["configs"][0]["path"] == portable(str(config))
     assert "no_such_factory" in (tmp_path / "out" / "x_10" / "configs" / "broken.cfg").read_text()
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from helpers import TINY, write_grammar_corpus  # tests/ is on sys.path (rootdir conftest)
-from spacy_elmo.provenance import sha256
+from spacy_elmo.provenance import portable, sha256
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN_2 = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
@@ -125,7 +125,7 @@ def test_resumable_step_records_the_workers_threads_and_starts_over_on_other_thr
 
     record = json.loads((output / "run_inputs.json").read_text())
     assert record["threads"] == {"OMP_NUM_THREADS": "1"}
-    assert sorted(record["inputs"]) == sorted([str(TINY), str(corpus / "a.txt"), str(corpus / "b.txt")])
+    assert sorted(record["inputs"]) == sorted(portable(str(p)) for p in (TINY, corpus / "a.txt", corpus / "b.txt"))
     trained_with = json.loads((output / "checkpoints" / "step-00000010" / "state.json").read_text())["threads"]
     assert trained_with == {"torch_threads": 1, "OMP_NUM_THREADS": "1"}
     assert json.loads((output / "provenance.json").read_text())["machine"]["threads"] == {"OMP_NUM_THREADS": "1"}
