@@ -16,7 +16,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "results" / "runs"
 FOLDERS = ("training_seeds", "confirmation")  # the record folders the published table is written from
-PAGES = (ROOT / "README.md", ROOT / "results" / "README.md", ROOT / "results" / "gains.md")
+PAGES = (
+    ROOT / "README.md",
+    ROOT / "results" / "README.md",
+    ROOT / "results" / "gains.md",
+    ROOT / "results" / "confirmation.md",
+)
 INTERVAL = re.compile(r"\[([+-]?\d+\.\d+), ([+-]?\d+\.\d+)\]")
 GAINS_HEADER = "| data | task | train % | biLM |"
 
@@ -137,7 +142,7 @@ def mismatches(runs: Path, gains_json: Path, pages: tuple[Path, ...]) -> list[st
 
 def test_every_published_interval_is_recomputed_from_the_records():
     pages_with_table = [page for page in PAGES if GAINS_HEADER in page.read_text(encoding="utf8")]
-    assert set(pages_with_table) == set(PAGES)  # the README, the results page and gains.md all show the table
+    assert set(pages_with_table) == set(PAGES)  # the README, the results pages and gains.md all show the table
     assert mismatches(RUNS, ROOT / "results" / "gains.json", PAGES) == []
     # the CoNLL cells are there, each with its seeds
     expected = recompute(RUNS)
@@ -173,7 +178,7 @@ def test_the_published_files_are_what_gains_writes_now(script):
     args += ["--out", str(ROOT / "results" / "gains.json"), "--table", str(ROOT / "results" / "gains.md")]
     args += ["--looks", str(ROOT / "results" / "test_looks.json")]
     args += ["--looks-table", str(ROOT / "results" / "test_looks.md")]
-    args += ["--pages", str(ROOT / "README.md"), str(ROOT / "results" / "README.md"), "--check"]
+    args += ["--pages", *(str(page) for page in PAGES if page.name != "gains.md"), "--check"]
     assert gains.main(args) == 0, "run the `gains` command of project.yml"
 
 
