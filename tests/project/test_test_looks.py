@@ -63,18 +63,20 @@ def _retrain(run: Path, changed: bool) -> None:
 def test_every_look_says_which_paths_were_uncommitted():
     """`dirty_paths` beside `dirty` in every entry: a list wherever the tree's state is known ([] when clean),
     None only where no file says; the looks with a committed run record have that record's scoring paths."""
-    ledger = json.loads((ROOT / "results" / "test_looks.json").read_text(encoding="utf8"))
-    for entry in ledger["looks"]:
-        assert "dirty_paths" in entry, entry["look"]
-        if entry["dirty"] is None:
-            assert entry["dirty_paths"] is None, entry["look"]
-        else:
-            assert entry["dirty"] == bool(entry["dirty_paths"]), entry["look"]
-    for path in (ROOT / "results" / "runs").rglob("*.json"):
-        test = json.loads(path.read_text(encoding="utf8")).get("test") or {}
-        if test.get("look"):
-            entry = ledger["looks"][test["look"] - 1]
-            assert entry["dirty_paths"] == test["provenance"]["git"]["dirty_paths"], path.name
+    # each folder of run records and the ledger its looks went into
+    for folder, name in (("training_seeds", "test_looks.json"), ("confirmation", "confirmation_looks.json")):
+        ledger = json.loads((ROOT / "results" / name).read_text(encoding="utf8"))
+        for entry in ledger["looks"]:
+            assert "dirty_paths" in entry, (name, entry["look"])
+            if entry["dirty"] is None:
+                assert entry["dirty_paths"] is None, (name, entry["look"])
+            else:
+                assert entry["dirty"] == bool(entry["dirty_paths"]), (name, entry["look"])
+        for path in (ROOT / "results" / "runs" / folder).glob("*.json"):
+            test = json.loads(path.read_text(encoding="utf8")).get("test") or {}
+            if test.get("look"):
+                entry = ledger["looks"][test["look"] - 1]
+                assert entry["dirty_paths"] == test["provenance"]["git"]["dirty_paths"], path.name
 
 
 def test_evaluate_runs_allows_one_look_per_recipe_unless_told_why(tmp_path, script, capsys):
