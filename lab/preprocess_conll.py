@@ -39,26 +39,31 @@ from spacy.training import biluo_tags_to_spans, iob_to_biluo
 DOCSTART = "-DOCSTART-"
 
 
+def _rows(line, format):
+    """One line as `[word, pos, ner]` (a word), `[DOCSTART]` (a document boundary), `[]` (a sentence's end) or
+    None (nothing: a comment, a CoNLL-U multiword token or empty node). A CoNLL-U FORM may hold a space, so
+    its columns are split at tabs."""
+    if format == "conllu":
+        if line.startswith("# newdoc"):
+            return [DOCSTART]
+        columns = line.split("\t")
+        if line.startswith("#") or (line.strip() and not (len(columns) == 10 and columns[0].isdigit())):
+            return None  # multiword tokens (1-2) and empty nodes (1.1) are not words of the sentence
+        return [columns[1], columns[3], "O"] if line.strip() else []
+    fields = line.split()
+    if fields and format == "wnut17":
+        return [fields[0], None, fields[-1]]
+    return [fields[0], fields[1], fields[-1]] if fields and fields[0] != DOCSTART else fields[:1]
+
+
 def read_conll(path, format="conll2003"):
     """Return documents as lists of sentences; a sentence is a list of
     (word, pos, ner) tuples (pos None for WNUT-17, ner "O" for CoNLL-U)."""
     docs, sents, sent = [], [], []
     for line in Path(path).read_text(encoding="utf8").splitlines() + [""]:
-        if format == "conllu":
-            if line.startswith("# newdoc"):
-                line = DOCSTART
-            elif line.startswith("#"):
-                continue
-            else:
-                columns = line.split("\t")
-                # multiword tokens (1-2) and empty nodes (1.1) are not words of the sentence
-                if len(columns) == 10 and columns[0].isdigit():
-                    line = f"{columns[1]} {columns[3]} O"
-                elif line.strip():
-                    continue
-        fields = line.split()
-        if fields and format == "wnut17":
-            fields = [fields[0], None, fields[-1]]
+        fields = _rows(line, format)
+        if fields is None:
+            continue
         if fields and fields[0] == DOCSTART:
             if sent:
                 sents.append(sent)
@@ -66,7 +71,7 @@ def read_conll(path, format="conll2003"):
                 docs.append(sents)
             sents, sent = [], []
         elif fields:
-            sent.append((fields[0], fields[1], fields[-1]))
+            sent.append(tuple(fields))
         elif sent:
             sents.append(sent)
             sent = []
