@@ -85,7 +85,9 @@ def input_hashes(command: Sequence[str], exclude: Iterable[str | os.PathLike] = 
                 except FileNotFoundError:  # no files in it
                     pass
             found.update({f"{text}/{f.name}": sha256(f) for f in files if not skipped(f)})
-    return {portable(name): digest for name, digest in found.items()}  # named as the record names them
+    # named as the record names them (the tree's root looked up once, and only for an absolute name)
+    root = _tree_root() if any(os.path.isabs(name) for name in found) else None
+    return {portable(name, root): digest for name, digest in found.items()}
 
 
 def _git(args: Sequence[str], cwd: Path) -> str | None:
@@ -100,10 +102,9 @@ def git_state(where: str | os.PathLike | None = None) -> dict:
     """Commit, branch and dirty paths of the git tree holding `where` (default: the working directory);
     if that is not in a git tree, of the tree holding this package's source; else {"commit": None}."""
     for candidate in (Path(where or os.getcwd()), Path(__file__).resolve().parent):
-        root = _git(["rev-parse", "--show-toplevel"], candidate if candidate.is_dir() else candidate.parent)
-        if root is None:
+        root_path = _tree_root(candidate)
+        if root_path is None:
             continue
-        root_path = Path(root.strip())
         commit = (_git(["rev-parse", "HEAD"], root_path) or "").strip() or None
         status = _git(["status", "--porcelain", "--untracked-files=normal"], root_path) or ""
         dirty = sorted({line[3:].strip() for line in status.splitlines() if line.strip()})
