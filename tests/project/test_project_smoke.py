@@ -27,6 +27,8 @@ def test_project_smoke_workflow(tmp_path):
     if (ROOT / "assets" / "conll2003" / "train.txt").is_file():
         # reuse fetched data (the `assets` step then only verifies checksums); CI fetches for real
         shutil.copytree(ROOT / "assets", project / "assets", ignore=shutil.ignore_patterns("corpus"))
+    else:  # the confirmation's data is committed: the project has it without fetching
+        shutil.copytree(ROOT / "assets" / "confirmation", project / "assets" / "confirmation")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     result = subprocess.run(
         [sys.executable, "-m", "spacy", "project", "run", "smoke", str(project)],
@@ -124,6 +126,14 @@ def test_project_smoke_workflow(tmp_path):
     assert "| ner 10% |" in (published / "test_looks.md").read_text()
     # issue 33: every test scoring is in the ledger (the `all` run's 4, the seeds run's 8), each a first look; every
     # finished training left its record, which holds its test score
+    # the confirmation's commands as project.yml runs them (WNUT-17 NER 10%, one seed): each run scored once, into
+    # its own ledger, and its record holds the score
+    confirm = json.loads((published / "confirmation_looks.json").read_text())["looks"]
+    assert sorted((e["system"], e["seed"]) for e in confirm) == [("baseline", 0), ("elmo", 0)]
+    for e in confirm:
+        record = json.loads((published / "runs" / "confirmation" / f"ner_{e['system']}_10_s0.json").read_text())
+        assert record["test"]["score"] == e["score"] and record["test"]["look"] == e["look"]
+    assert (work / "confirmation" / "pos" / "corpus" / "test.spacy").is_file()  # the CoNLL-U data converted too
     looks = json.loads((published / "test_looks.json").read_text())["looks"]
     assert sorted(look["run"] for look in looks) == sorted(
         [f"training/{s}_{p}" for s in ("baseline", "elmo") for p in ("10", "100")]
