@@ -95,12 +95,15 @@ def test_project_smoke_workflow(tmp_path):
     for path in (work / "metrics_seeds").glob("*_s*.json"):
         if path.name.endswith(".provenance.json"):
             continue
-        task, system, pct, seed = path.stem.split("_")
+        task, *system, pct, seed = path.stem.split("_")  # the second biLM's runs: system "elmo_bilm2"
+        system = "_".join(system)
         key = "ents_f" if task == "ner" else "tag_acc"
         per_seed[task, system, pct, seed] = round(json.loads(path.read_text())[key] * 100, 2)
     # smoke: seeds 0 and 1 at 10% only (`--vars.seeds_fractions 10`), every cell with both seeds
     expected = {(t, s, "10", seed) for t in ("ner", "pos") for s in ("baseline", "elmo") for seed in ("s0", "s1")}
-    assert set(per_seed) == expected
+    # and the `bilm2` workflow's runs: ELMo at 10% on the second biLM, seed 0 (`--vars.seeds 0`)
+    second = {(t, "elmo_bilm2", "10", "s0") for t in ("ner", "pos")}
+    assert set(per_seed) == expected | second
     published = work / "published"
     seeds = json.loads((published / "seeds.json").read_text())
     # the `gains` command after publish: each cell's paired gains from the run records (issue 42)
@@ -121,7 +124,13 @@ def test_project_smoke_workflow(tmp_path):
         assert row["per_seed"] == {"0": paired[0], "1": paired[1]} and row["n"] == 2
         assert row["mean"] == round(statistics.fmean(paired), 2) and row["sd"] == round(statistics.stdev(paired), 2)
         assert f"s0 {paired[0]:+.2f}, s1 {paired[1]:+.2f} | {row['mean']:+.2f} ± {row['sd']:.2f} |" in table
-        assert gains["training_seeds", task, pct, "bilm2"]["status"] == "not run"
+        # the second biLM's row: its gain over the same baseline and its shift from the first biLM, per seed
+        row2 = gains["training_seeds", task, pct, "bilm2"]
+        elmo2 = per_seed[task, "elmo_bilm2", pct, "s0"]
+        assert row2["status"] == "run" and row2["n"] == 1
+        assert row2["per_seed"] == {"0": round(elmo2 - base[0], 2)}
+        assert row2["shift"]["per_seed"] == {"0": round(elmo2 - elmo[0], 2)}
+        assert row2["bilm_sha256"] != row["bilm_sha256"]
     assert all(row["status"] == "not run" for row in gains.values() if row["records"] == "confirmation")
     assert "| ner 10% |" in (published / "test_looks.md").read_text()
     # issue 33: every test scoring is in the ledger (the `all` run's 4, the seeds run's 8), each a first look; every
@@ -137,10 +146,10 @@ def test_project_smoke_workflow(tmp_path):
     looks = json.loads((published / "test_looks.json").read_text())["looks"]
     assert sorted(look["run"] for look in looks) == sorted(
         [f"training/{s}_{p}" for s in ("baseline", "elmo") for p in ("10", "100")]
-        + [f"training_seeds/{t}_{s}_{p}_{seed}" for t, s, p, seed in expected]
+        + [f"training_seeds/{t}_{s}_{p}_{seed}" for t, s, p, seed in expected | second]
     )
     assert all(look["reason"] == "first look at this recipe" and look["model_sha256"] for look in looks)
-    for task, system, pct, seed in expected:
+    for task, system, pct, seed in expected | second:
         record = json.loads((published / "runs" / "training_seeds" / f"{task}_{system}_{pct}_{seed}.json").read_text())
         assert (
             record["test"]["score"] == per_seed[task, system, pct, seed] and record["dev_curve"] and record["best_dev"]
