@@ -26,7 +26,8 @@ def resolve_lstm_implementation(
 
     "auto" is an inference kernel when nothing can need a gradient (inputs, initial state, *any*
     parameter) and the model is in eval mode, else the training kernel "fused" (dropout stays
-    outside the kernels), or "eager" under autocast (fused computes in fp32). The inference kernel
+    outside the kernels; under CPU autocast its products follow autocast's bf16, see
+    `kernels.fused_lstm`), or "eager" under autocast on other devices. The inference kernel
     is "packed", except on CUDA under autocast, where "eager" (both directions in one batched
     product per step) ran 2.1x faster on an H100 (bench/results/runs.jsonl). An explicit choice that
     cannot run here raises `RuntimeError`.
@@ -34,7 +35,7 @@ def resolve_lstm_implementation(
     if choice == "auto":
         if not (needs_grad or training):
             return "eager" if autocast and device_type == "cuda" else "packed"
-        return "eager" if autocast else "fused"
+        return "eager" if autocast and device_type != "cpu" else "fused"
     if choice not in LSTM_IMPLEMENTATIONS:
         raise ValueError(f"lstm_implementation must be 'auto' or one of {sorted(LSTM_IMPLEMENTATIONS)}, got {choice!r}")
     if choice in ("packed", "cuda_graphs") and needs_grad:

@@ -279,8 +279,9 @@ class ElmoCharacterEncoder(nn.Module):
     def char_features(self, char_ids: torch.Tensor) -> torch.Tensor:
         """[words, chars] ids → [words, n_filters]: char CNN, max-pool over positions, activation.
 
-        When gradients flow on a CPU outside autocast (training), the convolutions run as matrix
-        products over their windows (`kernels.pooled_convolutions`: the same sums, faster to train)."""
+        When gradients flow on a CPU (training), the convolutions run as matrix products over their
+        windows (`kernels.pooled_convolutions`: the same sums, faster to train; under bf16 autocast
+        the products take autocast's bf16, as the convolutions would)."""
         chars = self.char_embedding(char_ids)
         if self._convolutions_as_products(chars):
             convolutions = cast(list[nn.Conv1d], self.convolutions)
@@ -297,7 +298,7 @@ class ElmoCharacterEncoder(nn.Module):
         needs_grad = torch.is_grad_enabled() and (
             chars.requires_grad or any(c.weight.requires_grad for c in self.convolutions)
         )
-        return needs_grad and chars.device.type == "cpu" and not torch.is_autocast_enabled("cpu")
+        return needs_grad and chars.device.type == "cpu"
 
     def token_vectors(self, features: torch.Tensor) -> torch.Tensor:
         """[words, n_filters] → [words, projection_dim]: highway layers, then the projection."""

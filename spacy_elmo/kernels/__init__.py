@@ -22,6 +22,7 @@ from . import bf16, cuda_graphs, packed_lstm
 from .bf16 import Bf16Linear
 from .capabilities import (
     autocast_dtype,
+    autocast_product_dtype,
     bf16_products,
     int_mm_available,
     native_bf16_available,
@@ -40,6 +41,7 @@ __all__ = [
     "packed_lstm",
     "Bf16Linear",
     "autocast_dtype",
+    "autocast_product_dtype",
     "bf16_products",
     "native_bf16_available",
     "int_mm_available",

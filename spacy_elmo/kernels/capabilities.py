@@ -236,6 +236,15 @@ def bf16_products(device_type: str) -> bool:
     return ok
 
 
+def autocast_product_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype the training kernels (fused LSTM, fused sampled softmax) multiply in: bf16 when bf16
+    autocast is on for `device_type` and the device has native bf16 products (`bf16_products`, which
+    warns once where it has not), else None (fp32)."""
+    if not torch.is_autocast_enabled(device_type) or autocast_dtype(device_type) != torch.bfloat16:
+        return None
+    return torch.bfloat16 if bf16_products(device_type) else None
+
+
 def autocast_dtype(device_type: str) -> torch.dtype:
     """The dtype autocast computes in on this device type."""
     getter = getattr(torch, "get_autocast_dtype", None)

@@ -22,6 +22,16 @@ come after a row's real ones and never feed them); the final state is taken afte
 `lengths` steps (the initial state for an empty row), or after all T steps without `lengths`.
 Clipping passes gradients exactly where `torch.clamp` does (inside [−clip, clip], ends included).
 
+bf16 products (`product_dtype=torch.bfloat16`, what `lstm_layer_fused` chooses under bf16 autocast on
+a CPU with native bf16 products): every matrix product — the input projection, the per-step
+recurrent and projection products, and the weight-gradient products — takes bf16 copies of its
+operands (the weights converted once per call) and gives a bf16 result that is widened into the
+fp32 buffers; gates, cell state, clipping, outputs and every elementwise step of the backward stay
+fp32.  Each product is then within `kernels.bf16.product_bound(K)`·Σ|x||w| of its fp32 value, the
+bound of the bf16 inference kernels; tests/kernels/test_fused_bf16.py carries it through the layer
+(forward) and holds the gradients to the error of eager under bf16 autocast.  With
+`product_dtype=None` (the default) everything is fp32 and the kernel is exact.
+
 Written with plain torch ops only (any device).  tanh is torch.tanh, not the inference kernel's
 faster 2σ(2x) − 1: near ±1 that formula's ~1e-7 absolute error makes 1 − tanh² (the gradient)
 measurably less accurate than eager's.
@@ -30,6 +40,8 @@ measurably less accurate than eager's.
 from __future__ import annotations
 
 import torch
+
+from .capabilities import autocast_product_dtype
 
 
 def _inside(x: torch.Tensor, clip: float) -> torch.Tensor:
@@ -65,11 +77,23 @@ def _prepare_chunk(gates, tanh_cells, cells_prev, cells_pre, proj_pre, cell_clip
 
 class FusedLstmFunction(torch.autograd.Function):
     """(x, h0, c0, input_weight, hidden_weight, bias, proj_weight, lengths, forget_bias, cell_clip,
-    proj_clip) → (outputs [2, B, T, proj], final h [2, B, proj], final c [2, B, hidden])."""
+    proj_clip, product_dtype) → (outputs [2, B, T, proj], final h [2, B, proj], final c [2, B, hidden])."""
 
     @staticmethod
     def forward(
-        ctx, x, h0, c0, input_weight, hidden_weight, bias, proj_weight, lengths, forget_bias, cell_clip, proj_clip
+        ctx,
+        x,
+        h0,
+        c0,
+        input_weight,
+        hidden_weight,
+        bias,
+        proj_weight,
+        lengths,
+        forget_bias,
+        cell_clip,
+        proj_clip,
+        product_dtype=None,
     ):
         n_dir, batch, steps, in_dim = x.shape
         hidden = hidden_weight.shape[-1] // 4
@@ -80,7 +104,18 @@ class FusedLstmFunction(torch.autograd.Function):
         gate_bias[:, 2 * hidden : 3 * hidden] += forget_bias
         # time-major inputs: each step's slice of every buffer is one block per direction
         xt = x.transpose(1, 2).contiguous()
-        gates = torch.baddbmm(gate_bias.unsqueeze(1), xt.view(n_dir, steps * batch, in_dim), input_weight)
+        low = product_dtype  # None: fp32 products (exact)
+        if low is None:
+            gates = torch.baddbmm(gate_bias.unsqueeze(1), xt.view(n_dir, steps * batch, in_dim), input_weight)
+        else:
+            xt = xt.to(low)  # (what backward's input-weight gradient reads, too)
+            gates = torch.bmm(xt.view(n_dir, steps * batch, in_dim), input_weight.to(low)).float()
+            gates.add_(gate_bias.unsqueeze(1))
+            # the products' bf16 operands: each step's h (beside the fp32 h), the weights once
+            hs_low = x.new_empty(n_dir, steps + 1, batch, proj, dtype=low)
+            hs_low[:, 0] = h0
+            recurrent_low = hidden_weight.to(low)
+            projection_low = proj_weight.to(low) if has_proj else hidden_weight.new_empty(0)  # (empty: unread)
         gates = gates.view(n_dir, steps, batch, 4 * hidden)
         hs = x.new_empty(n_dir, steps + 1, batch, proj)  # h0, then each step's (clipped) output
         cs = x.new_empty(n_dir, steps + 1, batch, hidden)  # c0, then each step's (clipped) cell
@@ -89,7 +124,8 @@ class FusedLstmFunction(torch.autograd.Function):
         cells_pre = x.new_empty(n_dir, steps, batch, hidden) if cell_clip else None
         proj_pre = x.new_empty(n_dir, steps, batch, proj) if proj_clip else None
         tanh_cells = x.new_empty(n_dir, steps, batch, hidden)
-        ms = x.new_empty(n_dir, steps, batch, hidden) if has_proj else None  # projection inputs o·tanh(c)
+        # projection inputs o·tanh(c) (in the products' dtype: only products read them)
+        ms = x.new_empty(n_dir, steps, batch, hidden, dtype=low or x.dtype) if has_proj else None
         # per-step views, made once (unbind) instead of indexed out step by step
         gates_d = [g.unbind(0) for g in gates.unbind(0)]
         hs_d = [h.unbind(0) for h in hs.unbind(0)]
@@ -110,8 +146,11 @@ class FusedLstmFunction(torch.autograd.Function):
         else:
             hs_steps = hs.unbind(1)
         for t in range(steps):
-            for d in range(n_dir):
-                gates_d[d][t].addmm_(hs_d[d][t], recurrent[d])
+            if low is None:
+                for d in range(n_dir):
+                    gates_d[d][t].addmm_(hs_d[d][t], recurrent[d])
+            else:
+                gates[:, t].add_(torch.bmm(hs_low[:, t], recurrent_low))
             i, j, o = i_steps[t], j_steps[t], o_steps[t]
             i.sigmoid_()
             fo_steps[t].sigmoid_()  # f and o
@@ -123,12 +162,17 @@ class FusedLstmFunction(torch.autograd.Function):
             tc = torch.tanh(cs_steps[t + 1], out=tanh_steps[t])
             if has_proj:
                 torch.mul(o, tc, out=m_steps[t])
-                for d in range(n_dir):
-                    torch.mm(m_d[d][t], projection[d], out=out_d[d][t])
+                if low is None:
+                    for d in range(n_dir):
+                        torch.mm(m_d[d][t], projection[d], out=out_d[d][t])
+                else:
+                    out_steps[t].copy_(torch.bmm(m_steps[t], projection_low))
                 if proj_clip:
                     torch.clamp(out_steps[t], -proj_clip, proj_clip, out=hs_steps[t + 1])
             else:
                 torch.mul(o, tc, out=hs_steps[t + 1])
+            if low is not None:
+                hs_low[:, t + 1].copy_(hs_steps[t + 1])
         rows = torch.arange(batch, device=x.device)
         last = torch.full_like(rows, steps) if lengths is None else lengths.to(rows.device)
         final_h, final_c = hs[:, last, rows], cs[:, last, rows]  # index 0 = the initial state
@@ -138,7 +182,7 @@ class FusedLstmFunction(torch.autograd.Function):
             ctx.save_for_backward(
                 xt if ctx.needs[3] else None,
                 gates,
-                hs,
+                hs if low is None else hs_low,  # (backward reads h only in products)
                 cs,
                 cells_pre,
                 proj_pre,
@@ -150,6 +194,7 @@ class FusedLstmFunction(torch.autograd.Function):
                 last,
             )
             ctx.shape = (n_dir, batch, steps, in_dim, hidden, proj)
+            ctx.low = low
             ctx.clips = (cell_clip, proj_clip)
         # [2, B, T, proj] in that memory order, as eager's: the next layer's dropout mask is drawn
         # in memory order, so a time-major layout would get other masks from the same RNG stream
@@ -166,6 +211,7 @@ class FusedLstmFunction(torch.autograd.Function):
         )
         n_dir, batch, steps, in_dim, hidden, proj = ctx.shape
         cell_clip, proj_clip = ctx.clips
+        low = ctx.low  # the products' dtype (None: fp32)
         has_proj = proj_weight is not None
         need_x, need_h0, need_c0, need_wi, need_wh, need_b, need_wp = ctx.needs
         rows = torch.arange(batch, device=gates.device)
@@ -201,8 +247,12 @@ class FusedLstmFunction(torch.autograd.Function):
         grad_hs_steps = grad_hs.unbind(1)
         grad_cs_steps = grad_cs.unbind(1) if grad_cs is not None else None
         # transposed weights laid out contiguously once: the per-step products read them faster
-        recurrent_t = hidden_weight.transpose(1, 2).contiguous().unbind(0)
-        projection_t = proj_weight.transpose(1, 2).contiguous().unbind(0) if has_proj else ()
+        recurrent_t = hidden_weight.transpose(1, 2).contiguous().to(low or hidden_weight.dtype)
+        projection_t = (  # (empty where there is no projection: unread)
+            proj_weight.transpose(1, 2).contiguous().to(low or proj_weight.dtype) if has_proj else gates.new_empty(0)
+        )
+        recurrent_t_d = recurrent_t.unbind(0)
+        projection_t_d = projection_t.unbind(0) if has_proj else ()
         dm_d = dm.unbind(0) if dm is not None else ()  # (None unless has_proj)
         chunk = max(1, CHUNK_ROWS // max(batch, 1))
         end = steps
@@ -226,14 +276,19 @@ class FusedLstmFunction(torch.autograd.Function):
                 target, target_d = targets[t], targets_d[t]
                 if t == steps - 1:
                     target.copy_(grad_hs_steps[t + 1])
-                else:
+                elif low is None:
                     for d in range(n_dir):
-                        torch.addmm(grad_hs_d[d][t + 1], gate_steps_d[d][t + 1], recurrent_t[d], out=target_d[d])
+                        torch.addmm(grad_hs_d[d][t + 1], gate_steps_d[d][t + 1], recurrent_t_d[d], out=target_d[d])
+                else:
+                    torch.add(grad_hs_steps[t + 1], torch.bmm(gates[:, t + 1].to(low), recurrent_t), out=target)
                 if dm is not None:  # has_proj
                     if proj_clip:
                         target.mul_(proj_inside_steps[k])
-                    for d in range(n_dir):
-                        torch.mm(target_d[d], projection_t[d], out=dm_d[d])
+                    if low is None:
+                        for d in range(n_dir):
+                            torch.mm(target_d[d], projection_t_d[d], out=dm_d[d])
+                    else:
+                        dm.copy_(torch.bmm(target.to(low), projection_t))
                     dm_t = dm
                 else:
                     dm_t = target
@@ -250,31 +305,35 @@ class FusedLstmFunction(torch.autograd.Function):
             end = start
         grad_gates = gates.view(n_dir, steps * batch, 4 * hidden)
 
+        def product(a, b):  # a·b (batched) in the products' dtype, the result in fp32
+            return torch.bmm(a, b) if low is None else torch.bmm(a.to(low), b.to(low)).float()
+
         grad_x = grad_h0 = grad_c0 = grad_wi = grad_wh = grad_b = grad_wp = None
         if need_h0:
             grad_h0 = grad_hs[:, 0].clone()
-            if steps:
+            if steps and low is None:
                 for d in range(n_dir):
                     grad_h0[d].addmm_(gates[d, 0], hidden_weight[d].t())
+            elif steps:
+                grad_h0.add_(product(gates[:, 0], hidden_weight.transpose(1, 2)))
         if need_c0:
             grad_c0 = dc_carry if grad_cs is None else dc_carry.add_(grad_cs[:, 0])
+        gates_low = grad_gates.to(low) if low is not None and (need_x or need_wi or need_wh) else grad_gates
         if need_x:
-            grad_x = (
-                torch.bmm(grad_gates, input_weight.transpose(1, 2)).view(n_dir, steps, batch, in_dim).transpose(1, 2)
-            )
+            grad_x = product(gates_low, input_weight.transpose(1, 2)).view(n_dir, steps, batch, in_dim).transpose(1, 2)
         if need_wi:
-            grad_wi = torch.bmm(xt.view(n_dir, steps * batch, in_dim).transpose(1, 2), grad_gates)
+            grad_wi = product(xt.view(n_dir, steps * batch, in_dim).transpose(1, 2), gates_low)
         if need_wh:
             previous = hs[:, :steps].reshape(n_dir, steps * batch, proj)
-            grad_wh = torch.bmm(previous.transpose(1, 2), grad_gates)
+            grad_wh = product(previous.transpose(1, 2), gates_low)
         if need_b:
             grad_b = grad_gates.sum(dim=1)
         if need_wp:
             assert grad_proj is not None, "a projection weight needs a gradient only when there is one"
-            grad_wp = torch.bmm(
+            grad_wp = product(
                 ms.view(n_dir, steps * batch, hidden).transpose(1, 2), grad_proj.view(n_dir, steps * batch, proj)
             )
-        return grad_x, grad_h0, grad_c0, grad_wi, grad_wh, grad_b, grad_wp, None, None, None, None
+        return grad_x, grad_h0, grad_c0, grad_wi, grad_wh, grad_b, grad_wp, None, None, None, None, None
 
 
 def lstm_layer_fused(
@@ -289,14 +348,19 @@ def lstm_layer_fused(
     forget_bias: float,
     cell_clip: float | None,
     proj_clip: float | None,
+    product_dtype: torch.dtype | str | None = "autocast",
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """One layer, both directions: x [2, B, T, in] → outputs [2, B, T, proj] and the final (h, c).
 
     `bias` is the raw gate bias [2, 4·hidden] (the forget gate's `forget_bias` is added here), the
     weights are in TF orientation (x·W) and gate order i, j, f, o, as in `ElmoLstmLayer`.  The
     final state is each row's after `lengths` steps (its initial state when 0), or after all steps
-    when `lengths` is None.  Computes in the inputs' dtype with autocast off (exact).
+    when `lengths` is None.  Computes in the weights' dtype with autocast off (exact), its matrix
+    products in `product_dtype` when given (bf16: see the module's docstring); "autocast" (the
+    default) is bf16 under bf16 autocast where the device multiplies bf16 natively, else None.
     """
+    if product_dtype == "autocast":
+        product_dtype = autocast_product_dtype(x.device.type)
     dtype = input_weight.dtype
     with torch.autocast(x.device.type, enabled=False):
         out, h, c = FusedLstmFunction.apply(
@@ -311,6 +375,7 @@ def lstm_layer_fused(
             float(forget_bias),
             cell_clip,
             proj_clip,
+            product_dtype,
         )
     return out, (h, c)
 

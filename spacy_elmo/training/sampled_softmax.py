@@ -14,6 +14,9 @@ fewer passes over the [targets, negatives] logits: the −log Q correction folde
 the one matrix product, accidental hits masked in place, the softmax's probabilities kept in the
 logits buffer and turned into their gradient in place, and the gradient of the head's weight and
 bias written by two `index_add_`s per call instead of four dense scatters (tests/training/test_sampled_softmax.py).
+Under bf16 autocast on a CPU with native bf16 products, its three matrix products take bf16 operands
+and give bf16 results widened to fp32 (autocast's precision, `kernels.bf16.product_bound` per product);
+everything else stays fp32.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from __future__ import annotations
 import math
 
 import torch
+
+from ..kernels import autocast_product_dtype
 
 
 class LogUniformSampler:
@@ -106,13 +111,31 @@ class SampledSoftmaxLoss(torch.autograd.Function):
     logits buffer becomes exp(logit − row max) (kept for backward with the row sums).  Backward:
     that buffer is scaled in place into ∂loss/∂logits; ∂hidden is one product (plus the target
     rows' term), ∂W_s one product, and the head's gradients two `index_add_`s each.  Runs once
-    per forward (the saved buffer becomes the gradient)."""
+    per forward (the saved buffer becomes the gradient).  With `product_dtype` (bf16), the three
+    matrix products take operands in that dtype and widen their results to fp32."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, sampled, log_q_targets, log_q_sampled, hit_rows, hit_cols):
+    def forward(
+        ctx,
+        hidden,
+        weight,
+        bias,
+        targets,
+        sampled,
+        log_q_targets,
+        log_q_sampled,
+        hit_rows,
+        hit_cols,
+        product_dtype=None,
+    ):
         w_sampled = weight.index_select(0, sampled)
         w_targets = weight.index_select(0, targets)
-        logits = torch.addmm(bias.index_select(0, sampled) - log_q_sampled, hidden, w_sampled.t())
+        corrected_bias = bias.index_select(0, sampled) - log_q_sampled
+        if product_dtype is None:
+            logits = torch.addmm(corrected_bias, hidden, w_sampled.t())
+        else:
+            logits = torch.mm(hidden.to(product_dtype), w_sampled.t().to(product_dtype)).float().add_(corrected_bias)
+        ctx.product_dtype = product_dtype
         if hit_rows.numel():
             logits.index_put_((hit_rows, hit_cols), logits.new_tensor(torch.finfo(logits.dtype).min / 2))
         true = torch.einsum("np,np->n", hidden, w_targets) + bias.index_select(0, targets) - log_q_targets
@@ -137,17 +160,24 @@ class SampledSoftmaxLoss(torch.autograd.Function):
         grad_logits = exp_logits.mul_(scale.unsqueeze(1))  # p_ij · grad
         grad_true = exp_true * scale - grad  # (p_true − 1) · grad
         grad_hidden = grad_weight = grad_bias = None
+        low = ctx.product_dtype
+        # the [targets, negatives] gradient in the products' dtype, rounded once for both products
+        operand = grad_logits if low is None else grad_logits.to(low)
+
+        def product(a, b):  # a·b, b cast to the products' dtype, the result in fp32
+            return torch.mm(a, b) if low is None else torch.mm(a, b.to(low)).float()
+
         if need_hidden:
-            grad_hidden = torch.addmm(grad_true.unsqueeze(1) * w_targets, grad_logits, w_sampled)
+            grad_hidden = (grad_true.unsqueeze(1) * w_targets).add_(product(operand, w_sampled))
         if need_weight:
             grad_weight = torch.zeros_like(weight)
-            grad_weight.index_add_(0, sampled, grad_logits.t().mm(hidden))
+            grad_weight.index_add_(0, sampled, product(operand.t(), hidden))
             grad_weight.index_add_(0, targets, grad_true.unsqueeze(1) * hidden)
         if need_bias:
             grad_bias = weight.new_zeros(weight.shape[0])
             grad_bias.index_add_(0, sampled, grad_logits.sum(dim=0))
             grad_bias.index_add_(0, targets, grad_true)
-        return grad_hidden, grad_weight, grad_bias, None, None, None, None, None, None
+        return grad_hidden, grad_weight, grad_bias, None, None, None, None, None, None, None
 
 
 IMPLEMENTATIONS = ("auto", "eager", "fused")
@@ -159,7 +189,8 @@ class SampledSoftmax:
     Uses the model's own LM head (weights are shared with the full softmax used at evaluation).
     Random draws come from torch's default generator, so checkpointing its state makes runs resumable.
     `implementation`: "eager" (the definition), "fused" (the same loss as one autograd Function), or
-    "auto": fused, except under autocast (where eager's products follow autocast's precision).
+    "auto": fused (its products in bf16 under bf16 autocast on a CPU with native bf16), except
+    under autocast on other devices (where eager's products follow autocast's precision).
     """
 
     def __init__(self, lm_head, num_sampled: int, implementation: str = "auto"):
@@ -174,7 +205,7 @@ class SampledSoftmax:
         """The implementation a call on `device` runs ("auto" resolved)."""
         if self.implementation != "auto":
             return self.implementation
-        return "eager" if torch.is_autocast_enabled(device.type) else "fused"
+        return "eager" if device.type != "cpu" and torch.is_autocast_enabled(device.type) else "fused"
 
     def __call__(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         weight, bias = self.lm_head.weight, self.lm_head.bias
@@ -189,9 +220,14 @@ class SampledSoftmax:
         args = (hidden, weight, bias, targets, sampled, log_q_targets, log_q_sampled, hit_rows, hit_col[hit_rows])
         if self.resolve(hidden.device) == "eager":
             return sampled_softmax_loss(*args)
+        product_dtype = autocast_product_dtype(hidden.device.type)
         with torch.autocast(hidden.device.type, enabled=False):  # computes in the head's dtype
             return SampledSoftmaxLoss.apply(
-                hidden.to(weight.dtype), *args[1:5], *(t.to(weight.dtype) for t in args[5:7]), *args[7:]
+                hidden.to(weight.dtype),
+                *args[1:5],
+                *(t.to(weight.dtype) for t in args[5:7]),
+                *args[7:],
+                product_dtype,
             )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..kernels import bf16_products
 from .batches import DataPosition
 from .checkpoints import fault_point
 from .run import Run
@@ -85,7 +86,10 @@ def train_step(run: Run, batch) -> tuple[float, float, float]:
     returns the global batch's (forward, backward) mean loss and the gradient norm before clipping."""
     dist, training = run.dist, run.settings.training
     batch.to(dist.device)
-    with torch.autocast(dist.device.type, dtype=torch.bfloat16, enabled=training.precision == "bf16"):
+    # bf16 where the device multiplies bf16 natively; elsewhere one warning line and fp32 (emulated
+    # bf16 products are slower than fp32 ones)
+    bf16 = training.precision == "bf16" and bf16_products(dist.device.type)
+    with torch.autocast(dist.device.type, dtype=torch.bfloat16, enabled=bf16):
         out = run.train_model(
             input_ids=batch.char_ids,
             attention_mask=batch.mask,

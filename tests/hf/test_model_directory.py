@@ -89,6 +89,7 @@ def test_one_table_of_kernels_and_a_pure_resolver():
         (True, False, False, "cpu"): "fused",
         (False, True, False, "cpu"): "fused",
         (True, True, True, "cuda"): "eager",
+        (True, True, True, "cpu"): "fused",  # its products in bf16 (kernels/fused_lstm.py)
     }
     for (needs_grad, training, autocast, device), want in table.items():
         got = resolve_lstm_implementation(

@@ -190,6 +190,23 @@ def test_bf16_precision_trains_under_autocast(corpus, tmp_path):
     assert max_difference(params(tmp_path / "bf16"), params(tmp_path / "fp32")) > 1e-4
 
 
+def test_bf16_without_native_bf16_is_one_warning_line_and_fp32(corpus, tmp_path, monkeypatch, caplog):
+    """On a CPU without native bf16 products (forced here) `training.precision = "bf16"` warns once, in
+    one line, and trains in fp32: the same weights as the fp32 run, bit for bit (emulated bf16 products
+    would be slower than fp32 ones)."""
+    from spacy_elmo.kernels import capabilities
+
+    monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"native_bf16"})
+    monkeypatch.setattr(capabilities, "_warned_bf16", set())
+    settings = {"paths.train": str(corpus["train"]), "training.max_steps": 4}
+    pretrain(TINY, tmp_path / "fp32", settings, progress=False)
+    with caplog.at_level("WARNING", logger="spacy_elmo"):
+        pretrain(TINY, tmp_path / "bf16", settings | {"training.precision": "bf16"}, progress=False)
+    warnings = [r.getMessage() for r in caplog.records if "bf16" in r.getMessage()]
+    assert len(warnings) == 1 and "\n" not in warnings[0] and "computing in fp32" in warnings[0], warnings
+    assert max_difference(params(tmp_path / "bf16"), params(tmp_path / "fp32")) == 0
+
+
 def test_learning_rate_schedule():
     training = {
         "learning_rate": 1.0,

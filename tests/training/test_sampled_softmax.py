@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from spacy_elmo.kernels import capabilities
 from spacy_elmo.training.sampled_softmax import LogUniformSampler, SampledSoftmax
 
 V, P, N, S = 400, 24, 300, 64
@@ -27,13 +28,14 @@ def _inputs(dtype):
     return hidden, targets
 
 
-def _run(implementation: str, dtype) -> tuple[torch.Tensor, ...]:
+def _run(implementation: str, dtype, autocast: bool = False) -> tuple[torch.Tensor, ...]:
     head = Head(dtype)
     hidden, targets = _inputs(dtype)
     hidden.requires_grad_(True)
     softmax = SampledSoftmax(head, S, implementation=implementation)
     torch.manual_seed(7)  # the same draws for every run
-    loss = softmax(hidden, targets)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        loss = softmax(hidden, targets)
     loss.backward()
     return loss.detach(), hidden.grad, head.weight.grad, head.bias.grad, torch.get_rng_state()
 
@@ -52,6 +54,23 @@ def test_fused_gives_the_definitions_loss_and_gradients():
         fused_error = float((got.double() - want).abs().max())
         assert fused_error <= 2 * eager_error + 4 * unit * scale, (name, fused_error, eager_error, scale)
     assert torch.equal(eager[-1], fused[-1])  # both consumed the generator alike (resume stays exact)
+
+
+def test_fused_under_bf16_autocast_is_as_accurate_as_the_definition_under_it():
+    """Under bf16 autocast on a CPU with native bf16 (`training.precision = "bf16"`), the fused loss
+    takes bf16 products: loss and gradients within twice the error the definition has under the same
+    autocast, both against float64."""
+    exact = _run("eager", torch.float64)
+    eager = _run("eager", torch.float32, autocast=True)
+    fused = _run("fused", torch.float32, autocast=True)
+    plain = _run("fused", torch.float32)
+    for name, want, ref, got, fp32 in zip(("loss", "hidden", "weight", "bias"), exact, eager, fused, plain):
+        scale = float(want.abs().max())
+        eager_error = float((ref.double() - want).abs().max())
+        fused_error = float((got.double() - want).abs().max())
+        assert fused_error <= 2 * eager_error, (name, fused_error, eager_error, scale)
+        if capabilities.native_bf16_available() and name != "bias":  # the bias gradient is a sum: no product
+            assert fused_error > 10 * float((fp32.double() - want).abs().max()), name  # bf16 did happen
 
 
 def test_the_draws_hit_targets_and_the_hits_are_masked():
@@ -73,11 +92,13 @@ def test_fused_backward_runs_once():
         loss.backward()
 
 
-def test_auto_is_fused_except_under_autocast_and_names_are_checked():
+def test_auto_is_fused_except_under_autocast_off_the_cpu_and_names_are_checked():
     softmax = SampledSoftmax(Head(), S)
     cpu = torch.device("cpu")
     assert softmax.resolve(cpu) == "fused"
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert softmax.resolve(cpu) == "eager"
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # with bf16 products (the test above)
+        assert softmax.resolve(cpu) == "fused"
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=torch.cuda.is_available()):
+        assert softmax.resolve(torch.device("cuda")) == ("eager" if torch.cuda.is_available() else "fused")
     with pytest.raises(ValueError, match="implementation: expected one of auto, eager, fused, found 'fast'"):
         SampledSoftmax(Head(), S, implementation="fast")

@@ -133,9 +133,10 @@ def test_evaluation_after_fused_optimizer_steps_sees_the_new_weights(tmp_path):
     assert abs(served - definition) <= 1e-4 * definition, (served, definition)
 
 
-def _char_cnn(dtype, definition: bool, monkeypatch):
+def _char_cnn(dtype, definition: bool, monkeypatch, autocast: bool = False):
     """Features and every gradient of the char CNN (embedding, convolutions) for a weighted sum of
-    its features, through the model's definition (conv1d) or the products over windows."""
+    its features, through the model's definition (conv1d) or the products over windows (under bf16
+    autocast with `autocast`)."""
     config = ElmoConfig(
         filters=[[1, 4], [2, 6], [3, 8], [5, 8]], char_embedding_dim=4, n_highway=1, lstm_dim=16, projection_dim=8
     )
@@ -146,7 +147,8 @@ def _char_cnn(dtype, definition: bool, monkeypatch):
     words = ["a", "aa", "abc", "letter", "Bookkeeper", "x" * 11, "é", "Mississippi", "tat", "0.5"]
     ids = torch.from_numpy(batch_to_char_ids([words], config.max_characters_per_token)[0][0])[:, :16]  # cut columns
     assert encoder._convolutions_as_products(encoder.char_embedding(ids)) is not definition
-    features = encoder.char_features(ids)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        features = encoder.char_features(ids)
     weights = torch.randn(features.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     (features.double() * weights).sum().backward()
     return [features.detach()] + [p.grad for p in encoder.parameters() if p.grad is not None]
@@ -166,6 +168,21 @@ def test_char_cnn_as_products_gives_the_convolutions_features_and_gradients(monk
         assert got_error <= 2 * ref_error + 4 * unit * scale, (got_error, ref_error, scale)
 
 
+def test_char_cnn_as_products_under_bf16_autocast_is_as_accurate_as_the_convolutions(monkeypatch):
+    """Under bf16 autocast (`training.precision = "bf16"`) the products over windows take autocast's
+    bf16, as conv1d does: each output and gradient within twice the convolutions' own bf16 error."""
+    exact = _char_cnn(torch.float64, True, monkeypatch)
+    with monkeypatch.context() as patch:
+        definition = _char_cnn(torch.float32, True, patch, autocast=True)
+    products = _char_cnn(torch.float32, False, monkeypatch, autocast=True)
+    for want, ref, got in zip(exact, definition, products):
+        scale = float(want.abs().max())
+        ref_error = float((ref.double() - want).abs().max())
+        got_error = float((got.double() - want).abs().max())
+        assert ref_error > 1e-4 * scale  # bf16 did happen (fp32's error is ~1e-7 of the scale)
+        assert got_error <= 2 * ref_error, (got_error, ref_error, scale)
+
+
 def test_char_cnn_products_only_where_gradients_flow():
     encoder = ElmoModel(
         ElmoConfig(filters=[[1, 4], [2, 4]], char_embedding_dim=4, lstm_dim=16, projection_dim=8)
@@ -174,5 +191,5 @@ def test_char_cnn_products_only_where_gradients_flow():
     assert encoder._convolutions_as_products(chars)
     with torch.no_grad():  # inference keeps the convolutions (the token cache's bitwise property rests on them)
         assert not encoder._convolutions_as_products(encoder.char_embedding(torch.ones(3, 8, dtype=torch.long)))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert not encoder._convolutions_as_products(chars)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # training in bf16: the products follow autocast
+        assert encoder._convolutions_as_products(chars)
