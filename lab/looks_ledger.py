@@ -158,17 +158,3 @@ def model_sha256(model: Path) -> str:
     for path in sorted(p for p in model.rglob("*") if p.is_file() and p.relative_to(model).as_posix() != "meta.json"):
         digest.update(f"{path.relative_to(model).as_posix()}\0{sha256(path)}\n".encode())
     return digest.hexdigest()
-
-
-def count_by_cell(ledger: dict) -> dict[tuple[str, str], dict]:
-    """{(task, fraction): {"looks": n, "recipes": {(system, recipe...)} of the looks whose recipe is known,
-    "unknown": looks whose recipe the files do not give}}, in ledger order."""
-    cells: dict[tuple[str, str], dict] = {}
-    for entry in ledger.get("looks", []):
-        cell = cells.setdefault((entry["task"], str(entry["fraction"])), {"looks": 0, "recipes": set(), "unknown": 0})
-        cell["looks"] += 1
-        if recipe_known(entry):
-            cell["recipes"].add((entry["system"], *(json.dumps(entry["recipe"].get(k)) for k in RECIPE_KEYS)))
-        else:
-            cell["unknown"] += 1
-    return cells
