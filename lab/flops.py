@@ -9,19 +9,18 @@ O(width) per token rather than O(width²).
 from __future__ import annotations
 
 
-def char_cnn_flops(config, columns: int | None = None) -> float:
-    """Convolutions over `columns` character positions (default: all `max_characters_per_token`)."""
-    columns = config.max_characters_per_token if columns is None else columns
-    dim = config.char_embedding_dim
+def char_cnn_flops(config) -> float:
+    """Convolutions over all `max_characters_per_token` character positions."""
+    columns, dim = config.max_characters_per_token, config.char_embedding_dim
     return float(sum(2 * max(columns - width + 1, 0) * width * dim * num for width, num in config.filters))
 
 
-def token_encoder_flops(config, columns: int | None = None) -> float:
+def token_encoder_flops(config) -> float:
     """Char CNN + highway + projection for one token (the context-independent x_k)."""
     n_filters = sum(num for _, num in config.filters)
     highway = config.n_highway * 2 * (2.0 * n_filters * n_filters)  # transform and carry gate
     projection = 2.0 * n_filters * config.projection_dim if n_filters != config.projection_dim else 0.0
-    return char_cnn_flops(config, columns) + highway + projection
+    return char_cnn_flops(config) + highway + projection
 
 
 def lstm_flops_per_token(config) -> float:

@@ -18,7 +18,6 @@ import json
 import re
 from pathlib import Path
 
-LEDGER = "test_looks.json"
 ABOUT = (
     "One entry per scoring of a trained model on its data's test set, appended by lab/evaluate_runs.py "
     "(entries whose source starts with 'reconstructed' were rebuilt from git history by "
@@ -133,28 +132,25 @@ def load(path: Path) -> dict:
     return {"about": ABOUT, "looks": []}
 
 
-def save(path: Path, ledger: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(ledger, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
-
-
 def append(path: Path, look: dict) -> dict:
     """Appends `look` to the ledger at `path`, numbered after the last entry; returns it as written."""
     ledger = load(path)
     look = {"look": len(ledger["looks"]) + 1, **look}
     ledger["looks"].append(look)
-    save(path, ledger)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(ledger, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
     return look
 
 
-def model_sha256(model: Path) -> str:
-    """One sha256 over a trained pipeline's files (`model-best`), meta.json aside (it holds the training's
-    timings): two models with equal digests make the same predictions, so score the same."""
+def model_sha256(model: Path, skip: tuple[str, ...] = ("meta.json",)) -> str:
+    """One sha256 over a trained pipeline's files (`model-best`: names and contents), those named in `skip` aside
+    (by default meta.json, which holds the training's timings): two models with equal digests make the same
+    predictions, so score the same."""
     import hashlib
 
     from spacy_elmo.provenance import sha256
 
     digest = hashlib.sha256()
-    for path in sorted(p for p in model.rglob("*") if p.is_file() and p.relative_to(model).as_posix() != "meta.json"):
+    for path in sorted(p for p in model.rglob("*") if p.is_file() and p.relative_to(model).as_posix() not in skip):
         digest.update(f"{path.relative_to(model).as_posix()}\0{sha256(path)}\n".encode())
     return digest.hexdigest()

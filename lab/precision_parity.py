@@ -11,25 +11,17 @@ Each MODEL_DIR (a trained pipeline, e.g. `model-best`) is loaded once per precis
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 from pathlib import Path
 
 import spacy
 from spacy.training import Corpus
 
+from lab.looks_ledger import model_sha256
 from spacy_elmo.provenance import Provenance, portable, sha256
 
 PRECISIONS = ("fp32", "bf16", "int8")
 SCORES = {"ents_f": "NER F1", "tag_acc": "tag accuracy"}
-
-
-def tree_sha256(folder: Path) -> str:
-    """One digest of every file of a saved pipeline (names and contents)."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(f"{path.relative_to(folder).as_posix()}\0{sha256(path)}\n".encode())
-    return digest.hexdigest()
 
 
 def trained_with(provenance: Path) -> dict | None:
@@ -73,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = [
         {
             "pipeline": f"{model.parent.name}/{model.name}",  # the run's folder names what was trained
-            "sha256": tree_sha256(model),
+            "sha256": model_sha256(model, skip=()),  # every file, meta.json too
             "training": trained_with(model.parent / "provenance.json"),
             **dev_scores(model, args.dev),
         }

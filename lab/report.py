@@ -31,6 +31,9 @@ from pathlib import Path
 
 import matplotlib
 
+from lab.looks_ledger import TASK_SCORE
+from lab.train_ner import dev_curve
+from spacy_elmo.provenance import Provenance
 from spacy_elmo.provenance import sha256 as _sha256
 
 matplotlib.use("Agg")
@@ -40,8 +43,6 @@ ROOT = Path(__file__).resolve().parent.parent  # the checkout: configs at a reco
 
 NAME = re.compile(r"^(?P<system>[a-z]+)_(?P<pct>\d+)\.json$")
 SEED_NAME = re.compile(r"^(?P<task>[a-z]+)_(?P<system>[a-z]+)_(?P<pct>\d+)_s(?P<seed>\d+)\.json$")
-# per task: the score `spacy evaluate` writes for it
-TASK_SCORE = {"ner": "ents_f", "pos": "tag_acc"}
 SCORES = ("ents_f", "ents_p", "ents_r", "tag_acc", "cats_macro_f", "cats_score")
 
 
@@ -113,23 +114,9 @@ def read_layer_weights(training_dir: Path) -> dict:
 
 
 def read_dev_curves(training_dir: Path) -> dict:
-    """{run: [(step, dev F1 %), ...]} from the `spacy train` console logs `{run}.log` (train_ner.py)."""
-    curves = {}
-    for log in sorted(training_dir.glob("*_*.log")):
-        header, points = None, []
-        for line in log.read_text(encoding="utf8", errors="replace").splitlines():
-            cells = line.split()
-            if "ENTS_F" in cells and "#" in cells:
-                header = cells  # "LOSS NER" headers are two words over one number: index F1 from the end
-            elif header and len(cells) >= 4 and cells[0].isdigit():
-                try:
-                    step, f1 = int(cells[header.index("#")]), float(cells[header.index("ENTS_F") - len(header)])
-                except (ValueError, IndexError):
-                    continue
-                points.append((step, f1))
-        if points:
-            curves[log.stem] = points
-    return curves
+    """{run: [[step, dev F1 %], ...]} from the `spacy train` console logs `{run}.log` (train_ner.py)."""
+    curves = {log.stem: dev_curve(log, "ENTS_F") for log in sorted(training_dir.glob("*_*.log"))}
+    return {run: points for run, points in curves.items() if points}
 
 
 def plot_dev_curves(curves: dict, path: Path) -> None:
@@ -253,15 +240,6 @@ def copy_configs(steps: dict, out: Path) -> dict:
     return copied
 
 
-def own_provenance(command=None, seed=None, started=None):
-    from spacy_elmo.provenance import Provenance
-
-    prov = Provenance(command=command, seed=seed)
-    if started:
-        prov.started = started
-    return prov
-
-
 # ---------------------------------------------------------------------------------------------
 # seeds
 
@@ -303,9 +281,8 @@ def read_seed_metrics(metrics_dir: Path) -> dict:
         if not isinstance(value, (int, float)):
             continue
         value = float(value) * 100 if value <= 1.0 else float(value)
-        cells.setdefault(match["task"], {}).setdefault(match["pct"], {}).setdefault(match["system"], {})[
-            match["seed"]
-        ] = round(value, 2)
+        seeds = cells.setdefault(match["task"], {}).setdefault(match["pct"], {}).setdefault(match["system"], {})
+        seeds[match["seed"]] = round(value, 2)
     return cells
 
 
@@ -344,7 +321,7 @@ def summarize_seeds(cells: dict) -> dict:
 
 
 def cmd_collect(args) -> int:
-    prov = own_provenance()
+    prov = Provenance()
     args.out.mkdir(parents=True, exist_ok=True)
     results = read_metrics(args.metrics_dir)
     if not results:
@@ -390,7 +367,7 @@ def bilms_of_elmo_runs(records: Path | None, cells: dict) -> dict[str, list[str]
 
 
 def cmd_seeds(args) -> int:
-    prov = own_provenance()
+    prov = Provenance()
     cells = read_seed_metrics(args.metrics_dir)
     steps = find_provenance(args.provenance)
     added = read_seed_records(args.records, cells, steps)
