@@ -97,21 +97,8 @@ def code_version(directory: Path) -> str:
 
 
 def run_worker(model_dir: Path, batch: int, mode: str, args, source: str | None = None) -> dict:
-    command = [
-        sys.executable,
-        "-m",
-        "lab.bench_worker",
-        "--model-dir",
-        str(model_dir),
-        "--batch",
-        str(batch),
-        "--mode",
-        mode,
-        "--threads",
-        str(args.threads),
-        "--min-seconds",
-        str(args.min_seconds),
-    ]
+    command = [sys.executable, "-m", "lab.bench_worker", "--model-dir", str(model_dir), "--batch", str(batch)]
+    command += ["--mode", mode, "--threads", str(args.threads), "--min-seconds", str(args.min_seconds)]
     if batch == 1:
         command += ["--batches", "8"]
     elif mode == "pipe":
@@ -248,19 +235,8 @@ def main(argv=None) -> int:
 def table_row(row: dict) -> list[str]:
     """One measurement as a row of INFERENCE_COLUMNS."""
     mode = f"{row['mode']} ({row['code']})" if row.get("code") else row["mode"]
-    if "error" in row or "pipe_error" in row:
-        return [
-            row["arch"],
-            str(row["batch"]),
-            mode,
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            str(row.get("error") or row["pipe_error"]),
-        ]
+    if "error" in row or "pipe_error" in row:  # the error in the notes, every measured column empty
+        return [row["arch"], str(row["batch"]), mode, *[""] * 6, str(row.get("error") or row["pipe_error"])]
     rss = f"{row['rss_peak_inference_mib']:.0f} / {row['rss_peak_load_mib']:.0f}"
     if "pipe_over_raw" in row:
         note = f"nlp.pipe = {100 * row['pipe_over_raw']:.0f}% of raw model ({row['raw_words_per_s']:.0f} words/s)"

@@ -47,7 +47,7 @@ def evaluate(run: Path, test: Path, out: Path, gpu_id: int) -> str:
 
     model = run / "model-best"
     target = out / f"{run.name}.json"
-    if target.is_file() and target.stat().st_mtime >= (model / "meta.json").stat().st_mtime:
+    if scored_before(run, out):
         print(f"[{run.name}] already scored on test ({target}); not scoring again", flush=True)
         return "kept"
     if target.is_file():  # the score of an earlier model in this folder: kept, not overwritten
@@ -55,18 +55,8 @@ def evaluate(run: Path, test: Path, out: Path, gpu_id: int) -> str:
         kept = move_aside(run.name, stamp, target, out / f"{run.name}.provenance.json")
         print(f"[{run.name}] model-best is newer than its score: the earlier score moved to {kept}", flush=True)
     # the command this call is: recorded as such, with where it ran
-    command = [
-        sys.executable,
-        "-m",
-        "spacy",
-        "evaluate",
-        str(model),
-        str(test),
-        "--output",
-        str(target),
-        "--gpu-id",
-        str(gpu_id),
-    ]
+    command = [sys.executable, "-m", "spacy", "evaluate", str(model), str(test), "--output", str(target)]
+    command += ["--gpu-id", str(gpu_id)]
     prov = Provenance(command=command)
     try:
         spacy_evaluate(str(model), test, output=target, use_gpu=gpu_id)
@@ -216,10 +206,8 @@ def main(argv: list[str] | None = None) -> int:
                 earlier = looks_ledger.same_recipe_looks(ledger, look)
                 print(
                     f"[{run.name}] refused: {look['task']} {look['fraction']}% {look['system']} seed {look['seed']} "
-                    "with this recipe "
-                    f"already had a test look (look {earlier[-1]['look']}: {earlier[-1]['score']}); one look per "
-                    "recipe "
-                    "- pass --again REASON to score it anyway (the reason is recorded)",
+                    f"with this recipe already had a test look (look {earlier[-1]['look']}: {earlier[-1]['score']}); "
+                    "one look per recipe - pass --again REASON to score it anyway (the reason is recorded)",
                     flush=True,
                 )
                 refused.append(run)
@@ -237,12 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         shares = [runs[i::jobs] for i in range(jobs)]
         work = partial(_evaluate_all, test=args.test, out=args.out, gpu_id=args.gpu_id)
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            done = dict(
-                zip(
-                    [run for share in shares for run in share],
-                    [flag for share in pool.map(work, shares) for flag in share],
-                )
-            )
+            flags = [flag for share in pool.map(work, shares) for flag in share]
+            done = dict(zip([run for share in shares for run in share], flags))
             ok = [done[run] for run in runs]
     for run, status in zip(runs, ok):
         if status == "scored" and run in looks:

@@ -60,7 +60,6 @@ TUNING = {
 SECOND_BILM = {"training_seeds": "bilm2"}
 RUN = re.compile(r"^(?P<task>[a-z]+)_(?P<system>baseline|elmo)(?:_(?P<tag>[a-z0-9_]+?))?_(?P<pct>\d+)_s(?P<seed>\d+)$")
 NOT_RUN = "not run"
-REGIONS = ("gains", "test-looks")
 
 
 def read_records(folders: list[Path]) -> list[dict]:
@@ -186,15 +185,11 @@ def gains_table(table_rows: list[dict]) -> str:
     ]
     for row in table_rows:
         head = f"| {row['data']} | {TASKS.get(row['task'], row['task'])} | {row['fraction']} | "
-        bilm = (
-            row["bilm"]
-            if row["status"] == NOT_RUN
-            else f"{row['bilm']} (`{'`, `'.join(s[:8] for s in row['bilm_sha256'])}`)"
-        )
         if row["status"] == NOT_RUN:
             shift = NOT_RUN if row["bilm"] != "first" else ""
-            lines.append(head + f"{bilm} | {NOT_RUN} | | | | {shift} | {TUNING.get(row['records'], '')} |")
+            lines.append(head + f"{row['bilm']} | {NOT_RUN} | | | | {shift} | {TUNING.get(row['records'], '')} |")
             continue
+        bilm = f"{row['bilm']} (`{'`, `'.join(s[:8] for s in row['bilm_sha256'])}`)"
         per_seed = ", ".join(f"s{s} {_signed(g)}" for s, g in row["per_seed"].items())
         shift = ""
         if row["bilm"] != "first":
@@ -213,8 +208,7 @@ def _round(look: dict) -> str:
 
 
 def _what(look: dict) -> str:
-    run = str(look.get("run") or "")
-    return re.sub(r"_s\d+$", "", run)
+    return re.sub(r"_s\d+$", "", str(look.get("run") or ""))
 
 
 def _recipe(look: dict) -> str:

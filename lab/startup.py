@@ -36,14 +36,13 @@ def commands(python: str = sys.executable) -> dict[str, list[str]]:
     """{name: argv}: the console script's --version, and the imports it is compared with."""
     script = Path(python).with_name("spacy-elmo")
     version = [str(script)] if script.is_file() else [python, str(ROOT / "spacy_elmo_cli.py")]
-    named = {
+    return {
         "spacy-elmo --version": [*version, "--version"],
         BASE: [python, "-c", BASE],
         "import spacy_elmo": [python, "-c", "import spacy_elmo"],
         "import torch, spacy, spacy_elmo": [python, "-c", "import torch, spacy, spacy_elmo"],
         PRE_TRAINED_MODEL: [python, "-c", PRE_TRAINED_MODEL],
     }
-    return named
 
 
 def environment() -> dict[str, str]:

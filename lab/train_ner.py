@@ -25,13 +25,11 @@ the new run starts; a run that did not finish is simply trained again. Ctrl-C pr
 are redone next time.
 
 With `--records DIR` (the workflows pass `results/runs/{out folder}`), every finished run also leaves a small record
-`DIR/{name}.json`, committed with the results so that it outlives the session's work folder: task, fraction,
-system, seed, settings, the sha256 of its config, data and biLM, its thread settings, its best dev score and
-dev curve, its training provenance, and (added by lab/evaluate_runs.py) its test score. A run whose folder
-is gone (another session) but whose record has the same command, inputs and thread settings and holds a test
-score is not trained again: its result is the record's (the seeds report reads it), and with no model there is
-nothing to score on test again. A record without a test score, or with another command, input or thread setting,
-is trained again and rewritten (the committed history keeps the earlier record).
+`DIR/{name}.json` (`write_record`; results/README.md says what it holds), committed with the results so that it
+outlives the session's work folder. A run whose folder is gone (another session) but whose record has the same
+command, inputs and thread settings and holds a test score is not trained again: its result is the record's (the
+seeds report reads it), and with no model there is nothing to score on test again. Any other record is trained
+again and rewritten (the committed history keeps the earlier record).
 """  # noqa: E501 - the first line is the script's --help description, whole
 
 from __future__ import annotations
@@ -64,34 +62,19 @@ def train_commands(args: argparse.Namespace, extra: list[str]) -> dict[str, tupl
     for seed in seeds:
         for pct in args.fractions:
             name = f"{args.name}_{pct}_s{seed}" if args.seeds else f"{args.name}_{pct}"
-            commands[name] = (
-                [
-                    sys.executable,
-                    "-m",
-                    "spacy",
-                    "train",
-                    str(args.config),
-                    "--output",
-                    str(args.out / name),
-                    "--paths.train",
-                    str(args.corpus / f"train_{pct}.spacy"),
-                    "--paths.dev",
-                    str(args.corpus / "dev.spacy"),
-                    "--training.max_steps",
-                    str(args.steps),
-                    "--training.eval_frequency",
-                    str(args.eval_frequency),
-                    "--training.patience",
-                    str(args.patience),
-                    "--system.seed",
-                    str(seed),
-                    "--gpu-id",
-                    str(args.gpu_id),
-                    *extra,
-                    *fraction_options.get(pct, []),
-                ],
-                seed,
-            )
+            options = {
+                "--output": args.out / name,
+                "--paths.train": args.corpus / f"train_{pct}.spacy",
+                "--paths.dev": args.corpus / "dev.spacy",
+                "--training.max_steps": args.steps,
+                "--training.eval_frequency": args.eval_frequency,
+                "--training.patience": args.patience,
+                "--system.seed": seed,
+                "--gpu-id": args.gpu_id,
+            }
+            command = [sys.executable, "-m", "spacy", "train", str(args.config)]  # command[4]: the config
+            command += [str(part) for option in options.items() for part in option]
+            commands[name] = ([*command, *extra, *fraction_options.get(pct, [])], seed)
     return commands
 
 
@@ -214,13 +197,8 @@ def run_one(name: str, command: list[str], seed: int, out: Path, env: dict, reco
     if finished_before(folder, command, inputs, threads(env)):
         print(f"[{name}] finished earlier with the same command, inputs and threads: not trained again", flush=True)
         if records and not (records / f"{name}.json").is_file():
-            write_record(
-                records,
-                name,
-                folder,
-                out / f"{name}.log",
-                json.loads((folder / "provenance.json").read_text(encoding="utf8")),
-            )
+            record = json.loads((folder / "provenance.json").read_text(encoding="utf8"))
+            write_record(records, name, folder, out / f"{name}.log", record)
         return True
     reused = reusable_record(records, name, command, inputs, threads(env))
     if reused is not None:
