@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     ]
     models = [model_row(folder) for folder in args.models]
     record = {
-        "command": " ".join(sys.argv),
+        "command": " ".join(portable(arg) for arg in ["python", "-m", "lab.pretrain_speed", *sys.argv[1:]]),
         "config": args.config,
         "started_utc": started,
         "ended_utc": utc_now(),

@@ -34,6 +34,7 @@ def test_pretrain_speed_alternates_the_trees_and_writes_its_tables(tmp_path):
         {"model": record["models"][0]["model"], "precision": "fp32", "seed": 1, "step": 60, "heldout_ppl": 12.35,
          "commit": "a" * 40}
     ]  # fmt: skip
+    assert not any(part.startswith("/") for part in record["command"].split())  # no folder of this machine
     assert record["machine"]["cpu"] and record["git"]["commit"] and record["config"] == "configs/pretrain_tiny.cfg"
     table = out.with_suffix(".md").read_text()
     assert f"| fp32 | {fp32['runs'][0]['words_per_s']:,.0f} | {fp32['median']:,.0f} |" in table
