@@ -36,6 +36,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from lab import looks_ledger
+
 # t(0.975, df) for df = 1 .. 30 (Student's t, two-sided 95%)
 T975 = {
     1: 12.706205, 2: 4.302653, 3: 3.182446, 4: 2.776445, 5: 2.570582, 6: 2.446912, 7: 2.364624, 8: 2.306004,
@@ -84,7 +86,8 @@ def read_records(folders: list[Path]) -> list[dict]:
                     "seed": int(match["seed"]),
                     "score": float(score),
                     "train_sha256": train,
-                    "bilm_sha256": record.get("bilm_sha256"),
+                    # (a record whose biLM lay outside the repository has the weights' hash in its inputs only)
+                    "bilm_sha256": record.get("bilm_sha256") or looks_ledger.recipe(record)["bilm_sha256"],
                 }
             )
     return runs

@@ -68,8 +68,16 @@ def recipe(train_record: dict | None) -> dict:
         "config_sha256": config_sha,
         "settings": [f"{key} {value}" for key, value in pairs if key not in NOT_RECIPE],
         "train_sha256": inputs.get(given.get("--paths.train", "")),
-        "bilm_sha256": inputs.get(f"{elmo}/model.safetensors") if elmo else None,
+        "bilm_sha256": bilm_sha256(inputs, elmo),
     }
+
+
+def bilm_sha256(inputs: dict, elmo: str | None) -> str | None:
+    """The weights' sha256 among a run's hashed inputs. A biLM outside the repository is named by its folder's name
+    alone (provenance.portable), and its weights by "model.safetensors": that key is the biLM's, it has no other."""
+    if not elmo:
+        return None
+    return inputs.get(f"{elmo}/model.safetensors") or (inputs.get("model.safetensors") if "/" not in elmo else None)
 
 
 def run_fields(run: str, parsed: dict, train_record: dict) -> dict:

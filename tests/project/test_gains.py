@@ -49,6 +49,7 @@ def recompute(runs: Path) -> dict[tuple, dict]:
     """{(folder, task, pct, biLM tag or None): {per_seed, mean, sd, interval}} from the records' file names and test
     scores: ELMo `{task}_elmo[_{tag}]_{pct}_s{seed}` − baseline `{task}_baseline_{pct}_s{seed}` of the same folder."""
     cells: dict[tuple, dict] = {}
+    shifts: dict[tuple, dict] = {}
     for folder in FOLDERS:
         scores = {}
         for path in sorted((runs / folder).glob("*.json")) if (runs / folder).is_dir() else []:
@@ -63,18 +64,25 @@ def recompute(runs: Path) -> dict[tuple, dict]:
             base = scores.get(f"{task}_baseline_{pct}_s{seed}")
             if base is not None:
                 cells.setdefault((folder, task, pct, tag), {})[seed] = round(score - base, 2)
-    out = {}
-    for key, per_seed in cells.items():
-        values = list(per_seed.values())
-        mean, sd = statistics.fmean(values), statistics.stdev(values)
-        half = _t975(len(values) - 1) * sd / math.sqrt(len(values))
-        out[key] = {
-            "per_seed": dict(sorted(per_seed.items(), key=lambda kv: int(kv[0]))),
-            "mean": round(mean, 2),
-            "sd": round(sd, 2),
-            "interval": [round(mean - half, 2), round(mean + half, 2)],
-        }
+            first = scores.get(f"{task}_elmo_{pct}_s{seed}")
+            if tag is not None and first is not None:  # the shift from the first biLM, same seed
+                shifts.setdefault((folder, task, pct, tag), {})[seed] = round(score - first, 2)
+    out = {key: _spread(per_seed) for key, per_seed in cells.items()}
+    for key, per_seed in shifts.items():
+        out[key]["shift"] = _spread(per_seed)
     return out
+
+
+def _spread(per_seed: dict) -> dict:
+    values = list(per_seed.values())
+    mean, sd = statistics.fmean(values), statistics.stdev(values)
+    half = _t975(len(values) - 1) * sd / math.sqrt(len(values))
+    return {
+        "per_seed": dict(sorted(per_seed.items(), key=lambda kv: int(kv[0]))),
+        "mean": round(mean, 2),
+        "sd": round(sd, 2),
+        "interval": [round(mean - half, 2), round(mean + half, 2)],
+    }
 
 
 def _cell_of(cells: list[str]) -> tuple:
@@ -103,6 +111,8 @@ def mismatches(runs: Path, gains_json: Path, pages: tuple[Path, ...]) -> list[st
                 wrong.append(f"gains.json {key}: 'not run', but the records pair")
             continue
         got = {name: row[name] for name in ("per_seed", "mean", "sd", "interval")}
+        if row.get("shift"):
+            got["shift"] = {name: row["shift"][name] for name in ("per_seed", "mean", "sd", "interval")}
         if got != expected.get(key):
             wrong.append(f"gains.json {key}: {got} != {expected.get(key)}")
     wrong += [f"gains.json: no row for {key}" for key in expected if key not in seen]
@@ -135,8 +145,13 @@ def mismatches(runs: Path, gains_json: Path, pages: tuple[Path, ...]) -> list[st
             ]
             if shown != right:
                 wrong.append(f"{page.name}:{number}: {key}: {shown} != {right}")
-            if INTERVAL.search(cells[8]):
-                wrong.append(f"{page.name}:{number}: a shift interval with no second biLM recomputed: {cells[8]}")
+            shift = want.get("shift")
+            right_shift = ""
+            if shift:
+                low, high = shift["interval"]
+                right_shift = f"{_fmt(shift['mean'])} ± {shift['sd']:.2f}, [{_fmt(low)}, {_fmt(high)}]"
+            if cells[8] != right_shift:
+                wrong.append(f"{page.name}:{number}: {key} shift: {cells[8]!r} != {right_shift!r}")
     return wrong
 
 
@@ -155,7 +170,8 @@ def test_every_published_interval_is_recomputed_from_the_records():
 
 
 def test_a_changed_score_is_caught(tmp_path):
-    """One record's test score moved by 0.5: the published gains no longer recompute."""
+    """One record's test score moved by 0.5: the published gains no longer recompute, nor the second biLM's shift
+    from that (first-biLM) run."""
     runs = tmp_path / "runs"
     shutil.copytree(RUNS, runs)
     path = runs / "training_seeds" / "ner_elmo_10_s1.json"
@@ -163,7 +179,9 @@ def test_a_changed_score_is_caught(tmp_path):
     record["test"]["score"] += 0.5
     path.write_text(json.dumps(record), encoding="utf8")
     wrong = mismatches(runs, ROOT / "results" / "gains.json", PAGES)
-    assert len(wrong) == 1 + len(PAGES) and all("'ner', '10', None" in line for line in wrong), wrong
+    first = [line for line in wrong if "'ner', '10', None" in line]
+    shift = [line for line in wrong if "'ner', '10', 'bilm2'" in line]
+    assert len(first) == len(shift) == 1 + len(PAGES) and len(wrong) == len(first) + len(shift), wrong
 
 
 def test_t_quantiles_agree_with_the_scripts_table(script):

@@ -290,7 +290,8 @@ def test_the_seeds_report_from_the_records_alone_is_the_published_one(script, tm
         for name in names:
             (records / Path(name).name).write_text(_git_show(f"{commit}:{folder}/{Path(name).name}"))
         published = json.loads(_git_show(f"{commit}:results/seeds.json"))
-    assert len(list(records.glob("*.json"))) == 24
+    # the seeds runs' 24 (beside them now: the second biLM's runs, which the seeds report leaves to lab/gains.py)
+    assert len([path for path in records.glob("*.json") if "_bilm2_" not in path.name]) == 24
     assert (
         report.main(
             [
