@@ -37,6 +37,12 @@ def product_bound(terms: int) -> float:
     return 3 * u + 3 * u * u + 1.01 * terms * FP32_ROUNDOFF * (1 + u) ** 2
 
 
+def widened_matmul(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """a·b with both operands in `dtype` and the result widened to fp32 (the training kernels' bf16
+    products; None: a·b as it is)."""
+    return torch.matmul(a, b) if dtype is None else torch.matmul(a.to(dtype), b.to(dtype)).float()
+
+
 def bf16_copy(owner, name: str, weight: torch.Tensor) -> torch.Tensor:
     """`weight` in bf16, made once and kept (beside `owner`) until the weight is replaced or
     modified in place."""
@@ -64,4 +70,4 @@ class Bf16Linear(nn.Linear):
         return out
 
 
-__all__ = ["UNIT_ROUNDOFF", "Bf16Linear", "bf16_copy", "drop_bf16", "product_bound"]
+__all__ = ["UNIT_ROUNDOFF", "Bf16Linear", "bf16_copy", "drop_bf16", "product_bound", "widened_matmul"]

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import torch
 
+from .bf16 import widened_matmul
 from .capabilities import autocast_product_dtype
 
 
@@ -305,9 +306,6 @@ class FusedLstmFunction(torch.autograd.Function):
             end = start
         grad_gates = gates.view(n_dir, steps * batch, 4 * hidden)
 
-        def product(a, b):  # a·b (batched) in the products' dtype, the result in fp32
-            return torch.bmm(a, b) if low is None else torch.bmm(a.to(low), b.to(low)).float()
-
         grad_x = grad_h0 = grad_c0 = grad_wi = grad_wh = grad_b = grad_wp = None
         if need_h0:
             grad_h0 = grad_hs[:, 0].clone()
@@ -315,23 +313,27 @@ class FusedLstmFunction(torch.autograd.Function):
                 for d in range(n_dir):
                     grad_h0[d].addmm_(gates[d, 0], hidden_weight[d].t())
             elif steps:
-                grad_h0.add_(product(gates[:, 0], hidden_weight.transpose(1, 2)))
+                grad_h0.add_(widened_matmul(gates[:, 0], recurrent_t, low))
         if need_c0:
             grad_c0 = dc_carry if grad_cs is None else dc_carry.add_(grad_cs[:, 0])
         gates_low = grad_gates.to(low) if low is not None and (need_x or need_wi or need_wh) else grad_gates
         if need_x:
-            grad_x = product(gates_low, input_weight.transpose(1, 2)).view(n_dir, steps, batch, in_dim).transpose(1, 2)
+            grad_x = (
+                widened_matmul(gates_low, input_weight.transpose(1, 2), low)
+                .view(n_dir, steps, batch, in_dim)
+                .transpose(1, 2)
+            )
         if need_wi:
-            grad_wi = product(xt.view(n_dir, steps * batch, in_dim).transpose(1, 2), gates_low)
+            grad_wi = widened_matmul(xt.view(n_dir, steps * batch, in_dim).transpose(1, 2), gates_low, low)
         if need_wh:
             previous = hs[:, :steps].reshape(n_dir, steps * batch, proj)
-            grad_wh = product(previous.transpose(1, 2), gates_low)
+            grad_wh = widened_matmul(previous.transpose(1, 2), gates_low, low)
         if need_b:
             grad_b = grad_gates.sum(dim=1)
         if need_wp:
             assert grad_proj is not None, "a projection weight needs a gradient only when there is one"
-            grad_wp = product(
-                ms.view(n_dir, steps * batch, hidden).transpose(1, 2), grad_proj.view(n_dir, steps * batch, proj)
+            grad_wp = widened_matmul(
+                ms.view(n_dir, steps * batch, hidden).transpose(1, 2), grad_proj.view(n_dir, steps * batch, proj), low
             )
         return grad_x, grad_h0, grad_c0, grad_wi, grad_wh, grad_b, grad_wp, None, None, None, None, None
 

@@ -26,6 +26,7 @@ import math
 import torch
 
 from ..kernels import autocast_product_dtype
+from ..kernels.bf16 import widened_matmul
 
 
 class LogUniformSampler:
@@ -134,7 +135,7 @@ class SampledSoftmaxLoss(torch.autograd.Function):
         if product_dtype is None:
             logits = torch.addmm(corrected_bias, hidden, w_sampled.t())
         else:
-            logits = torch.mm(hidden.to(product_dtype), w_sampled.t().to(product_dtype)).float().add_(corrected_bias)
+            logits = widened_matmul(hidden, w_sampled.t(), product_dtype).add_(corrected_bias)
         ctx.product_dtype = product_dtype
         if hit_rows.numel():
             logits.index_put_((hit_rows, hit_cols), logits.new_tensor(torch.finfo(logits.dtype).min / 2))
@@ -164,14 +165,11 @@ class SampledSoftmaxLoss(torch.autograd.Function):
         # the [targets, negatives] gradient in the products' dtype, rounded once for both products
         operand = grad_logits if low is None else grad_logits.to(low)
 
-        def product(a, b):  # a·b, b cast to the products' dtype, the result in fp32
-            return torch.mm(a, b) if low is None else torch.mm(a, b.to(low)).float()
-
         if need_hidden:
-            grad_hidden = (grad_true.unsqueeze(1) * w_targets).add_(product(operand, w_sampled))
+            grad_hidden = (grad_true.unsqueeze(1) * w_targets).add_(widened_matmul(operand, w_sampled, low))
         if need_weight:
             grad_weight = torch.zeros_like(weight)
-            grad_weight.index_add_(0, sampled, product(operand.t(), hidden))
+            grad_weight.index_add_(0, sampled, widened_matmul(operand.t(), hidden, low))
             grad_weight.index_add_(0, targets, grad_true.unsqueeze(1) * hidden)
         if need_bias:
             grad_bias = weight.new_zeros(weight.shape[0])
