@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from confection import Config
+
 from spacy_elmo.provenance import git_state, machine, portable, utc_now
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,10 +46,10 @@ def run(tree: Path, config: str, text: Path, steps: int, precision: str | None, 
 def model_row(folder: Path) -> dict:
     summary = json.loads((folder / "pretrain_summary.json").read_text())
     provenance = json.loads((folder / "provenance.json").read_text())
-    bf16 = 'precision = "bf16"' in (folder / "pretrain.cfg").read_text()
+    config = Config().from_str((folder / "pretrain.cfg").read_text(), interpolate=False)
     return {
         "model": portable(str(folder)),
-        "precision": "bf16" if bf16 else "fp32",
+        "precision": config["training"].get("precision", "fp32"),
         "seed": provenance.get("seed"),
         "step": summary["step"],
         "heldout_ppl": round(summary["heldout_ppl"], 2),
