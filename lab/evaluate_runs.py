@@ -2,8 +2,8 @@
 
     python -m lab.evaluate_runs work/training work/corpus/test.spacy work/metrics [--prefix ner_] [--jobs 2]
 
-Every `{training}/{run}/model-best` (run names from lab/train_ner.py, e.g. `baseline_10` or
-`ner_elmo_10_s1`) is evaluated into `{out}/{run}.json` by spaCy's own `spacy evaluate` function
+Every finished run's `{training}/{run}/model-best` (lab/train_ner.py's runs, e.g. `baseline_10`, with the
+provenance.json it writes as a run ends) is evaluated into `{out}/{run}.json` by spaCy's own `spacy evaluate` function
 (`spacy.cli.evaluate.evaluate`, what the command runs), with `{out}/{run}.provenance.json` beside it
 (spacy_elmo.provenance). The models are scored in this process, or in `--jobs` worker processes of
 one thread each, so spaCy and torch are imported once per worker rather than once per model. Test
@@ -190,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     runs = sorted(p.parent.parent for p in args.training.glob(f"{args.prefix}*/model-best/meta.json"))
+    for run in [run for run in runs if not (run / "provenance.json").is_file()]:  # train_ner writes it as a run ends
+        print(f"[{run.name}] not scored: still training, or stopped before the end (no provenance.json)", flush=True)
+        runs.remove(run)
     if not runs:
         parser.error(f"no {args.training}/{args.prefix}*/model-best to evaluate")
     args.out.mkdir(parents=True, exist_ok=True)

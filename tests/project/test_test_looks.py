@@ -122,6 +122,24 @@ def test_evaluate_runs_allows_one_look_per_recipe_unless_told_why(tmp_path, scri
     assert json.loads(ledger.read_text())["looks"][3]["reason"] == "first look at this recipe"
 
 
+def test_evaluate_runs_leaves_a_run_still_training_unscored(tmp_path, script, capsys):
+    """A run whose training has not ended (spaCy has written a model-best, lab/train_ner.py no provenance.json yet)
+    gets no test look: its model-best is an early checkpoint, not the run's result."""
+    import spacy
+    from spacy.tokens import Doc, DocBin
+
+    evaluate_runs = script("evaluate_runs")
+    test = tmp_path / "test.spacy"
+    DocBin(docs=[Doc(spacy.blank("en").vocab, words=["a", "b"])]).to_disk(test)
+    _trained_run(tmp_path, "ner_elmo_10_s0")
+    (_trained_run(tmp_path, "ner_elmo_10_s1") / "provenance.json").unlink()
+    ledger, out = tmp_path / "looks.json", tmp_path / "metrics"
+    assert evaluate_runs.main([str(tmp_path / "training"), str(test), str(out), "--ledger", str(ledger)]) == 0
+    assert [look["seed"] for look in json.loads(ledger.read_text())["looks"]] == [0]
+    assert not (out / "ner_elmo_10_s1.json").exists()
+    assert "[ner_elmo_10_s1] not scored: still training" in capsys.readouterr().out
+
+
 FAKE_TRAIN = textwrap.dedent('''
     """Stands in for `spacy train` (python FAKE -m spacy train CONFIG --output DIR ...): counts its runs, writes a
     model and a console log like spaCy's."""
