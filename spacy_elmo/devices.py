@@ -9,6 +9,7 @@ one of its LOCAL_RANK), else gloo.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -74,6 +75,11 @@ class Distributed:
     def close() -> None:
         """Leaves the process group (if one was joined), so a later run in this process starts afresh."""
         if dist.is_initialized():
+            # gloo's worker thread frees the last collective's work just after completing it, and that takes the
+            # GIL (its tensors are Python's); the group's destructor joins the thread while holding the GIL. Right
+            # after a collective the two deadlock (torch 2.13: a torchrun rank hung at exit). Sleeping releases the
+            # GIL, so the thread is done before the group goes.
+            time.sleep(0.05)
             dist.destroy_process_group()
 
 
