@@ -198,6 +198,8 @@ def test_evaluate_runs_scores_once_and_keeps_the_score_of_a_replaced_model(tmp_p
     import spacy
     from spacy.tokens import Doc, DocBin
 
+    from spacy_elmo.provenance import Provenance
+
     evaluate_runs = script("evaluate_runs")
     nlp = spacy.blank("en")
     test = tmp_path / "test.spacy"
@@ -205,6 +207,7 @@ def test_evaluate_runs_scores_once_and_keeps_the_score_of_a_replaced_model(tmp_p
     run = tmp_path / "training" / "ner_elmo_10_s0"
     run.mkdir(parents=True)
     nlp.to_disk(run / "model-best")
+    Provenance(command=["spacy", "train"]).write(run / "provenance.json", exit_code=0)  # as train_ner ends a run
     out = tmp_path / "metrics"
     assert evaluate_runs.main([str(tmp_path / "training"), str(test), str(out)]) == 0
     first = (out / "ner_elmo_10_s0.json").read_text()
