@@ -182,6 +182,20 @@ def test_import_spacy_elmo_registers_the_auto_classes(tiny_model_dir, tmp_path):
     assert done.returncode == 0 and done.stdout.split() == ["ElmoModel", "4"], done.stderr[-2000:]
 
 
+def test_spacy_blank_with_spacy_elmo_installed_does_not_import_the_model():
+    """spaCy imports every installed plugin's factories through their entry points whenever it makes a
+    pipeline, `spacy.blank("en")` too: our `elmo` factory must register without transformers' modeling
+    code, which would add seconds to every spaCy process of a user who has spacy-elmo installed."""
+    script = (
+        "import sys, spacy\n"
+        "nlp = spacy.blank('en')\n"
+        "assert 'elmo' in spacy.registry.factories, 'the entry point was not loaded'\n"
+        "print(sorted({'spacy_elmo.hf.modeling_elmo', 'transformers.modeling_utils'} & set(sys.modules)))\n"
+    )
+    done = run(sys.executable, "-c", script)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr[-2000:])
+
+
 def test_help_shows_defaults_and_device_choices(capsys):
     from spacy_elmo.cli import build_parser
 

@@ -17,8 +17,6 @@ import torch
 from thinc.api import Model, torch2xp, xp2torch
 from thinc.types import Floats2d, Floats3d, FloatsXd
 
-from ...hf.modeling_elmo import scalar_mix, scalar_mix_penalty
-
 
 def build_scalar_mix(
     n_layers: int | None = None, *, dropout: float = 0.0, l2: float = 0.0
@@ -57,6 +55,10 @@ def layer_weights(model: Model):
 
 
 def scalar_mix_forward(model: Model, Xs: list[Floats3d], is_train: bool) -> tuple[list[Floats2d], Callable]:
+    # imported here, not at the top: spaCy loads this module through its entry points whenever it makes
+    # any pipeline (spacy.blank too), and the model module brings transformers (~1.5 s) with it
+    from ...hf.modeling_elmo import scalar_mix, scalar_mix_penalty
+
     ops = model.ops
     xp = ops.xp
     if not Xs:
