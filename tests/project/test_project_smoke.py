@@ -124,7 +124,9 @@ def test_project_smoke_workflow(tmp_path):
         assert f"s0 {paired[0]:+.2f}, s1 {paired[1]:+.2f} | {row['mean']:+.2f} ± {row['sd']:.2f} |" in table
     # neither the second biLM's cells nor the confirmation's were trained here: listed, not run
     assert all(
-        row["status"] == "not run" for row in gains.values() if row["records"] == "confirmation" or row["bilm"] == "bilm2"
+        row["status"] == "not run"
+        for row in gains.values()
+        if row["records"] == "confirmation" or row["bilm"] == "bilm2"
     )
     assert "| ner 10% |" in (published / "test_looks.md").read_text()
     # issue 33: every test scoring is in the ledger (the `all` run's 4, the seeds run's 8), each a first look; every
@@ -349,7 +351,8 @@ def test_the_finished_workflows_commands_parse(workflow, tmp_path, monkeypatch, 
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    commands = [line.split("Running command: ", 1)[1] for line in done.stdout.splitlines() if "Running command: " in line]
+    marker = "Running command: "
+    commands = [line.split(marker, 1)[1] for line in done.stdout.splitlines() if marker in line]
     assert len(commands) >= (7 if workflow == "bilm2" else 9), done.stdout[-2000:]
 
     def parse_only(parser, args=None, namespace=None):
