@@ -25,7 +25,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["Provenance", "git_state", "input_hashes", "machine", "portable", "sha256", "threads", "utc_now"]
+__all__ = ["Provenance", "cpu_kind", "git_state", "input_hashes", "machine", "portable", "sha256", "threads", "utc_now"]
 
 
 def utc_now() -> str:
@@ -141,14 +141,44 @@ def _tree_root(where: str | os.PathLike | None = None) -> Path | None:
     return Path(root.strip()) if root else None
 
 
-def _cpu_model() -> str:
+# the instruction-set flags that decide which kernels a CPU runs (and so how a float32 result rounds)
+KERNEL_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8", "amx_tile")
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (lower-case keys); empty where there is none."""
+    info: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            info[key.strip().lower()] = value.strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return info
+
+
+def _cpu_model() -> str:
+    return _cpuinfo().get("model name") or platform.processor() or platform.machine()
+
+
+def cpu_kind() -> dict:
+    """What tells one CPU generation from another: vendor, family and model number (/proc/cpuinfo's
+    `vendor_id`, `cpu family`, `model`) and the kernel-choosing flags it has. The model *name* does not:
+    every AMD EPYC generation here is named just "AMD EPYC". None where /proc/cpuinfo is absent."""
+    info = _cpuinfo()
+    flags = set(info.get("flags", "").split())
+
+    def number(key: str) -> int | None:
+        return int(info[key]) if info.get(key, "").isdigit() else None
+
+    return {
+        "vendor": info.get("vendor_id") or None,
+        "family": number("cpu family"),
+        "model": number("model"),
+        "flags": [flag for flag in KERNEL_FLAGS if flag in flags],
+    }
 
 
 def _memory_gib() -> float | None:
@@ -181,14 +211,15 @@ def threads(env: Mapping[str, str] | None = None) -> dict:
 
 
 def machine(env: Mapping[str, str] | None = None) -> dict:
-    """CPU model, cores, memory, load average, GPU (if torch sees one), Python and library versions, and
-    the thread settings of `env`: the environment the work ran in (default: this process's). The load
-    average (1, 5 and 15 min, when the record is made) is what a reader needs to judge a time taken on
-    shared cores."""
+    """CPU model name and kind (`cpu_kind`), cores, memory, load average, GPU (if torch sees one), Python and
+    library versions, and the thread settings of `env`: the environment the work ran in (default: this
+    process's). The load average (1, 5 and 15 min, when the record is made) is what a reader needs to judge a
+    time taken on shared cores."""
     info = {
         "hostname": platform.node(),
         "platform": platform.platform(),
         "cpu": _cpu_model(),
+        "cpu_kind": cpu_kind(),
         "cores": os.cpu_count(),
         "memory_gib": _memory_gib(),
         "load_average": _load_average(),

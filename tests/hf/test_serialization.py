@@ -23,6 +23,7 @@ from thinc.util import to_numpy
 
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
 from spacy_elmo import ElmoLoadError, ElmoModel, ElmoTokenizer
+from spacy_elmo.provenance import cpu_kind
 from spacy_elmo.spacy.layers.bilm import bilm_from_bytes, bilm_to_bytes
 
 OLD = Path(__file__).resolve().parents[1] / "fixtures" / "saved_v0_1"
@@ -204,18 +205,21 @@ def test_spacy_load_never_unpickles(saved_pipeline, tmp_path):
 BEFORE_FOLDERS = Path(__file__).resolve().parents[1] / "fixtures" / "saved_c55240e"
 
 
-def this_cpu() -> str:
-    lines = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
+def written_here(record: dict) -> bool:
+    """Whether the fixture's arrays came from this machine's arithmetic: the same CPU kind (vendor, family and
+    model number, and the flags that choose kernels) and the same torch. The CPU's name cannot tell: every AMD
+    EPYC generation here is named just "AMD EPYC". c55240e's record predates `cpu_kind` (it names only
+    "AMD EPYC"), so its arrays count as another machine's: only the float32 bound applies to them."""
+    return record.get("cpu_kind") == cpu_kind() and record.get("torch") == torch.__version__
 
 
 @pytest.fixture(scope="module")
 def before_folders():
-    """(expected arrays, a check): identical where this CPU is the one that wrote them, else the same up to
-    float rounding (another CPU kind rounds otherwise), as `same_vectors` judges."""
+    """(expected arrays, the record, whether they were computed here): identical where this machine wrote
+    them, else the same up to float rounding (another CPU kind sums in another order)."""
     expected = dict(numpy.load(BEFORE_FOLDERS / "expected.npz", allow_pickle=False))
     record = json.loads((BEFORE_FOLDERS / "machine.json").read_text(encoding="utf-8"))
-    return expected, record, record["cpu"] == this_cpu()
+    return expected, record, written_here(record)
 
 
 def test_pipeline_saved_before_the_folders_loads_with_the_same_vectors(before_folders, tiny_model):
@@ -223,13 +227,17 @@ def test_pipeline_saved_before_the_folders_loads_with_the_same_vectors(before_fo
     config = spacy_util.load_config(BEFORE_FOLDERS / "pipeline" / "config.cfg")
     assert config["components"]["elmo"]["model"] == "hf" and not Path("hf").exists()  # a name that is gone
     nlp = spacy.load(BEFORE_FOLDERS / "pipeline")
+    weights = numpy.asarray(nlp.get_pipe("elmo").tensor_weights(), dtype=numpy.float64)
     for i, doc in enumerate(nlp.pipe(record["sentences"])):
         layers, tensor = to_numpy(doc._.elmo.layers), to_numpy(doc.tensor)
         if same_cpu:
             numpy.testing.assert_array_equal(layers, expected[f"layers_{i}"])
             numpy.testing.assert_array_equal(tensor, expected[f"tensor_{i}"])
-        exact = hf_layers(exact_copy(tiny_model), [t.text for t in doc])
-        assert_float32_error(exact, expected[f"layers_{i}"], layers, terms=forward_terms(tiny_model.config))
+        exact_layers = hf_layers(exact_copy(tiny_model), [t.text for t in doc])
+        exact = {"layers": exact_layers, "tensor": numpy.tensordot(weights, exact_layers, axes=1)}
+        reference = {"layers": expected[f"layers_{i}"], "tensor": expected[f"tensor_{i}"]}
+        got = {"layers": layers, "tensor": tensor}
+        assert_float32_error(exact, reference, got, terms=forward_terms(tiny_model.config), what=f"sentence {i}")
 
 
 def test_hf_directory_saved_before_the_folders_loads_with_the_same_vectors(before_folders, tiny_model):

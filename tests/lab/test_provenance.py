@@ -45,6 +45,11 @@ def test_record_names_commit_dirty_paths_configs_and_machine(tmp_path):
     machine = record["machine"]
     assert machine["cores"] >= 1 and machine["cpu"] and machine["python"].count(".") == 2
     assert machine["spacy"] and machine["transformers"] and machine["torch"]
+    kind = machine["cpu_kind"]  # the generation, which the name ("AMD EPYC") does not tell
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    if "cpu family" in cpuinfo:
+        assert f"cpu family\t: {kind['family']}\n" in cpuinfo and f"model\t\t: {kind['model']}\n" in cpuinfo
+        assert kind["vendor"] and set(kind["flags"]) <= set(cpuinfo.split("flags\t\t:")[1].split("\n")[0].split())
     load = machine["load_average"]  # a time on shared cores is read beside the load it ran under
     assert len(load) == 3 and all(isinstance(x, float) and x >= 0 for x in load)
     assert record["started_utc"] <= record["ended_utc"] and record["ended_utc"].endswith("Z")

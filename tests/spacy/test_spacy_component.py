@@ -288,7 +288,7 @@ def test_pipe_with_two_processes(nlp, tmp_path, exact_model):
         same_vectors(tensors[parallel], tensors[serial], exact.mean(axis=0), forward_terms(exact_model.config))
 
 
-def test_to_disk_and_bytes_need_no_original_files(tiny_model_dir, tmp_path):
+def test_to_disk_and_bytes_need_no_original_files(tiny_model_dir, tmp_path, exact_model):
     """The pipeline carries the biLM (safetensors + character settings): the source can go away."""
     source = tmp_path / "source_model"
     shutil.copytree(tiny_model_dir, source)
@@ -305,7 +305,7 @@ def test_to_disk_and_bytes_need_no_original_files(tiny_model_dir, tmp_path):
         """
         import sys, json, numpy, spacy, torch
         from thinc.util import to_numpy
-        torch.set_num_threads(1)  # as in this test process, so float rounding matches exactly
+        torch.set_num_threads(1)  # as in this test process
         if sys.argv[4] == "gpu":  # and on its device (--spacy-gpu): the GPU rounds otherwise than the CPU
             spacy.require_gpu()
         nlp = spacy.load(sys.argv[1])
@@ -317,8 +317,9 @@ def test_to_disk_and_bytes_need_no_original_files(tiny_model_dir, tmp_path):
         get_current_ops().device_type,
     )
     loaded = numpy.load(tmp_path / "loaded.npz")
-    for i, tensor in enumerate(expected):
-        numpy.testing.assert_array_equal(loaded[f"arr_{i}"], tensor)
+    for i, (text, tensor) in enumerate(zip(texts, expected)):  # another process: the same up to float rounding
+        exact = reference_layers(exact_model, [t.text for t in nlp.make_doc(text)]).mean(axis=0)
+        same_vectors(loaded[f"arr_{i}"], tensor, exact, terms=forward_terms(exact_model.config))
     again = spacy.blank("en").from_config(nlp.config)  # `model` is gone: from_bytes brings the weights
     again.from_bytes(data)
     for doc, tensor in zip(again.pipe(texts), expected):
