@@ -40,9 +40,10 @@ from thinc.api import (
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats3d
 
-from .bilm_files import bilm_from_bytes, bilm_to_bytes
+from . import bilm_files
 from .layer_cache import LayerCache, doc_cache_key
-from .segmentation import Segmenter, SentencesOrWindows, doc_segments, plan_segments
+from . import segmentation
+from .segmentation import Segmenter, SentencesOrWindows, doc_segments
 from .torch_shim import InPlaceUpdateShim
 
 
@@ -65,11 +66,11 @@ class ElmoLayerStack(torch.nn.Module):
 
 # the shim's bytes (a downstream component with its own biLM): the model directory of `bilm_files`
 def _serialize_stack(stack: ElmoLayerStack) -> bytes:
-    return bilm_to_bytes(stack.elmo, stack.tokenizer)
+    return bilm_files.bilm_to_bytes(stack.elmo, stack.tokenizer)
 
 
 def _deserialize_stack(stack: ElmoLayerStack, data: bytes, device) -> ElmoLayerStack:
-    elmo, tokenizer = bilm_from_bytes(data, device)
+    elmo, tokenizer = bilm_files.bilm_from_bytes(data, device)
     if elmo is not None:
         stack.elmo, stack.tokenizer = elmo, tokenizer
     return stack
@@ -329,7 +330,7 @@ def bilm_forward(model: Model, docs: list[Doc], is_train: bool) -> tuple[list[Fl
     wrapper = model.layers[0]
     ops = model.ops
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
-    segments = plan_segments(docs, model.attrs["segmenter"])
+    segments = segmentation.plan_segments(docs, model.attrs["segmenter"])
     words = [[t.text for t in doc] for doc in docs]
     outputs = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
     callbacks = []
@@ -395,8 +396,6 @@ _MOVED = {
 def __getattr__(name: str):
     """A moved name, with a `DeprecationWarning` naming its new module. `plan_segments` keeps its
     old signature here, `(docs, max_length, overlap)`."""
-    import importlib
-
     if name not in _MOVED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     where = f"spacy_elmo.spacy.layers.{_MOVED[name]}"
@@ -405,11 +404,11 @@ def __getattr__(name: str):
     )
     if name == "plan_segments":
         return _plan_segments_v1
-    return getattr(importlib.import_module(where), name)
+    return getattr({"segmentation": segmentation, "bilm_files": bilm_files}[_MOVED[name]], name)
 
 
 def _plan_segments_v1(docs: Sequence[Doc], max_length: int, overlap: int):
-    return plan_segments(docs, SentencesOrWindows(max_length, overlap))
+    return segmentation.plan_segments(docs, SentencesOrWindows(max_length, overlap))
 
 
 __all__ = [
