@@ -40,9 +40,8 @@ from thinc.api import (
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats3d
 
-from . import bilm_files
+from . import bilm_files, segmentation
 from .layer_cache import LayerCache, doc_cache_key
-from . import segmentation
 from .segmentation import Segmenter, SentencesOrWindows, doc_segments
 from .torch_shim import InPlaceUpdateShim
 
