@@ -321,7 +321,7 @@ def summarize_seeds(cells: dict) -> dict:
 
 
 def cmd_collect(args) -> int:
-    prov = Provenance()
+    prov = Provenance(args.argv)
     args.out.mkdir(parents=True, exist_ok=True)
     results = read_metrics(args.metrics_dir)
     if not results:
@@ -367,7 +367,7 @@ def bilms_of_elmo_runs(records: Path | None, cells: dict) -> dict[str, list[str]
 
 
 def cmd_seeds(args) -> int:
-    prov = Provenance()
+    prov = Provenance(args.argv)
     cells = read_seed_metrics(args.metrics_dir)
     steps = find_provenance(args.provenance)
     added = read_seed_records(args.records, cells, steps)
@@ -477,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", type=Path, default=Path("results"))
     p.set_defaults(func=cmd_publish)
     args = parser.parse_args(argv)
+    args.argv = ["python", "-m", "lab.report", *(sys.argv[1:] if argv is None else argv)]  # for its records
     return args.func(args)
 
 

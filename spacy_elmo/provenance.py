@@ -4,7 +4,7 @@ Every project step that writes results records one of these (a `provenance.json`
 output, a `provenance` block inside a JSON result). As a library::
 
     from spacy_elmo.provenance import Provenance
-    prov = Provenance(command=sys.argv, seed=0, configs=["configs/ner_elmo.cfg"])   # start time now
+    prov = Provenance(command=["train", "ner.cfg"], seed=0, configs=["configs/ner_elmo.cfg"])   # start time now
     ...                                                                            # do the work
     prov.write(out_dir / "provenance.json")   # end time, copies of the configs in out_dir/configs/
 
@@ -254,18 +254,19 @@ class Provenance:
 
     def __init__(
         self,
-        command: Sequence[str] | None = None,
+        command: Sequence[str],
         seed: int | None = None,
         configs: Iterable[str | os.PathLike] = (),
         where: str | os.PathLike | None = None,
         env: Mapping[str, str] | None = None,
         **extra,
     ):
-        """`env`: the environment the work runs in when it is not this process's (a child's), for its
-        thread settings."""
+        """`command`: the command line of the work, as its caller has it (the library reads no
+        argv: a command-line face passes its own). `env`: the environment the work runs in when it
+        is not this process's (a child's), for its thread settings."""
         self.started = utc_now()
         self.env = dict(env) if env is not None else None
-        self.command = [str(c) for c in (sys.argv if command is None else command)]
+        self.command = [str(c) for c in command]
         self.seed = seed
         self.configs = [Path(c) for c in configs]
         self.git = git_state(where)

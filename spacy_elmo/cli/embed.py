@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ..precision import PRECISIONS
 from .arguments import USER_ERROR, add_command, add_device, add_no_progress
 
 
@@ -63,7 +64,7 @@ def add_to(sub) -> None:
     )
     p.add_argument(
         "--precision",
-        choices=("fp32", "bf16", "int8"),
+        choices=PRECISIONS,
         default=None,
         help="inference precision: fp32 (exact), bf16 (bf16 products, fp32 state; fp32 with a warning "
         "on a CPU without native bf16) or int8 (CPU); default: the model's own (fp32 unless saved otherwise)",

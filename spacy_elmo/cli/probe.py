@@ -24,6 +24,7 @@ def run(args) -> int:
         progress=not args.no_progress,
         output=args.output,
         plot=args.plot,
+        command=["spacy-elmo", *args.argv],
     )
     return 0
 

@@ -33,6 +33,7 @@ import tarfile
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote, urldefrag, urlsplit
@@ -64,19 +65,25 @@ def cache_dir() -> Path:
     return Path(root) / "spacy_elmo"
 
 
-def _parts(reference) -> list[str]:
+def reference_parts(reference) -> list[str]:
+    """The comma-separated parts of a model reference's text, stripped: the one place it is split
+    (`references.parse_reference` splits it once and `UrlReference.parts` keeps the parts)."""
     return [part.strip() for part in str(reference).split(",")]
 
 
 def is_url(reference) -> bool:
     """Whether `reference` holds an http(s) URL: one URL, or a comma-separated pair with one."""
-    return any(_URL.match(part) for part in _parts(reference))
+    return any(_URL.match(part) for part in reference_parts(reference))
 
 
 def check_url_reference(reference: str) -> None:
+    """`check_url_parts` of the reference's text."""
+    check_url_parts(reference_parts(reference))
+
+
+def check_url_parts(parts: Sequence[str]) -> None:
     """Raises `DownloadError` (one line) when a URL reference is malformed: a single URL that is no
     archive, more than two parts, a fragment other than #sha256=<64 hex>. Makes no request."""
-    parts = _parts(reference)
     if len(parts) == 1 and _archive_kind(parts[0]) is None:
         raise DownloadError(
             f"{parts[0]}: a single URL must name a model archive (.zip, .tar.gz, .tgz or .tar); "
@@ -84,7 +91,7 @@ def check_url_reference(reference: str) -> None:
         )
     if len(parts) > 2:
         raise DownloadError(
-            f'{reference}: expected one URL of an archive or a pair "options,weights", found {len(parts)} parts'
+            f'{",".join(parts)}: expected one URL of an archive or a pair "options,weights", found {len(parts)} parts'
         )
     for part in parts:
         if _URL.match(part):
@@ -97,8 +104,12 @@ def fetch(reference: str, *, progress: bool = True) -> str:
     URL is returned unchanged. Downloads only what is not cached yet; raises `DownloadError`."""
     if not is_url(reference):
         return reference
-    check_url_reference(reference)
-    parts = _parts(reference)
+    return fetch_parts(reference_parts(reference), progress=progress)
+
+
+def fetch_parts(parts: Sequence[str], *, progress: bool = True) -> str:
+    """`fetch` of a reference already split into its parts (`UrlReference.parts`)."""
+    check_url_parts(parts)
     if len(parts) == 1:
         return _retrieve(parts[0], progress, _Extract(parts[0]))
     if "," in str(cache_dir()):

@@ -14,7 +14,11 @@ at which files exist):
 - `HubId`: `owner/name` where no such local path exists, a Hugging Face hub repository.
 
 Each kind has `check()`, cheap (no weights read, no download, no network), and
-`load(lang=..., progress=..., **kwargs) -> (ElmoModel, ElmoTokenizer)`, which checks first. Every
+`load(lang=..., progress=..., **kwargs) -> (ElmoModel, ElmoTokenizer)`, which checks first and fits
+the tokenizer to the model (`fit_tokenizer`, the one place that check is made for a loaded biLM).
+Each also answers what the commands ask of a model instead of re-reading its text: `describe()`
+(what a model card says it was converted from) and `vocabulary_files()` (where a `vocab.txt` may
+be, for `spacy-elmo similar`). Every
 problem is one line: `ModelNotFoundError`, or its subclass
 `ModelAbsentError` when nothing is at the reference (no such file or folder; a hub id not in the
 local cache while offline); legacy files that are there but broken raise `LegacyFormatError` and a
@@ -27,7 +31,7 @@ A new format is one new kind here (its reader in its own module, as `legacy` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,22 +51,41 @@ class ModelAbsentError(ModelNotFoundError):
 
 @dataclass(frozen=True)
 class UrlReference:
-    """One URL of a model archive, or "URL_options,URL_weights" (a part may be a local file)."""
+    """One URL of a model archive, or "URL_options,URL_weights" (a part may be a local file).
+    `parts`: the text split once (`download.reference_parts`)."""
 
     url: str
+    parts: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.parts:
+            from .download import reference_parts
+
+            object.__setattr__(self, "parts", tuple(reference_parts(self.url)))
 
     def check(self) -> None:
         """The URL's form (archive suffix, `#sha256=` fragment); makes no request. Raises
         `DownloadError` (one line)."""
-        from .download import check_url_reference
+        from .download import check_url_parts
 
-        check_url_reference(self.url)
+        check_url_parts(self.parts)
 
-    def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
-        from .download import fetch
+    def local(self, *, progress: bool = True) -> ModelReference:
+        """The local reference it becomes: downloaded (once, into the cache) and parsed."""
+        from .download import fetch_parts
 
         self.check()
-        return parse_reference(fetch(self.url, progress=progress)).load(lang=lang, progress=progress, **kwargs)
+        return parse_reference(fetch_parts(self.parts, progress=progress))
+
+    def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
+        return self.local(progress=progress).load(lang=lang, progress=progress, **kwargs)
+
+    def describe(self) -> str:
+        return self.url
+
+    def vocabulary_files(self) -> list[Path]:
+        """Those of the local reference it becomes (fetched if not cached)."""
+        return self.local(progress=False).vocabulary_files()
 
 
 @dataclass(frozen=True)
@@ -95,7 +118,15 @@ class LegacyPair:
         self.check()
         assert self.weights is not None  # (check: a folder without weights fails)
         model = load_legacy(self.options, self.weights)
-        return model, ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token, lang=lang or "en")
+        tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token, lang=lang or "en")
+        return model, fit_tokenizer(model, tokenizer, source=str(self.options))
+
+    def describe(self) -> str:
+        weights = f" + `{self.weights.name}`" if self.weights is not None else ""
+        return f"`{self.options.name}`{weights}"
+
+    def vocabulary_files(self) -> list[Path]:
+        return [self.options.parent / "vocab.txt"]
 
 
 @dataclass(frozen=True)
@@ -118,7 +149,14 @@ class EfmlFolder:
         from .efml import load_efml
 
         self.check()
-        return load_efml(self.path, lang=lang or "xx")
+        model, tokenizer = load_efml(self.path, lang=lang or "xx")
+        return model, fit_tokenizer(model, tokenizer, source=str(self.path))
+
+    def describe(self) -> str:
+        return f"the ELMoForManyLangs directory `{self.path.name}`"
+
+    def vocabulary_files(self) -> list[Path]:
+        return [self.path / "vocab.txt"]
 
 
 @dataclass(frozen=True)
@@ -153,7 +191,15 @@ class HfFolder:
         self.check()
         model = ElmoModel.from_pretrained(self.text, **kwargs).eval()
         has_tokenizer = (self.path / "tokenizer_config.json").is_file()
-        return _fitting(self.text, model, ElmoTokenizer.from_pretrained(self.text) if has_tokenizer else None)
+        return model, fit_tokenizer(
+            model, ElmoTokenizer.from_pretrained(self.text) if has_tokenizer else None, source=self.text
+        )
+
+    def describe(self) -> str:
+        return f"`{self.path.name}`"
+
+    def vocabulary_files(self) -> list[Path]:
+        return [self.path / "vocab.txt"]
 
 
 @dataclass(frozen=True)
@@ -188,7 +234,17 @@ class HubId:
             )
         except OSError:  # a hub repository without tokenizer files
             tokenizer = None
-        return _fitting(self.repo_id, model, tokenizer)
+        return model, fit_tokenizer(model, tokenizer, source=self.repo_id)
+
+    def describe(self) -> str:
+        return self.repo_id
+
+    def vocabulary_files(self) -> list[Path]:
+        """The repository's vocab.txt, where the local hub cache has it."""
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(self.repo_id, "vocab.txt")
+        return [Path(found)] if isinstance(found, str) else []
 
     def _cached_config(self) -> Path | None:
         from huggingface_hub import try_to_load_from_cache
@@ -238,17 +294,17 @@ ModelReference = UrlReference | LegacyPair | EfmlFolder | HfFolder | HubId
 def parse_reference(reference: str | Path | ModelReference) -> ModelReference:
     """The kind of model `reference` names (see the module docstring); a parsed one is returned as
     it is. Reads no weights and asks no network; what the files hold is `check`'s to say."""
-    from .download import is_url
+    from .download import is_url, reference_parts
     from .efml import is_efml_directory
 
     if isinstance(reference, ModelReference):
         return reference
     text = str(reference)
-    if is_url(text):
-        return UrlReference(text)
-    if "," in text:
-        options, weights = (Path(part.strip()) for part in text.split(",", 1))
-        return LegacyPair(options, weights)
+    parts = reference_parts(text)
+    if any(is_url(part) for part in parts):
+        return UrlReference(text, tuple(parts))
+    if len(parts) > 1:
+        return LegacyPair(Path(parts[0]), Path(",".join(parts[1:])))
     path = Path(text)
     if path.is_dir():
         if (path / "options.json").is_file() and not (path / "config.json").is_file():
@@ -285,16 +341,22 @@ def _check_elmo_config(config: Path) -> None:
         raise ModelNotFoundError(f"{config}: not an ELMo model (model_type {model_type!r}, expected 'elmo')")
 
 
-def _fitting(reference: str, model, tokenizer):
-    """(model, tokenizer): the given tokenizer (default: the UTF-8 one), checked against the model."""
+def fit_tokenizer(model, tokenizer=None, *, source: str | None = None):
+    """The tokenizer a loaded biLM runs with: `tokenizer` (default: the UTF-8 one, for a model
+    without a character or word lexicon), checked against the model's config. The one check that a
+    tokenizer fits a biLM: every kind's `load` makes it, and so does the spaCy layer for a biLM
+    handed to it (`set_elmo_model`). A misfit is one line: `ModelNotFoundError` naming `source` (the
+    files the pair was read from), or `ValueError` without one (objects handed over)."""
     from ..hf.model_directory import default_tokenizer
 
-    tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model)
     try:
+        tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model)
         tokenizer.check_model(model.config)
     except ValueError as err:
-        raise ModelNotFoundError(f"{reference}: {err}") from None
-    return model, tokenizer
+        if source is None:
+            raise
+        raise ModelNotFoundError(f"{source}: {err}") from None
+    return tokenizer
 
 
 def load_pretrained(
@@ -323,6 +385,7 @@ __all__ = [
     "ModelNotFoundError",
     "ModelReference",
     "UrlReference",
+    "fit_tokenizer",
     "is_hub_id",
     "load_model",
     "load_pretrained",

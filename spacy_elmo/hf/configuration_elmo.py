@@ -10,11 +10,13 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 from huggingface_hub.dataclasses import strict, validated_field
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from transformers import PreTrainedConfig
+
+from ..precision import PRECISIONS, Precision, check_precision
 
 # Which code evaluates the biLSTM, as `attn_implementation` chooses attention kernels in HF: a
 # run-time choice (a `from_pretrained` / `ElmoConfig` keyword, or set on `model.config`), never
@@ -22,16 +24,13 @@ from transformers import PreTrainedConfig
 LstmImplementation = Literal["auto", "eager", "packed", "fused", "cuda_graphs"]
 RUNTIME_FIELDS = ("lstm_implementation",)
 
-# How inference computes (`ElmoModel.set_precision`): "fp32" exact (the default); "bf16" the matrix
-# products in bf16 with fp32 state and outputs (`kernels.bf16`), where the device multiplies bf16
-# natively (elsewhere one warning line, then fp32); "int8" dynamic quantization of the products
-# (`kernels.int8`, CPU), an opt-in quantization recorded in config.json like HF's
-# `quantization_config`. Saved in config.json unless "fp32" (so fp32 directories stay as they
-# were), and applied again by `from_pretrained`: loading never changes it. Weights stay fp32 in
-# every case (HF's `dtype` is the weights' storage type, a different thing). Computation that
-# needs a gradient (training) is fp32 whatever this says; training has `training.precision`.
-Precision = Literal["fp32", "bf16", "int8"]
-PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "int8")
+# How inference computes (`spacy_elmo.precision`: the one list and the one check): an opt-in
+# quantization recorded in config.json like HF's `quantization_config`, saved unless "fp32" (so fp32
+# directories stay as they were) and bound again by `from_pretrained`: loading never changes it.
+# Weights stay fp32 in every case (HF's `dtype` is the weights' storage type, a different thing).
+# The model binds it when it is built and whenever it is set (`ElmoModel.set_precision`, or
+# `config.precision = ...`, which the callbacks in ON_PRECISION_SET pass on to the models built on
+# this config).
 
 # A character lexicon (`char_vocab_size` > 0) reserves ids 0-6 (see `spacy_elmo.characters`)
 LEXICON_RESERVED_IDS = 7
@@ -43,6 +42,10 @@ UTF8_CHAR_ROWS = 262  # id 0 pads a whole token, 1-256 are the bytes, 257-261 th
 # the config before it looks up a model or tokenizer class. A callback, not an import: this module
 # knows nothing of the model.
 ON_FIRST_CONFIG: list[Callable[[], None]] = []
+
+# Called with the config after its `precision` is set (the model module registers the binding of
+# the models built on it). A callback, as above: this module knows nothing of the model.
+ON_PRECISION_SET: list[Callable[["ElmoConfig"], None]] = []
 
 
 def _first_config_made() -> None:
@@ -139,6 +142,14 @@ class ElmoConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         _first_config_made()
+
+    def __setattr__(self, name: str, value) -> None:
+        """As a dataclass's (and @strict validates it first); setting `precision` binds it in the
+        models built on this config (`ON_PRECISION_SET`)."""
+        super().__setattr__(name, value)
+        if name == "precision":
+            for callback in ON_PRECISION_SET:
+                callback(self)
 
     def __setstate__(self, state: dict) -> None:
         """Unpickling makes a config without `__post_init__`: in a fresh process it may be the first."""
@@ -292,16 +303,10 @@ def read_json_object(path: Path, error: type[Exception]) -> dict:
     return data
 
 
-def check_precision(value, setting: str = "precision") -> Precision:
-    """`value` if it is one of PRECISIONS, else a one-line `ValueError` naming `setting`."""
-    if value not in PRECISIONS:
-        raise ValueError(f"{setting} must be one of {', '.join(map(repr, PRECISIONS))}, got {value!r}")
-    return cast(Precision, value)
-
-
 __all__ = [
     "ElmoConfig",
     "LstmImplementation",
+    "ON_PRECISION_SET",
     "Precision",
     "PRECISIONS",
     "check_precision",

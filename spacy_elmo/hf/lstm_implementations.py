@@ -7,6 +7,10 @@ signature, `(bilstm, tokens, mask, state, return_state) -> (layers, final state 
 computes the same function: the definition, `ElmoBiLstm.run_layers` in `modeling_elmo.py` (the
 "eager" entry). The others run it faster through `kernels/`.
 
+The model's bound inference precision (`bilstm.precision`, `spacy_elmo.precision`) is an input of
+the resolver, and `lstm_products` is the one place that says what it means for the LSTM's products
+on a device (the `packed` kernel computes bf16 and int8 products; the others are exact).
+
 This module imports nothing from the model (the model imports it): an adapter reaches the network
 through the `bilstm` it is given, and builds states of the type of the `state` it is given (the
 model's `ElmoState`).
@@ -17,10 +21,11 @@ from __future__ import annotations
 import torch
 
 from .. import kernels
+from ..precision import Precision
 
 
 def resolve_lstm_implementation(
-    choice: str, *, needs_grad: bool, training: bool, autocast: bool, device_type: str
+    choice: str, *, needs_grad: bool, training: bool, autocast: bool, device_type: str, precision: Precision = "fp32"
 ) -> str:
     """The kernel for a choice of `config.lstm_implementation` (a pure function of its arguments).
 
@@ -29,8 +34,10 @@ def resolve_lstm_implementation(
     outside the kernels; under CPU autocast its products follow autocast's bf16, see
     `kernels.fused_lstm`), or "eager" under autocast on other devices. The inference kernel
     is "packed", except on CUDA under autocast, where "eager" (both directions in one batched
-    product per step) ran 2.1x faster on an H100 (bench/results/runs.jsonl). An explicit choice that
-    cannot run here raises `RuntimeError`.
+    product per step) ran 2.1x faster on an H100 (bench/results/runs.jsonl). The bound `precision`
+    does not change that choice today: "packed" computes bf16 and int8 products (`lstm_products`),
+    autocast's dtype rules under autocast, and a gradient makes them fp32 (the training kernels).
+    An explicit choice that cannot run here raises `RuntimeError`.
     """
     if choice == "auto":
         if not (needs_grad or training):
@@ -51,6 +58,17 @@ def resolve_lstm_implementation(
     return choice
 
 
+def lstm_products(precision: Precision, device_type: str) -> Precision:
+    """What the `packed` kernel's matrix products compute in for a bound `precision` on a device:
+    int8 on CPU only (fp32 elsewhere); bf16 where the device multiplies bf16 natively
+    (`kernels.bf16_products`; elsewhere one warning line, once, and fp32)."""
+    if precision == "int8":
+        return "int8" if device_type == "cpu" else "fp32"
+    if precision == "bf16":
+        return "bf16" if kernels.bf16_products(device_type) else "fp32"
+    return "fp32"
+
+
 # --- the biLSTM kernels: one signature (bilstm, tokens, mask, state, return_state) → (layers, final state)
 
 
@@ -65,9 +83,11 @@ def bilstm_fused(bilstm, tokens, mask, state, return_state):
 
 
 def bilstm_packed(bilstm, tokens, mask, state, return_state):
-    """`bilstm_eager` over a packed, length-sorted batch, in place, without autograd (`kernels.packed_lstm`)."""
+    """`bilstm_eager` over a packed, length-sorted batch, in place, without autograd (`kernels.packed_lstm`),
+    its products in the bound precision (`lstm_products`)."""
+    products = lstm_products(bilstm.precision, tokens.device.type)
     layers, final = kernels.bilstm_packed(
-        [layer.kernel_weights() for layer in bilstm.layers],
+        [layer.kernel_weights(products) for layer in bilstm.layers],
         tokens,
         mask,
         state.h,
@@ -123,6 +143,7 @@ LSTM_IMPLEMENTATIONS = {
 __all__ = [
     "LSTM_IMPLEMENTATIONS",
     "resolve_lstm_implementation",
+    "lstm_products",
     "bilstm_eager",
     "bilstm_fused",
     "bilstm_packed",

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, cast
@@ -36,8 +37,9 @@ from transformers.utils import ModelOutput
 
 from .. import kernels
 from ..characters import WORD_BOS, WORD_EOS, WORD_UNK, sentence_boundaries
+from ..precision import Precision, check_precision
 from . import model_directory
-from .configuration_elmo import ElmoConfig, check_precision
+from .configuration_elmo import ON_PRECISION_SET, ElmoConfig
 from .lstm_implementations import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
 from .model_directory import ElmoLoadError
 
@@ -326,8 +328,7 @@ class ElmoLstmLayer(nn.Module):
         self.hidden_weight = nn.Parameter(torch.empty(2, proj, 4 * hidden))
         self.bias = nn.Parameter(torch.zeros(2, 4 * hidden))
         self.proj_weight = nn.Parameter(torch.empty(2, hidden, proj)) if self.has_projection else None
-        self.int8: kernels.Int8Weights | None = None  # precision "int8" (`apply_precision`; approximate)
-        self.bf16 = False  # precision "bf16": the packed kernel's products in bf16 (approximate)
+        self._int8: kernels.Int8Weights | None = None  # made on first use by int8 products, dropped by a rebinding
 
     def gate_bias(self) -> torch.Tensor:
         """[2, 4·lstm_dim] gate biases with the forget gate's `forget_bias` added (TF adds it at run time)."""
@@ -336,11 +337,17 @@ class ElmoLstmLayer(nn.Module):
         bias[:, 2 * hidden : 3 * hidden] += self.forget_bias
         return bias
 
-    def kernel_weights(self) -> kernels.LstmWeights:
-        """This layer's tensors for the kernels (plain tensors; the layer keys their caches)."""
+    def kernel_weights(self, products: Precision = "fp32") -> kernels.LstmWeights:
+        """This layer's tensors for the kernels (plain tensors; the layer keys their caches), with
+        the matrix products in `products` (`lstm_implementations.lstm_products` decides it)."""
+        if products == "int8" and self._int8 is None:
+            self._int8 = kernels.Int8Weights(
+                input_weight=self.input_weight, hidden_weight=self.hidden_weight, proj_weight=self.proj_weight
+            )
         return kernels.LstmWeights(
             self.input_weight, self.hidden_weight, self.proj_weight, self.gate_bias().detach(),
-            self.cell_clip, self.proj_clip, owner=self, int8=self.int8, bf16=self.bf16,
+            self.cell_clip, self.proj_clip, owner=self,
+            int8=self._int8 if products == "int8" else None, bf16=products == "bf16",
         )  # fmt: skip
 
     def forward(
@@ -413,6 +420,8 @@ class ElmoBiLstm(nn.Module):
         self.layers = nn.ModuleList(ElmoLstmLayer(config.projection_dim, config) for _ in range(config.num_layers))
         self.use_skip_connections = config.use_skip_connections
         self.dropout = nn.Dropout(config.dropout)
+        # the inference precision bound to the biLSTM (`bind_precision`), an input to the kernel resolver
+        self.precision: Precision = "fp32"
 
     def zero_state(self, batch: int, like: torch.Tensor) -> ElmoState:
         cfg = self.config
@@ -432,6 +441,7 @@ class ElmoBiLstm(nn.Module):
         return resolve_lstm_implementation(
             self.config.lstm_implementation, needs_grad=needs_grad, training=self.training,
             autocast=torch.is_autocast_enabled(tokens.device.type), device_type=tokens.device.type,
+            precision=self.precision,
         )  # fmt: skip
 
     def forward(
@@ -479,48 +489,57 @@ class ElmoBiLstm(nn.Module):
         return layers, final
 
 
-# --- inference precision (`ElmoConfig.precision`) ---
-_LINEARS = (nn.Linear, kernels.Int8Linear, kernels.Bf16Linear)
+# --- inference precision (`spacy_elmo.precision`): bound once, when the model is built or it is set ---
+_LINEAR_CLASSES = {"fp32": nn.Linear, "bf16": kernels.Bf16Linear, "int8": kernels.Int8Linear}
+_LINEARS = tuple(_LINEAR_CLASSES.values())
 
 
-def apply_precision(model: nn.Module, precision: str) -> nn.Module:
-    """Switches every biLM inside `model` (in place) to compute inference in `precision`
-    ("fp32" | "bf16" | "int8", see `configuration_elmo.Precision`) and records it in their configs.
+def bind_precision(model: nn.Module, precision: Precision) -> nn.Module:
+    """Binds a checked `precision` to every biLM inside `model` (in place) and records it in their
+    configs: the biLSTMs' `precision` (the kernel resolver's input, `lstm_implementations`) and the
+    class of the highway / projection linears. Nothing re-reads it per call.
 
-    The LSTM layers' products (through the `packed` kernel, which `auto` picks for inference) and
-    the highway / projection linears change kernels; parameters stay fp32 (state dicts, saved
-    files and `save_legacy` are unchanged); derived weight copies and the token cache are dropped.
-    int8 takes linears of at least 64 inputs (`quantization.quantize_int8`'s rule); bf16 takes all.
-    """
-    checked = check_precision(precision)
+    The LSTM layers' products change through the `packed` kernel (which `auto` picks for
+    inference); int8 takes linears of at least 64 inputs (`quantization.quantize_int8`'s rule), bf16
+    all. Parameters stay fp32 (state dicts, saved files and `save_legacy` are unchanged); derived
+    weight copies and the token cache are dropped."""
     for module in model.modules():
-        if isinstance(module, ElmoLstmLayer):
-            module.int8 = (
-                kernels.Int8Weights(
-                    input_weight=module.input_weight, hidden_weight=module.hidden_weight, proj_weight=module.proj_weight
-                )
-                if precision == "int8"
-                else None
-            )
-            module.bf16 = precision == "bf16"
+        if isinstance(module, ElmoBiLstm):
+            module.precision = precision
+        elif isinstance(module, ElmoLstmLayer):
+            module._int8 = None
             kernels.packed_lstm.drop_derived(module)  # prepacked fp32 or bf16 copies: rebuilt as needed
         elif type(module) in _LINEARS:
             linear = cast(nn.Linear, module)
             kernels.bf16.drop_bf16(linear)
-            if precision == "int8" and linear.in_features >= 64:
-                linear.__class__ = kernels.Int8Linear
-            elif precision == "bf16":
-                linear.__class__ = kernels.Bf16Linear
-            else:
-                linear.__class__ = nn.Linear  # (back to the plain class, in place: the same parameters)
+            wanted = "fp32" if precision == "int8" and linear.in_features < 64 else precision
+            linear.__class__ = _LINEAR_CLASSES[wanted]  # in place: the same parameters
     for module in model.modules():
-        if isinstance(module, ElmoPreTrainedModel):
-            module.config.precision = checked
-        if isinstance(module, ElmoModel):
-            module._applied_precision = precision
-            if module.token_cache is not None:
-                module.token_cache.clear()
+        if isinstance(module, ElmoModel) and module.token_cache is not None:
+            module.token_cache.clear()
+        if isinstance(module, ElmoPreTrainedModel) and module.config.precision != precision:
+            module.config.precision = precision  # (its callback finds the models here bound already)
     return model
+
+
+def apply_precision(model: nn.Module, precision: str) -> nn.Module:
+    """`bind_precision` of a value checked here (`spacy_elmo.precision.check_precision`): every biLM
+    inside `model` computes inference in `precision` ("fp32" | "bf16" | "int8")."""
+    return bind_precision(model, check_precision(precision))
+
+
+# every ElmoModel alive, so that setting `config.precision` binds the models built on that config
+_MODELS: weakref.WeakSet = weakref.WeakSet()
+
+
+def _bind_config_precision(config: ElmoConfig) -> None:
+    """`config.precision` was set: the models built on `config` compute in it from now on."""
+    for model in list(_MODELS):
+        if model.config is config and model.encoder.precision != config.precision:
+            bind_precision(model, config.precision)
+
+
+ON_PRECISION_SET.append(_bind_config_precision)
 
 
 class ElmoPreTrainedModel(PreTrainedModel):
@@ -605,24 +624,28 @@ class ElmoModel(ElmoPreTrainedModel):
             for _ in range(config.num_output_representations)
         )
         self.post_init()
+        bind_precision(self, config.precision)  # (from a config or config.json; checked by ElmoConfig)
+        _MODELS.add(self)
 
     @property
     def num_layers(self) -> int:
         """Number of output layers, L + 1."""
         return self.config.num_layers + 1
 
-    # the precision the layers were last switched to (`apply_precision`); `forward` switches them
-    # when `config.precision` says otherwise (set by from_pretrained, a config, or by hand)
-    _applied_precision: str = "fp32"
-
     def set_precision(self, precision: str) -> ElmoModel:
         """Inference in `precision`: "fp32" (exact, the default), "bf16" (bf16 products, fp32 state
         and outputs, on a device with native bf16; elsewhere one warning line, then fp32) or "int8"
-        (dynamic quantization, CPU). Recorded in `config.precision`, so `save_pretrained` saves it
-        and `from_pretrained` applies it again; `from_pretrained(path, precision=...)` sets it
-        while loading. Error bounds: `kernels.bf16`, `kernels.int8`, docs/performance.md."""
+        (dynamic quantization, CPU). Checked, bound to the kernels (`bind_precision`) and recorded
+        in `config.precision`, so `save_pretrained` saves it and `from_pretrained` binds it again;
+        `from_pretrained(path, precision=...)` sets it while loading, and `model.config.precision =
+        ...` binds it too. Error bounds: `kernels.bf16`, `kernels.int8`, docs/performance.md."""
         apply_precision(self, precision)
         return self
+
+    def __setstate__(self, state) -> None:
+        """A copy (`copy.deepcopy`, unpickling) is bound as its original was, and follows its config."""
+        super().__setstate__(state)
+        _MODELS.add(self)
 
     def embed_tokens(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Context-independent token vectors x_k for [..., max_chars] character ids (and [...] word
@@ -678,8 +701,6 @@ class ElmoModel(ElmoPreTrainedModel):
         `initial_state` / `return_state` carry the LSTM state explicitly (shapes in `ElmoState`);
         states refer to sequences *with* the boundary tokens, as in the original implementations.
         """
-        if self._applied_precision != self.config.precision:
-            apply_precision(self, self.config.precision)
         if input_ids.dim() != 3:
             raise ValueError(
                 f"input_ids must be [batch, tokens, max_chars] character ids, got shape {tuple(input_ids.shape)}"
@@ -828,6 +849,7 @@ __all__ = [
     "ElmoForBidirectionalLM",
     "add_sentence_boundaries",
     "apply_precision",
+    "bind_precision",
     "LSTM_IMPLEMENTATIONS",
     "resolve_lstm_implementation",
     "lm_targets",

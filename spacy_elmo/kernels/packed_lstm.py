@@ -26,7 +26,6 @@ import torch
 
 from .capabilities import (
     autocast_dtype,
-    bf16_products,
     onednn_linear_available,
     per_thread_intraop_threads,
     set_thread_intraop_threads,
@@ -47,8 +46,10 @@ class LstmWeights(NamedTuple):
     cell_clip: float | None
     proj_clip: float | None
     owner: object
+    # the products in int8 (CPU) or in bf16 (a device with native bf16 products), as the caller
+    # decided for the device (`hf.lstm_implementations.lstm_products`); fp32 when neither
     int8: Int8Weights | None = None
-    bf16: bool = False  # products in bf16 (`precision="bf16"`), where `bf16_products` allows
+    bf16: bool = False
 
 
 class PackedLayout:
@@ -191,7 +192,7 @@ def _prepacked_bf16(weights: LstmWeights, name: str) -> list:
 def _matmul(weights: LstmWeights, name: str, x: torch.Tensor, direction: int | None = None) -> torch.Tensor:
     """x · weights.<name> for both directions ([2, rows, in]) or one (`direction`, [rows, in]):
     int8 when the layer was quantized (CPU), else in bf16 (`weights.bf16`) or the autocast dtype."""
-    if weights.int8 is not None and x.device.type == "cpu":
+    if weights.int8 is not None:
         if direction is None:
             return weights.int8.bmm(x, name)
         return weights.int8.mm(x, name, direction)
@@ -318,13 +319,13 @@ def run_layer_packed(
     """
     n_dir = x.shape[0]
     hidden = weights.bias.shape[-1] // 4
-    int8_weights = weights.int8 if x.device.type == "cpu" else None
-    int8 = int8_weights is not None
-    if int8_weights is not None:
-        int8_weights.refresh(
+    # the products' precision is the caller's choice, made for this device (`lstm_products`)
+    int8 = weights.int8 is not None
+    if weights.int8 is not None:
+        weights.int8.refresh(
             input_weight=weights.input_weight, hidden_weight=weights.hidden_weight, proj_weight=weights.proj_weight
         )
-    bf16 = not int8 and weights.bf16 and bf16_products(x.device.type)
+    bf16 = not int8 and weights.bf16
     bf16_packed = None
     if bf16:  # fp32 state and outputs around bf16 products; weights converted once, on this thread
         x = x.float()

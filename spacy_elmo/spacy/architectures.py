@@ -1,12 +1,18 @@
-"""Registered thinc architectures of the spaCy integration (entry point `spacy_architectures`).
+"""Registered thinc architectures of the spaCy integration (entry point `spacy_architectures`), and
+the segmenters the biLM layer can use (`registry.misc`, entry point `spacy_misc`).
 
-- `spacy-elmo.ElmoBiLM.v1`: the `elmo` component's model — Docs → all biLM layers per Doc
-  (`spacy-elmo.ElmoModel.v1`, its name in pipelines saved before 0.2, is the same function).
+- `spacy-elmo.ElmoBiLM.v2`: the `elmo` component's model — Docs → all biLM layers per Doc, each
+  Doc cut into the sequences the biLM runs by a registered `segmenter`.
+- `spacy-elmo.ElmoBiLM.v1`: the same layer with the default segmenter's settings as its own
+  arguments and autocast called `mixed_precision` (`spacy-elmo.ElmoModel.v1`, its name in
+  pipelines saved before 0.2, is the same function); configs naming it keep loading.
 - `spacy-elmo.ElmoListener.v1`: tok2vec for downstream components, listening to `elmo`.
 - `spacy-elmo.ElmoTok2Vec.v1`: tok2vec with its own biLM (no shared `elmo` component).
 - `spacy-elmo.ElmoEmbed.v1`: an `embed` block for spacy.Tok2Vec.v2 — ELMo enters *below* the
   context encoder (as spaCy's static vectors do), so the encoder's windows see neighbours' ELMo.
 - `spacy-elmo.ScalarMix.v1`: the learned scalar mix on its own.
+- `spacy-elmo.sentences_or_windows.v1` (the default) and `spacy-elmo.windows.v1`: segmenters
+  (`layers/segmentation.py`).
 
 The `elmo` factory and the `spacy-elmo.training_layer_cache.v1` callback are registered in
 `component.py`, beside the component they make and set up.
@@ -24,7 +30,37 @@ from thinc.types import Floats2d, Floats3d
 from .layers.bilm import build_bilm
 from .layers.listener import ElmoListener
 from .layers.scalar_mix import build_scalar_mix
+from .layers.segmentation import Segmenter, SentencesOrWindows, Windows
 from .layers.tok2vec import BiLMLayers, build_elmo_features
+
+
+@registry.architectures("spacy-elmo.ElmoBiLM.v2")
+def ElmoBiLM_v2(
+    name: str | None = None,
+    max_batch_tokens: int = 4096,
+    segmenter: Segmenter | None = None,
+    autocast: bool = False,
+    # {} (not None): the default is what spaCy fills into configs; it is only read (build_bilm copies it)
+    grad_scaler_config: dict[str, Any] = {},  # noqa: B006
+) -> Model[list[Doc], list[Floats3d]]:
+    """The biLM (a thinc `PyTorchWrapper` on the device of thinc's current ops).
+
+    name: an HF directory, a hub id, a legacy "options.json,weights.hdf5" pair (or a directory
+        holding both), an ELMoForManyLangs directory or a URL; loaded on first use unless the
+        pipeline brings its own saved weights.
+    max_batch_tokens: padded tokens per biLM batch (sequences are sorted by length first).
+    segmenter: `Doc → segments`, a function from `registry.misc` (null:
+        `spacy-elmo.sentences_or_windows.v1` with its defaults).
+    autocast: torch autocast in the biLM (on GPU; with a gradient scaler configured by
+        grad_scaler_config). Not the inference precision: that is the `elmo` component's `precision`.
+    """
+    return build_bilm(
+        name,
+        max_batch_tokens=max_batch_tokens,
+        segmenter=segmenter,
+        autocast=autocast,
+        grad_scaler_config=grad_scaler_config,
+    )
 
 
 # "spacy-elmo.ElmoModel.v1" is the name pipelines saved before 0.2 use for the same layer: kept
@@ -41,21 +77,17 @@ def ElmoBiLM_v1(
     # {} (not None): the default is what spaCy fills into configs; it is only read (build_bilm copies it)
     grad_scaler_config: dict[str, Any] = {},  # noqa: B006
 ) -> Model[list[Doc], list[Floats3d]]:
-    """The biLM (a thinc `PyTorchWrapper` on the device of thinc's current ops).
+    """`spacy-elmo.ElmoBiLM.v2` with the segmenter `spacy-elmo.sentences_or_windows.v1`.
 
-    name: an HF directory, a hub id, or a legacy "options.json,weights.hdf5" pair (or a directory
-        holding both); loaded on first use unless the pipeline brings its own saved weights.
-    max_batch_tokens: padded tokens per biLM batch (sequences are sorted by length first).
     max_length: longer Docs run sentence by sentence (if sentences are set) or in windows.
     window_overlap: tokens shared by neighbouring windows.
-    mixed_precision: autocast on GPU (with a gradient scaler configured by grad_scaler_config).
+    mixed_precision: v2's `autocast`.
     """
     return build_bilm(
         name,
         max_batch_tokens=max_batch_tokens,
-        max_length=max_length,
-        window_overlap=window_overlap,
-        mixed_precision=mixed_precision,
+        segmenter=SentencesOrWindows(max_length, window_overlap),
+        autocast=mixed_precision,
         grad_scaler_config=grad_scaler_config,
     )
 
@@ -91,7 +123,7 @@ def ElmoTok2Vec_v1(
     l2: float = 0.001,
     tok2vec: Model[list[Doc], list[Floats2d]] | None = None,
 ) -> Model[list[Doc], list[Floats2d]]:
-    """Token vectors from a biLM owned by this component (`bilm`: a spacy-elmo.ElmoBiLM.v1 block).
+    """Token vectors from a biLM owned by this component (`bilm`: a spacy-elmo.ElmoBiLM.v2 or v1 block).
 
     freeze: never update the biLM (and allow the `cache_mb` layer cache, in MB).
     dropout, l2, tok2vec: as in spacy-elmo.ElmoListener.v1.
@@ -129,4 +161,26 @@ def ScalarMix_v1(dropout: float = 0.0, l2: float = 0.001) -> Model[list[Floats3d
     return build_scalar_mix(dropout=dropout, l2=l2)
 
 
-__all__ = ["ElmoBiLM_v1", "ElmoListener_v1", "ElmoTok2Vec_v1", "ElmoEmbed_v1", "ScalarMix_v1"]
+@registry.misc("spacy-elmo.sentences_or_windows.v1")
+def sentences_or_windows_v1(max_length: int = 256, window_overlap: int = 64) -> Segmenter:
+    """The default segmenter: the whole Doc up to `max_length` tokens; past it, its sentences when
+    they are set, else the Doc, each cut into windows of `max_length` overlapping by `window_overlap`."""
+    return SentencesOrWindows(max_length, window_overlap)
+
+
+@registry.misc("spacy-elmo.windows.v1")
+def windows_v1(max_length: int = 256, window_overlap: int = 64) -> Segmenter:
+    """Windows of `max_length` tokens overlapping by `window_overlap`, ignoring sentences."""
+    return Windows(max_length, window_overlap)
+
+
+__all__ = [
+    "ElmoBiLM_v1",
+    "ElmoBiLM_v2",
+    "ElmoListener_v1",
+    "ElmoTok2Vec_v1",
+    "ElmoEmbed_v1",
+    "ScalarMix_v1",
+    "sentences_or_windows_v1",
+    "windows_v1",
+]

@@ -38,21 +38,20 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats1d
 
-from .architectures import ElmoBiLM_v1
+from ..precision import Precision, check_precision
+from .architectures import ElmoBiLM_v2
 from .deferred_step import DeferredStep
 from .doc_data import ElmoDocData, register_extensions, set_similarity_hooks
 from .layers.bilm import (
     ElmoSettingError,
-    bilm_from_bytes,
-    bilm_to_bytes,
+    bind_layer_precision,
     check_source,
     get_elmo_model,
     get_tokenizer,
-    load_bilm,
+    install_bilm,
     predict_cached,
-    save_bilm,
-    set_elmo_model,
 )
+from .layers.bilm_files import bilm_from_bytes, bilm_to_bytes, load_bilm, save_bilm
 from .layers.layer_cache import LayerCache
 from .layers.listener import ElmoListener, no_gradient
 
@@ -66,13 +65,16 @@ fine_tune_layers = null
 precision = "fp32"
 
 [elmo.model]
-@architectures = "spacy-elmo.ElmoBiLM.v1"
+@architectures = "spacy-elmo.ElmoBiLM.v2"
 name = null
 max_batch_tokens = 4096
+autocast = false
+grad_scaler_config = {}
+
+[elmo.model.segmenter]
+@misc = "spacy-elmo.sentences_or_windows.v1"
 max_length = 256
 window_overlap = 64
-mixed_precision = false
-grad_scaler_config = {}
 """
 DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
 
@@ -97,8 +99,8 @@ def make_elmo(
 ) -> ElmoComponent:
     """The `elmo` component.
 
-    model: a spacy-elmo.ElmoBiLM.v1 block, or just the biLM's location (an HF directory, a hub
-        id, or "options.json,weights.hdf5") for the default settings.
+    model: a spacy-elmo.ElmoBiLM.v2 (or v1) block, or just the biLM's location (an HF directory, a
+        hub id, "options.json,weights.hdf5", ...) for the default settings.
     layers: the layers averaged into `doc.tensor` (null = all L+1; e.g. [2] = the top layer).
     layer_weights: weights of those layers (null = equal weights).
     store_layers: keep all layers on `doc._.elmo` (needed by listeners).
@@ -109,16 +111,12 @@ def make_elmo(
     precision: how the biLM computes at inference: "fp32" (exact, the default), "bf16" (bf16
         products, fp32 state and outputs; on a CPU without native bf16, one warning line and fp32)
         or "int8" (dynamic quantization, CPU): `ElmoModel.set_precision`. Saved with the pipeline
-        (and in `bilm/config.json`); loading applies it. Training (gradients) stays fp32.
+        (and in `bilm/config.json`); bound to the biLM as it is loaded. Training (gradients) stays fp32.
 
-    An unset or bad `model` raises `ElmoSettingError` here; one that names nothing here, when the
-    weights are first needed (see the module docstring).
+    An unset or bad `model` or `precision` raises `ElmoSettingError` here; a `model` that names
+    nothing here, when the weights are first needed (see the module docstring).
     """
-    try:
-        _check_precision(precision)
-    except ValueError as err:
-        raise ElmoSettingError(title=str(err)) from None
-    bilm = ElmoBiLM_v1(name=model) if isinstance(model, str) else model
+    bilm = ElmoBiLM_v2(name=model) if isinstance(model, str) else model
     check_source(bilm)
     return ElmoComponent(
         nlp.vocab,
@@ -133,10 +131,12 @@ def make_elmo(
     )
 
 
-def _check_precision(precision: str) -> str:
-    from ..hf.configuration_elmo import check_precision  # (the model's one list of precisions)
-
-    return check_precision(precision, "elmo: precision")
+def _check_precision(precision: str) -> Precision:
+    """The component's `precision`, checked where it enters (`spacy_elmo.precision`): one line."""
+    try:
+        return check_precision(precision, "elmo: precision")
+    except ValueError as err:
+        raise ElmoSettingError(title=str(err)) from None
 
 
 class ElmoComponent(TrainablePipe):
@@ -179,8 +179,8 @@ class ElmoComponent(TrainablePipe):
         if fine_tune_layers is not None and fine_tune_layers < 0:
             raise ValueError(f"elmo: fine_tune_layers must be >= 0 or null, got {fine_tune_layers}")
         self.fine_tune_layers = fine_tune_layers
-        self.precision = _check_precision(precision)
         self.cache = LayerCache(int(cache_mb * 2**20))
+        self.precision = precision
         self._weights_may_change = False  # set by a gradient update, until the step is applied
         # spaCy calls finish_update before the listeners' gradient arrives: the step waits for it
         self._step: DeferredStep[Optimizer] = DeferredStep(self._apply_step)
@@ -228,6 +228,18 @@ class ElmoComponent(TrainablePipe):
     # --- the biLM -----------------------------------------------------------------------------------
 
     @property
+    def precision(self) -> Precision:
+        """How the biLM computes at inference (see `make_elmo`). Setting it checks it (one
+        `ElmoSettingError` line) and binds it to the biLM: now if it is loaded, else as it is
+        loaded; cached layers are dropped."""
+        return self.model.attrs["precision"]
+
+    @precision.setter
+    def precision(self, precision: str) -> None:
+        bind_layer_precision(self.model, _check_precision(precision))
+        self.cache.clear()
+
+    @property
     def elmo_model(self):
         """The torch `ElmoModel` (loaded on first access)."""
         return get_elmo_model(self.model)
@@ -258,15 +270,7 @@ class ElmoComponent(TrainablePipe):
 
     def predict(self, docs: Iterable[Doc]) -> list:
         """All layers per Doc, [L+1, len(doc), width] (from the cache where possible)."""
-        self._use_precision()
         return predict_cached(self.model, list(docs), self.cache)
-
-    def _use_precision(self) -> None:
-        """The biLM computes in this component's `precision` (set once it is loaded)."""
-        elmo = get_elmo_model(self.model)
-        if elmo is not None and elmo.config.precision != self.precision:
-            elmo.set_precision(self.precision)
-            self.cache.clear()
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128, similarity_hooks: bool = True) -> Iterator[Doc]:
         """Annotates the Docs in batches (as spaCy's `TrainablePipe.pipe`). `similarity_hooks=False`
@@ -330,7 +334,6 @@ class ElmoComponent(TrainablePipe):
             return losses
         self.cache.clear()  # the weights are about to change
         self._weights_may_change = True
-        self._use_precision()
         self._choose_trainable_weights()
         outputs, backprop_bilm = self.model.begin_update(docs)
         self._step.expect_gradient()
@@ -390,7 +393,7 @@ class ElmoComponent(TrainablePipe):
     ) -> None:
         """Loads the biLM (nothing is learned from the examples): a `model` that names nothing
         fails here, in one line (`ElmoSettingError`), before training starts."""
-        self._use_precision()
+        get_elmo_model(self.model)
 
     def add_label(self, label: str) -> int:
         raise NotImplementedError("The elmo component has no labels")
@@ -399,11 +402,11 @@ class ElmoComponent(TrainablePipe):
 
     # The biLM is written one way: `bilm/` is its model directory (config.json, model.safetensors,
     # the tokenizer files), read by `from_pretrained` with its strict checks; the bytes are the
-    # same files (layers.bilm.bilm_to_bytes).
+    # same files (layers.bilm_files.bilm_to_bytes).
 
     def to_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> None:
-        """Writes `bilm/` (a model directory: config.json, model.safetensors, the tokenizer files) and `cfg`."""
-        self._use_precision()  # bilm/config.json records it too
+        """Writes `bilm/` (a model directory: config.json, model.safetensors, the tokenizer files,
+        the bound precision in config.json) and `cfg`."""
         serialize = {
             "cfg": lambda p: srsly.write_json(p, self.cfg),
             "bilm": lambda p: save_bilm(get_elmo_model(self.model), get_tokenizer(self.model), p),
@@ -414,14 +417,13 @@ class ElmoComponent(TrainablePipe):
         """Reads `bilm/` with `ElmoModel.from_pretrained`: a bad file fails here, naming it."""
         deserialize = {
             "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
-            "bilm": lambda p: set_elmo_model(self.model, *load_bilm(p)),
+            "bilm": lambda p: install_bilm(self.model, *load_bilm(p)),
         }
         util.from_disk(path, deserialize, exclude)
         self.cache.clear()
         return self
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
-        self._use_precision()
         serialize = {
             "cfg": lambda: srsly.json_dumps(self.cfg),
             "bilm": lambda: bilm_to_bytes(get_elmo_model(self.model), get_tokenizer(self.model)),
@@ -432,7 +434,7 @@ class ElmoComponent(TrainablePipe):
         def load_bilm(data: bytes) -> None:
             elmo, tokenizer = bilm_from_bytes(data)
             if elmo is not None:
-                set_elmo_model(self.model, elmo, tokenizer)
+                install_bilm(self.model, elmo, tokenizer)
 
         deserialize = {"cfg": lambda b: self.cfg.update(srsly.json_loads(b)), "bilm": load_bilm}
         util.from_bytes(bytes_data, deserialize, exclude)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..formats.download import is_url
-from ..formats.references import load_pretrained
+from ..formats.references import parse_reference
 from ..hf.model_directory import save_model_directory
 
 
@@ -18,8 +17,9 @@ def convert(
     model directory; returns the model. `lang`: the spaCy language of the tokenizer saved with it."""
     if len(source) == 2:
         check_legacy_order(Path(source[0]), Path(source[1]))
-    model, tokenizer = load_pretrained(",".join(source), lang=lang, progress=progress)
-    card = {"source": describe_source(source), "license": license, "language": tokenizer.lang}
+    reference = parse_reference(",".join(source))
+    model, tokenizer = reference.load(lang=lang, progress=progress)
+    card = {"source": reference.describe(), "license": license, "language": tokenizer.lang}
     save_model_directory(output, model, tokenizer, card=card)
     return model
 
@@ -41,12 +41,17 @@ def check_legacy_order(options: Path, weights: Path) -> None:
 
 
 def describe_source(source: list[str]) -> str:
-    """What a model card says the model was converted from (file names, or the URL)."""
-    if len(source) == 1 and is_url(source[0]):
-        return source[0]
-    names = " + ".join(f"`{Path(s).name}`" for s in source)
-    efml = len(source) == 1 and (Path(source[0]) / "token_embedder.pkl").is_file()
-    return f"the ELMoForManyLangs directory {names}" if efml else names
+    """Deprecated: `parse_reference(",".join(source)).describe()` (what a model card says the model
+    was converted from); kept for one release."""
+    import warnings
+
+    warnings.warn(
+        "spacy_elmo.tools.convert.describe_source is deprecated: use "
+        "spacy_elmo.formats.references.parse_reference(reference).describe()",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return parse_reference(",".join(source)).describe()
 
 
-__all__ = ["convert", "check_legacy_order", "describe_source"]
+__all__ = ["convert", "check_legacy_order"]

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from ..devices import Distributed, pick_device
+from ..precision import Precision, check_precision
 from ..text_input import TextError, make_tokenizer, read_lines, stdin_bytes
 
 
@@ -92,6 +93,7 @@ def dump_embeddings(
 
     from ..formats.references import load_pretrained
 
+    chosen = _check_precision(precision)  # before any work
     procs = Distributed.from_env(device)  # the same torchrun/device set-up as pretraining
     world, rank, torch_device = procs.world_size, procs.rank, procs.device
     output = Path(output_path)
@@ -101,7 +103,7 @@ def dump_embeddings(
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
     model, tokenizer = load_pretrained(model_ref)
-    model = _with_precision(model.to(torch_device).eval(), precision)
+    model = _with_precision(model.to(torch_device).eval(), chosen)
     tokenize = make_tokenizer(data_format, lang)
     from_stdin = str(input_path) == "-"
     bar = None
@@ -166,10 +168,16 @@ def dump_embeddings(
     return written
 
 
-def _with_precision(model, precision: str | None):
-    """`model` computing in `precision` (None: the precision it was saved with)."""
+def _check_precision(precision: str | None) -> Precision | None:
+    return None if precision is None else check_precision(precision, "precision")
+
+
+def _with_precision(model, precision: Precision | None):
+    """`model` computing in the checked `precision` (None: the precision it was saved with)."""
+    from ..hf.modeling_elmo import bind_precision
+
     if precision is not None:
-        model.set_precision(precision)
+        bind_precision(model, precision)
     return model
 
 
@@ -186,8 +194,9 @@ def print_embeddings(
     first `dims` components of its words' vectors (the mean of the layers) on standard output."""
     from ..formats.references import load_pretrained
 
+    chosen = _check_precision(precision)  # before any work
     model, tokenizer = load_pretrained(model_ref)
-    model = _with_precision(model.to(pick_device(device)), precision)
+    model = _with_precision(model.to(pick_device(device)), chosen)
     tokenize = make_tokenizer(data_format, lang)
     lines = [words for words in (tokenize(line.strip()) for line in read_lines(stdin_bytes(), "<stdin>")) if words]
     if not lines:

@@ -24,7 +24,7 @@ frequent label) is reported beside them.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -247,14 +247,17 @@ def probe_and_report(
     progress: bool = False,
     output: Path | None = None,
     plot: Path | None = None,
+    *,
+    command: Sequence[str],
 ) -> dict:
     """`spacy-elmo probe`: `probe_tasks`, one line of scores per task on standard output, then the
-    result with its provenance as JSON (`output`) and a plot of it (`plot`), each when asked for."""
+    result with its provenance as JSON (`output`) and a plot of it (`plot`), each when asked for.
+    `command`: the command line its provenance records (the caller's: the library reads no argv)."""
     import json
 
     from ..provenance import Provenance
 
-    prov = Provenance(seed=seed)
+    prov = Provenance(command, seed=seed)
     result = probe_tasks(
         model_ref, train, dev, tasks, max_sentences, seed, l2, max_iter, device=device, progress=progress
     )

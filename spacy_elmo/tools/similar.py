@@ -36,19 +36,20 @@ def nearest_words(
     (`vocab_file`, else the model's vocab.txt) by context-independent vectors, or, given a `corpus`,
     among its words by their layer-`layer` vectors averaged over it. The biLM runs on `device`."""
     from ..devices import pick_device
-    from ..formats.references import load_pretrained
+    from ..formats.references import parse_reference
 
+    reference = parse_reference(model_ref)
     if corpus is None:
-        model, tokenizer = load_pretrained(model_ref)  # first: a wrong model reference is the likelier mistake
+        model, tokenizer = reference.load()  # first: a wrong model reference is the likelier mistake
         model = model.to(pick_device(device))
-        vocab = find_vocab(model_ref, vocab_file)
+        vocab = find_vocab(reference, vocab_file)
         return most_similar(model, word, vocab, n, tokenizer=tokenizer)
     from ..text_input import check_text_files
 
     if not corpus.is_file():
         raise FileNotFoundError(f"--corpus {corpus}: no such file")
     check_text_files([corpus], "--corpus")
-    model, tokenizer = load_pretrained(model_ref)
+    model, tokenizer = reference.load()
     model = model.to(pick_device(device))
     sentences = read_sentences(corpus, max_sentences)
     words, vectors = contextual_word_vectors(model, sentences, layer, min_count, progress=progress, tokenizer=tokenizer)
@@ -58,15 +59,14 @@ def nearest_words(
         raise ValueError(f"{corpus}: {error.args[0]}") from None
 
 
-def find_vocab(model_ref: str | Path, vocab_file: str | Path | None = None) -> Vocabulary:
-    """`vocab_file`, else `vocab.txt` next to the model (HF directory or legacy directory)."""
+def find_vocab(model_ref, vocab_file: str | Path | None = None) -> Vocabulary:
+    """`vocab_file`, else the model's `vocab.txt` (where its reference says one may be:
+    `ModelReference.vocabulary_files`, e.g. in an HF or legacy directory)."""
+    from ..formats.references import parse_reference
+
     if vocab_file is not None:
         return Vocabulary.load(vocab_file)
-    text = str(model_ref)
-    candidates = [Path(text) / "vocab.txt"]
-    if "," in text:  # "OPTIONS.json,WEIGHTS.hdf5"
-        candidates.append(Path(text.split(",", 1)[0]).parent / "vocab.txt")
-    for path in candidates:
+    for path in parse_reference(model_ref).vocabulary_files():
         if path.is_file():
             return Vocabulary.load(path)
     raise FileNotFoundError(f"{model_ref} has no vocab.txt; pass the word list with --vocab FILE")

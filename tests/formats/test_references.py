@@ -139,3 +139,43 @@ def test_each_kind_loads_itself(tiny_model_dir, legacy_copy, fixtures_dir):
         assert type(model).__name__ == "ElmoModel" and not model.training
         assert model.config.to_dict() == again.config.to_dict()
         tokenizer.check_model(model.config)
+
+
+def test_each_kind_answers_what_the_tools_ask(tiny_model_dir, legacy_copy, fixtures_dir, tmp_path):
+    """What `convert` writes on a model card and where `similar` looks for vocab.txt come from the
+    parsed reference, not from the text again."""
+    pair = f"{legacy_copy / 'options.json'}, {legacy_copy / 'lm_weights.hdf5'}"
+    url_pair = "https://example.org/o.json , https://example.org/w.hdf5#sha256=" + "0" * 64
+    cases = {
+        str(tiny_model_dir): (f"`{tiny_model_dir.name}`", [tiny_model_dir / "vocab.txt"]),
+        pair: ("`options.json` + `lm_weights.hdf5`", [legacy_copy / "vocab.txt"]),
+        str(legacy_copy): ("`options.json` + `lm_weights.hdf5`", [legacy_copy / "vocab.txt"]),
+        str(fixtures_dir / "efml_tiny"): (
+            "the ELMoForManyLangs directory `efml_tiny`",
+            [fixtures_dir / "efml_tiny" / "vocab.txt"],
+        ),
+    }
+    for text, (description, files) in cases.items():
+        reference = parse_reference(text)
+        assert reference.describe() == description and reference.vocabulary_files() == files, text
+    url = parse_reference(url_pair)
+    assert isinstance(url, UrlReference) and url.describe() == url_pair
+    assert url.parts == ("https://example.org/o.json", "https://example.org/w.hdf5#sha256=" + "0" * 64)  # split once
+    assert UrlReference(url_pair) == url and UrlReference(url_pair).parts == url.parts
+
+
+def test_a_tokenizer_that_does_not_fit_is_one_line(tiny_model_dir, tmp_path):
+    """`fit_tokenizer` is the one check that a biLM's tokenizer fits it, made by every `load`."""
+    from spacy_elmo import ElmoTokenizer
+    from spacy_elmo.formats.references import fit_tokenizer
+
+    folder = tmp_path / "misfit"
+    shutil.copytree(tiny_model_dir, folder)
+    ElmoTokenizer(max_characters_per_token=20).save_pretrained(folder)
+    with pytest.raises(ModelNotFoundError) as info:
+        parse_reference(folder).load()
+    assert str(info.value).startswith(f"{folder}: ") and "max_characters_per_token 20" in str(info.value)
+    model, tokenizer = parse_reference(tiny_model_dir).load()
+    assert fit_tokenizer(model, tokenizer) is tokenizer
+    with pytest.raises(ValueError, match="max_characters_per_token 20"):
+        fit_tokenizer(model, ElmoTokenizer(max_characters_per_token=20))

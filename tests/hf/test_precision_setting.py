@@ -53,8 +53,12 @@ def test_quantize_int8_is_the_int8_precision_and_is_recorded(tmp_path):
 
 
 def test_setting_the_config_field_switches_the_model():
-    """`model.config.precision = ...` (as `lstm_implementation`) takes effect at the next call."""
+    """`model.config.precision = ...` binds the precision at once (a binding property: the model's
+    kernels change when it is set, not at the next call)."""
     model = _model()
     model.config.precision = "int8"
+    assert model.encoder.precision == "int8"  # bound now, before any call
     assert all(map(torch.equal, _layers(_model().set_precision("int8")), _layers(model)))
-    assert model.encoder.layers[0].int8 is not None
+    model.config.precision = "fp32"
+    assert model.encoder.precision == "fp32"
+    assert all(map(torch.equal, _layers(_model()), _layers(model)))

@@ -14,7 +14,7 @@ import torch
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
 from spacy_elmo.characters import batch_to_char_ids
 from spacy_elmo.formats.references import load_model
-from spacy_elmo.spacy.layers.bilm import window_spans
+from spacy_elmo.spacy.layers.segmentation import window_spans
 
 
 def _close(got, want, exact, config) -> None:

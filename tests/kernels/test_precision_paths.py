@@ -148,7 +148,7 @@ def _definition_with_bound(model: ElmoModel, char_ids: torch.Tensor, word_ids) -
     # each direction's next layer reads that direction's outputs (in time order here)
     inputs = [(x, dx), (x, dx)]
     for index, layer in enumerate(model.encoder.layers):
-        kind = "int8" if layer.int8 is not None else "bf16" if layer.bf16 and NATIVE_BF16 else "fp32"
+        kind = "fp32" if model.encoder.precision == "bf16" and not NATIVE_BF16 else model.encoder.precision
         (xf, dxf), (xb, dxb) = inputs
         fwd, dfwd = _lstm_direction(layer, 0, kind, xf, dxf)
         bwd, dbwd = _lstm_direction(layer, 1, kind, xb[::-1], dxb[::-1])

@@ -116,6 +116,51 @@ def test_no_link_in_the_package():
     assert [p for p in PACKAGE.rglob("*") if p.is_symlink()] == []
 
 
+# what reads the process's command line or its call stack
+_ARGV_OR_STACK = {
+    ("sys", "argv"),
+    ("sys", "_getframe"),
+    ("inspect", "stack"),
+    ("inspect", "currentframe"),
+    ("inspect", "getouterframes"),
+    ("inspect", "getframeinfo"),
+    ("traceback", "extract_stack"),
+}
+
+
+def argv_or_stack_reads(source: str) -> list[str]:
+    """`module.name` reads (or `from module import name`) of argv or the call stack in `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) in _ARGV_OR_STACK:
+                found.append(f"{node.value.id}.{node.attr} (line {node.lineno})")
+        elif isinstance(node, ast.ImportFrom) and node.module in {m for m, _ in _ARGV_OR_STACK}:
+            found += [
+                f"{node.module}.{a.name} (line {node.lineno})"
+                for a in node.names
+                if (node.module, a.name) in _ARGV_OR_STACK
+            ]
+    return found
+
+
+def test_the_library_reads_no_argv_nor_call_stack():
+    """Only the command-line faces (`cli/`, `__main__.py`; `spacy_elmo_cli.py` beside the package)
+    read the process's argv; everything else is given what it records (e.g. `Provenance(command)`)."""
+    found = {
+        path: reads
+        for path in module_files()
+        if not path.startswith("cli/") and path != "__main__.py"
+        for reads in [argv_or_stack_reads((PACKAGE / path).read_text(encoding="utf-8"))]
+        if reads
+    }
+    assert found == {}
+    assert argv_or_stack_reads("import sys\nfrom inspect import stack\ncommand = sys.argv\n") == [
+        "inspect.stack (line 2)",
+        "sys.argv (line 3)",
+    ]
+
+
 def test_the_lab_is_one_package_and_the_library_never_imports_it():
     """lab/ is a package whose modules import each other as `lab.NAME` (run as `python -m lab.NAME`): nothing
     edits sys.path, and spacy_elmo/ imports nothing of it."""

@@ -27,6 +27,17 @@ def blocks(path: Path, lang: str):
     return [(code, bool(skip)) for skip, kind, code in BLOCK.findall(path.read_text()) if kind == lang]
 
 
+README_MAX_LINES = 150
+
+
+def test_the_readme_stays_short():
+    """README is the user's first page: at most 150 lines, the gains table `lab/gains.py` writes into it
+    included (when that table grows past it, the README gets a short form and the full one stays in
+    results/gains.md)."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines, at most {README_MAX_LINES}"
+
+
 def test_few_blocks_are_skipped():
     skipped = [
         (p.name, code[:40]) for p in DOCS for lang in ("python", "ini") for code, skip in blocks(p, lang) if skip

@@ -25,8 +25,8 @@ from float32_error import assert_float32_error, exact_copy, forward_terms  # tes
 from spacy_elmo import ElmoTokenizer
 from spacy_elmo.formats.references import load_model
 from spacy_elmo.spacy.doc_data import ElmoDocData
-from spacy_elmo.spacy.layers.bilm import plan_segments, window_spans
 from spacy_elmo.spacy.layers.layer_cache import LayerCache
+from spacy_elmo.spacy.layers.segmentation import SentencesOrWindows, plan_segments, window_spans
 
 WORDS = "the cat sat on a mat while dogs ran far away from home and birds sang in trees today".split()
 
@@ -187,7 +187,7 @@ def test_segments_cover_every_token_once():
         assert all(e - s <= size and s <= ks <= ke <= e for s, e, ks, ke in spans)
     nlp = spacy.blank("en")
     docs = [nlp.make_doc(" ".join(["w"] * k)) for k in (0, 3, 10, 600)]
-    segments = plan_segments(docs, 256, 64)
+    segments = plan_segments(docs, SentencesOrWindows(256, 64))
     assert sorted({s.doc for s in segments}) == [1, 2, 3]
 
 

@@ -99,6 +99,8 @@ def test_probe_learns_each_layer_and_the_mix(tiny_model_dir, docbin, tmp_path, o
     # PER vs LOC needs the names' identity or context, which the vectors carry
     assert ner["dev_tokens"] >= 20
     assert result["provenance"]["seed"] == 0 and result["provenance"]["machine"]["cores"] >= 1
+    # the command line given to the CLI, not this process's argv (the library reads none)
+    assert result["provenance"]["command"][:2] == ["spacy-elmo", "probe"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "mix" in capsys.readouterr().out
 

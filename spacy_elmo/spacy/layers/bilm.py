@@ -1,27 +1,29 @@
 """The biLM as a thinc layer: Docs in, every Doc's L+1 layers out ([L+1, len(doc), dim] each).
 
-Data flow: Doc → segments (the whole Doc; or, past `max_length` tokens, its sentences when they
-are set, else overlapping windows) → batches of segments, longest first, by a padded token
-budget → character ids → `PyTorchWrapper` around the torch biLM → all layers, stitched back per
-Doc.  Every segment runs from a zero LSTM state, so a Doc's output does not depend on what else
-is in the batch.
+Data flow: Doc → segments (the layer's segmenter, `segmentation.py`: by default the whole Doc; or,
+past `max_length` tokens, its sentences when they are set, else overlapping windows) → batches of
+segments, longest first, by a padded token budget → character ids → `PyTorchWrapper` around the
+torch biLM → all layers, stitched back per Doc.  Every segment runs from a zero LSTM state, so a
+Doc's output does not depend on what else is in the batch.
 
-The torch biLM is loaded lazily from `name` (any model reference: an HF directory, a hub id, legacy
-options+weights, ...) on first use, unless weights arrive first (`set_elmo_model`, `from_bytes`): a
-saved pipeline therefore never needs the original files.
+The layer holds its model reference parsed once (`attrs["reference"]`, beside the text it was given,
+`attrs["name"]`, which is what a saved config names): the component checks it cheaply when it is
+built (`check_source`), and the torch biLM is loaded from it lazily on first use
+(`formats.references`: the biLM with its tokenizer fitted), unless weights arrive first
+(`set_elmo_model`, `from_bytes`, `bilm_files`): a saved pipeline therefore never needs the
+original files. The inference precision to bind, when the component sets one
+(`attrs["precision"]`), is bound to the biLM as it enters the layer (`bind_precision`), and again
+only when the component's setting changes.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 import numpy
-import srsly
 import torch
 from confection import ConfigValidationError
 from spacy.tokens import Doc
@@ -38,7 +40,9 @@ from thinc.api import (
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats3d
 
+from . import bilm_files, segmentation
 from .layer_cache import LayerCache, doc_cache_key
+from .segmentation import Segmenter, SentencesOrWindows, doc_segments
 from .torch_shim import InPlaceUpdateShim
 
 
@@ -59,83 +63,13 @@ class ElmoLayerStack(torch.nn.Module):
         return torch.stack([h.float() for h in out.hidden_states])
 
 
-# --- serialization of the torch biLM: one HF directory, as files or as bytes ---------------------
-#
-# On disk the biLM is a model directory (`model_directory.save_model_directory`: config.json,
-# model.safetensors, the tokenizer with its settings and lexicons; no model card); it is read back
-# by `ElmoModel.from_pretrained` (local files, safetensors only, and that method's strict checks:
-# unknown config fields, missing or mis-shaped tensors, NaN/inf) and `ElmoTokenizer.from_pretrained`.
-# As bytes it is the same files, {name: content} in msgpack: no pickle, no archive.
-
-
-def save_bilm(elmo, tokenizer, path: str | Path) -> None:
-    """Writes the biLM and its tokenizer as a model directory (no model card: it lives inside a pipeline)."""
-    from ...hf.model_directory import save_model_directory
-
-    save_model_directory(path, elmo, tokenizer, card=False)
-
-
-def load_bilm(path: str | Path, device: torch.device | None = None):
-    """(biLM in eval mode, tokenizer) from the local model directory `path` (safetensors only).
-
-    A broken directory raises `ElmoLoadError` naming the file and the problem. A directory
-    without tokenizer files (written by 0.1.0) gets the UTF-8 tokenizer.
-    """
-    from ...hf.model_directory import default_tokenizer
-    from ...hf.modeling_elmo import ElmoModel
-    from ...hf.tokenization_elmo import ElmoTokenizer
-
-    elmo = ElmoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True)
-    has_tokenizer = (Path(path) / "tokenizer_config.json").is_file()
-    tokenizer = ElmoTokenizer.from_pretrained(str(path)) if has_tokenizer else default_tokenizer(elmo)
-    return elmo.to(device or get_torch_default_device()).eval(), tokenizer
-
-
-def bilm_to_bytes(elmo, tokenizer) -> bytes:
-    """msgpack({"files": {name: content}}) of the directory `save_bilm` writes ({"files": None} for no biLM)."""
-    if elmo is None:
-        return srsly.msgpack_dumps({"files": None})
-    with tempfile.TemporaryDirectory() as tmp:
-        save_bilm(elmo, tokenizer, tmp)
-        files = {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir()) if p.is_file()}
-    return srsly.msgpack_dumps({"files": files})
-
-
-def bilm_from_bytes(data: bytes, device: torch.device | None = None):
-    """(biLM, tokenizer) serialized by `bilm_to_bytes` ((None, None) if it held none), read by `load_bilm`.
-
-    Also reads release 0.1.0's bytes, {"config": config.json text, "weights": safetensors}.
-    """
-    from ...hf.model_directory import ElmoLoadError
-
-    msg = srsly.msgpack_loads(data)
-    if not isinstance(msg, dict) or not ("files" in msg or "config" in msg):
-        raise ElmoLoadError("elmo bytes: not a serialized biLM (expected msgpack with 'files')")
-    if "files" in msg:
-        files = msg["files"]
-    elif msg["config"] is None:
-        files = None
-    else:
-        files = {"config.json": msg["config"].encode("utf8"), "model.safetensors": msg.get("weights", b"")}
-    if files is None:
-        return None, None
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, content in files.items():
-            if not isinstance(name, str) or name in ("", ".", "..") or Path(name).name != name:
-                raise ElmoLoadError(f"elmo bytes: invalid file name {name!r}")
-            (Path(tmp) / name).write_bytes(content)
-        try:
-            return load_bilm(tmp, device)
-        except (ElmoLoadError, OSError) as err:  # name the bytes, not the temporary directory
-            raise ElmoLoadError(str(err).replace(tmp, "elmo bytes")) from None
-
-
+# the shim's bytes (a downstream component with its own biLM): the model directory of `bilm_files`
 def _serialize_stack(stack: ElmoLayerStack) -> bytes:
-    return bilm_to_bytes(stack.elmo, stack.tokenizer)
+    return bilm_files.bilm_to_bytes(stack.elmo, stack.tokenizer)
 
 
 def _deserialize_stack(stack: ElmoLayerStack, data: bytes, device) -> ElmoLayerStack:
-    elmo, tokenizer = bilm_from_bytes(data, device)
+    elmo, tokenizer = bilm_files.bilm_from_bytes(data, device)
     if elmo is not None:
         stack.elmo, stack.tokenizer = elmo, tokenizer
     return stack
@@ -162,65 +96,13 @@ def _convert_outputs(model: Model, X_Ytorch, is_train: bool):
     return Y, backprop
 
 
-# --- segmentation ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Segment:
-    """Tokens [start, end) of Doc `doc` run as one biLM sequence; [keep_start, keep_end) is used."""
-
-    doc: int
-    start: int
-    end: int
-    keep_start: int
-    keep_end: int
-
-    def __len__(self) -> int:
-        return self.end - self.start
-
-
-def window_spans(start: int, end: int, size: int, overlap: int) -> list[tuple[int, int, int, int]]:
-    """(start, end, keep_start, keep_end) windows of at most `size` tokens covering [start, end).
-
-    Neighbouring windows share `overlap` tokens (more for the last one, which is moved back to be
-    full length); each shared token is kept from the window where it is further from the edge.
-    """
-    if end - start <= size:
-        return [(start, end, start, end)]
-    starts = list(range(start, end - size + 1, size - overlap))
-    if starts[-1] + size < end:
-        starts.append(end - size)
-    spans = []
-    for i, s in enumerate(starts):
-        keep_start = start if i == 0 else (s + starts[i - 1] + size) // 2
-        keep_end = end if i == len(starts) - 1 else (starts[i + 1] + s + size) // 2
-        spans.append((s, s + size, keep_start, keep_end))
-    return spans
-
-
-def _splits_by_sentence(doc: Doc, max_length: int) -> bool:
-    return len(doc) > max_length and doc.has_annotation("SENT_START")
-
-
-def plan_segments(docs: Sequence[Doc], max_length: int, overlap: int) -> list[Segment]:
-    """Segments for each Doc: itself, or (past `max_length`) its sentences / overlapping windows."""
-    segments = []
-    for i, doc in enumerate(docs):
-        if len(doc) == 0:
-            continue
-        parts = [(s.start, s.end) for s in doc.sents] if _splits_by_sentence(doc, max_length) else [(0, len(doc))]
-        for start, end in parts:
-            for span in window_spans(start, end, max_length, overlap):
-                segments.append(Segment(i, *span))
-    return segments
+# --- segmentation and the cache key ----------------------------------------------------------------
 
 
 def doc_key(model: Model, doc: Doc):
-    """Cache key of `doc` for this biLM layer: the token texts (+ sentence starts if they split it)."""
-    words = [t.text for t in doc]
-    if _splits_by_sentence(doc, model.attrs["max_length"]):
-        return doc_cache_key(words, [s.start for s in doc.sents])
-    return doc_cache_key(words)
+    """Cache key of `doc` for this biLM layer: its token texts and the segments the layer's
+    segmenter makes of it (the layers are a function of both, for given weights)."""
+    return doc_cache_key([t.text for t in doc], doc_segments(model.attrs["segmenter"], doc))
 
 
 # --- the thinc layer ----------------------------------------------------------------------------
@@ -230,20 +112,25 @@ def build_bilm(
     name: str | None,
     *,
     max_batch_tokens: int = 4096,
-    max_length: int = 256,
-    window_overlap: int = 64,
-    mixed_precision: bool = False,
+    segmenter: Segmenter | None = None,
+    autocast: bool = False,
     grad_scaler_config: dict[str, Any] | None = None,
+    **deprecated: Any,
 ) -> Model[list[Doc], list[Floats3d]]:
-    """Docs → one [L+1, len(doc), dim] array per Doc from the biLM found at `name` (loaded lazily)."""
-    if max_length < 1:
-        raise ValueError(f"max_length must be >= 1, got {max_length}")
-    if not 0 <= window_overlap < max_length:
-        raise ValueError(f"window_overlap must be in [0, max_length), got {window_overlap} (max_length={max_length})")
+    """Docs → one [L+1, len(doc), dim] array per Doc from the biLM found at `name` (loaded lazily).
+
+    name: a model reference (`formats.references`), parsed here, once; segmenter: `Doc → segments`
+    (`segmentation.py`; default `spacy-elmo.sentences_or_windows.v1`'s, 256 tokens overlapping by 64);
+    autocast: torch autocast in the biLM (GPU), with a gradient scaler configured by
+    `grad_scaler_config`. (`max_length`, `window_overlap` and `mixed_precision`, the arguments of
+    `spacy-elmo.ElmoBiLM.v1`, are still taken, with a deprecation warning.)"""
+    from ...formats.references import parse_reference
+
+    segmenter, autocast = _deprecated_arguments(segmenter, autocast, deprecated)
     if max_batch_tokens < 1:
         raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
     scaler_cfg = dict(grad_scaler_config or {})
-    scaler_cfg.setdefault("enabled", mixed_precision)
+    scaler_cfg.setdefault("enabled", autocast)
     # thinc's PyTorchWrapper_v3, with the shim that writes optimizer steps in place (torch_shim.py)
     wrapper: Model[Any, Any] = Model(
         "pytorch",
@@ -252,7 +139,7 @@ def build_bilm(
         shims=[
             InPlaceUpdateShim(
                 ElmoLayerStack(),
-                mixed_precision=mixed_precision,
+                mixed_precision=autocast,  # (thinc's name for torch autocast)
                 grad_scaler=PyTorchGradScaler(**scaler_cfg),
                 serialize_model=_serialize_stack,
                 deserialize_model=_deserialize_stack,
@@ -267,39 +154,84 @@ def build_bilm(
         layers=[wrapper],
         dims={"nO": None, "nL": None},
         attrs={
-            "name": name,
+            "name": name,  # the text, as configs and saved layers name it
+            # (text, its parsed reference): not msgpack, so never in a saved layer's bytes
+            "reference": (name, parse_reference(name)) if name else None,
             "max_batch_tokens": int(max_batch_tokens),
-            "max_length": int(max_length),
-            "window_overlap": int(window_overlap),
+            "segmenter": segmenter if segmenter is not None else SentencesOrWindows(),
+            "precision": None,  # set by the `elmo` component: bound to the biLM as it enters
         },
     )
+
+
+def _deprecated_arguments(segmenter, autocast: bool, deprecated: dict[str, Any]):
+    """`build_bilm`'s arguments before the segmenter and autocast were named: (segmenter, autocast)."""
+    unknown = set(deprecated) - {"max_length", "window_overlap", "mixed_precision"}
+    if unknown:
+        raise TypeError(f"build_bilm() got unexpected keyword arguments {sorted(unknown)}")
+    if deprecated:
+        warnings.warn(
+            "build_bilm(max_length=, window_overlap=, mixed_precision=) is deprecated: pass "
+            "segmenter=SentencesOrWindows(max_length, window_overlap) and autocast=",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    if "max_length" in deprecated or "window_overlap" in deprecated:
+        if segmenter is not None:
+            raise TypeError("build_bilm() takes a segmenter or max_length/window_overlap, not both")
+        segmenter = SentencesOrWindows(deprecated.get("max_length", 256), deprecated.get("window_overlap", 64))
+    return segmenter, bool(deprecated.get("mixed_precision", autocast))
 
 
 def _stack(model: Model) -> ElmoLayerStack:
     return model.layers[0].shims[0]._model
 
 
-def set_elmo_model(model: Model, elmo, tokenizer=None) -> None:
-    """Puts a loaded `ElmoModel` (and its tokenizer; default: the one it has, or the UTF-8 one)
-    into the layer (on the current thinc device) and sets nO / nL."""
-    from ...hf.model_directory import default_tokenizer
+def install_bilm(model: Model, elmo, tokenizer) -> None:
+    """Puts a biLM and the tokenizer fitted to it (as `formats.references` and `bilm_files` load
+    them) into the layer, on the current thinc device; binds the component's precision to it, and
+    sets nO / nL."""
+    from ...hf.modeling_elmo import bind_precision
 
     stack = _stack(model)
-    if tokenizer is None:
-        tokenizer = stack.tokenizer if stack.tokenizer is not None and stack.elmo is elmo else default_tokenizer(elmo)
-    tokenizer.check_model(elmo.config)
+    precision = model.attrs.get("precision")
+    if precision is not None and elmo.encoder.precision != precision:
+        bind_precision(elmo, precision)
     stack.elmo, stack.tokenizer = elmo.to(get_torch_default_device()).eval(), tokenizer
     model.set_dim("nO", int(elmo.config.output_dim), force=True)
     model.set_dim("nL", int(elmo.config.num_layers) + 1, force=True)
 
 
+def set_elmo_model(model: Model, elmo, tokenizer=None) -> None:
+    """Puts a loaded `ElmoModel` (and its tokenizer; default: the one it has, or the UTF-8 one)
+    into the layer (on the current thinc device) and sets nO / nL. A tokenizer that does not fit
+    the biLM is a one-line `ValueError` (`references.fit_tokenizer`)."""
+    from ...formats.references import fit_tokenizer
+
+    stack = _stack(model)
+    if tokenizer is None and stack.tokenizer is not None and stack.elmo is elmo:
+        tokenizer = stack.tokenizer
+    install_bilm(model, elmo, fit_tokenizer(elmo, tokenizer))
+
+
+def bind_layer_precision(model: Model, precision) -> None:
+    """The precision (checked: `spacy_elmo.precision`) the biLM computes in: bound now if it is
+    loaded, else as it enters the layer."""
+    from ...hf.modeling_elmo import bind_precision
+
+    model.attrs["precision"] = precision
+    elmo = cast(Any, _stack(model).elmo)  # an ElmoModel (or None)
+    if elmo is not None and elmo.encoder.precision != precision:
+        bind_precision(elmo, precision)
+
+
 def get_elmo_model(model: Model, load: bool = True):
-    """The torch `ElmoModel` inside the layer, loading it from `name` first if needed (`load`)."""
+    """The torch `ElmoModel` inside the layer, loading it from its reference first if needed (`load`)."""
     stack = _stack(model)
     if stack.elmo is None and load:
-        set_elmo_model(model, *_load(model))
+        install_bilm(model, *_load(model))
     elif stack.elmo is not None and not model.has_dim("nO"):
-        set_elmo_model(model, stack.elmo, stack.tokenizer)
+        install_bilm(model, stack.elmo, stack.tokenizer)
     return stack.elmo
 
 
@@ -323,28 +255,35 @@ class ElmoSettingError(ConfigValidationError):
 _SETTING = "elmo `model` (paths.elmo)"
 
 
-def _name(model: Model) -> str:
+def _reference(model: Model):
+    """The layer's model reference, parsed when the layer was built (or, for a name that came
+    with a saved layer's bytes since, from that name)."""
+    from ...formats.references import parse_reference
+
     name = model.attrs.get("name")
     if not name:
         raise ElmoSettingError(title=f"elmo: no biLM: {_SETTING} is not set")
-    return str(name)
+    parsed = model.attrs.get("reference")
+    if parsed is None or parsed[0] != name:
+        parsed = model.attrs["reference"] = (name, parse_reference(name))
+    return parsed[1]
 
 
 def check_source(model: Model) -> None:
-    """Checks cheaply (no weights read, no download, no network) what the layer's `name` names
+    """Checks cheaply (no weights read, no download, no network) what the layer's reference names
     that is here: an existing path must hold a valid model, a URL must be well formed, a hub id in
     the local cache must be an ELMo model. A name of nothing here (no such path, a hub id not
     cached) passes: a saved pipeline's config keeps naming the files its biLM came from after they
     are gone, and its weights come from `from_disk` / `from_bytes`; the layer cannot tell that
     leftover from a typo, so the typo fails when the weights are first needed (`get_elmo_model`).
     Raises `ElmoSettingError`, one line naming the setting."""
-    from ...formats.references import ModelAbsentError, ModelNotFoundError, parse_reference
+    from ...formats.references import ModelAbsentError, ModelNotFoundError
 
     if _stack(model).elmo is not None:
         return
-    name = _name(model)
+    reference = _reference(model)
     try:
-        parse_reference(name).check()
+        reference.check()
     except ModelAbsentError:
         pass
     # ValueError: broken legacy files (LegacyFormatError); OSError: a malformed URL (DownloadError)
@@ -353,12 +292,13 @@ def check_source(model: Model) -> None:
 
 
 def _load(model: Model):
-    """(model, tokenizer) of the layer's `name` (`references.load_pretrained`); a name of nothing
-    (or of no valid model) is one `ElmoSettingError` line naming the setting."""
-    from ...formats.references import ModelNotFoundError, load_pretrained
+    """(model, tokenizer fitted to it) of the layer's reference (`ModelReference.load`); a
+    reference to nothing (or to no valid model) is one `ElmoSettingError` line naming the setting."""
+    from ...formats.references import ModelNotFoundError
 
+    reference = _reference(model)
     try:
-        return load_pretrained(_name(model))
+        return reference.load()
     except ModelNotFoundError as err:
         raise ElmoSettingError(title=f"{_SETTING}: {err}") from None
 
@@ -389,7 +329,7 @@ def bilm_forward(model: Model, docs: list[Doc], is_train: bool) -> tuple[list[Fl
     wrapper = model.layers[0]
     ops = model.ops
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
-    segments = plan_segments(docs, model.attrs["max_length"], model.attrs["window_overlap"])
+    segments = segmentation.plan_segments(docs, model.attrs["segmenter"])
     words = [[t.text for t in doc] for doc in docs]
     outputs = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
     callbacks = []
@@ -440,20 +380,46 @@ def predict_cached(model: Model, docs: Sequence[Doc], cache: LayerCache | None) 
     return outputs  # type: ignore[return-value]
 
 
+# names that moved in 0.2 (segmentation.py, bilm_files.py): importable from here for one release
+_MOVED = {
+    "Segment": "segmentation",
+    "window_spans": "segmentation",
+    "plan_segments": "segmentation",
+    "save_bilm": "bilm_files",
+    "load_bilm": "bilm_files",
+    "bilm_to_bytes": "bilm_files",
+    "bilm_from_bytes": "bilm_files",
+}
+
+
+def __getattr__(name: str):
+    """A moved name, with a `DeprecationWarning` naming its new module. `plan_segments` keeps its
+    old signature here, `(docs, max_length, overlap)`."""
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    where = f"spacy_elmo.spacy.layers.{_MOVED[name]}"
+    warnings.warn(
+        f"spacy_elmo.spacy.layers.bilm.{name} is deprecated: import it from {where}", DeprecationWarning, stacklevel=2
+    )
+    if name == "plan_segments":
+        return _plan_segments_v1
+    return getattr({"segmentation": segmentation, "bilm_files": bilm_files}[_MOVED[name]], name)
+
+
+def _plan_segments_v1(docs: Sequence[Doc], max_length: int, overlap: int):
+    return segmentation.plan_segments(docs, SentencesOrWindows(max_length, overlap))
+
+
 __all__ = [
     "ElmoLayerStack",
     "ElmoSettingError",
-    "Segment",
+    "bind_layer_precision",
     "build_bilm",
-    "bilm_from_bytes",
-    "bilm_to_bytes",
     "check_source",
+    "doc_key",
     "get_elmo_model",
     "get_tokenizer",
-    "load_bilm",
-    "save_bilm",
-    "plan_segments",
+    "install_bilm",
     "predict_cached",
     "set_elmo_model",
-    "window_spans",
 ]

@@ -1,4 +1,4 @@
-"""A bounded least-recently-used cache of a Doc's biLM layers, keyed by its token texts.
+"""A bounded least-recently-used cache of a Doc's biLM layers, keyed by its token texts and segments.
 
 Lets a frozen biLM skip text it has already run on (e.g. the training corpus in epochs 2+ of
 `spacy train`); the `elmo` component clears it whenever the biLM's weights may change.
@@ -12,10 +12,11 @@ from collections.abc import Hashable, Iterable
 import numpy
 
 
-def doc_cache_key(words: Iterable[str], sent_starts: Iterable[int] | None = None) -> Hashable:
-    """The cache key of a Doc: its token texts, plus its sentence starts when those split it."""
+def doc_cache_key(words: Iterable[str], segments: Iterable[Hashable] | None = None) -> Hashable:
+    """The cache key of a Doc: its token texts, plus the segments the biLM runs it in (the biLM
+    layer's `doc_key`: its layers are a function of both)."""
     key = tuple(words)
-    return key if sent_starts is None else (key, tuple(sent_starts))
+    return key if segments is None else (key, tuple(segments))
 
 
 class LayerCache:
