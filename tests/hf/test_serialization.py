@@ -24,7 +24,7 @@ from thinc.util import to_numpy
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
 from spacy_elmo import ElmoLoadError, ElmoModel, ElmoTokenizer
 from spacy_elmo.provenance import cpu_kind
-from spacy_elmo.spacy.layers.bilm import bilm_from_bytes, bilm_to_bytes
+from spacy_elmo.spacy.layers.bilm_files import bilm_from_bytes, bilm_to_bytes
 
 OLD = Path(__file__).resolve().parents[1] / "fixtures" / "saved_v0_1"
 SENTENCE = "The cat sat on the mat , said Dr. Smith in London ."  # as in OLD/generate.py
