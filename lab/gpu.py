@@ -73,7 +73,7 @@ def settings(quick: bool, device: str) -> dict:
     return {
         "gemm": {"size": 256 if quick else 8192, "repeats": 3 if quick else 10, "copy_mib": 32 if quick else 2048},
         "inference": {
-            "archs": ["tiny"] if quick else ["original", "small"],
+            "archs": ["tiny"] if quick else ["small", "original"],  # the lever arch last: its levers follow it
             "batches": [3] if quick else [1, 32, 128],
             "modes": {
                 "fp32": "exact fp32 (set_precision('fp32'))",
@@ -98,11 +98,11 @@ def settings(quick: bool, device: str) -> dict:
         "pretrain": {
             "config": "configs/pretrain_tiny.cfg" if quick else "configs/pretrain_original.cfg",
             "batch_tokens": 256 if quick else 10240,
-            "steps": 6 if quick else 60,
+            "steps": 6 if quick else 48,
             "lever_batch_tokens": 1024 if quick else 40960,
-            "lever_steps": 2 if quick else 15,
-            "warmup_steps": 2 if quick else 10,
-            "log_every": 2 if quick else 5,
+            "lever_steps": 2 if quick else 12,  # the same words as `steps` at `batch_tokens`
+            "warmup_steps": 2 if quick else 8,
+            "log_every": 2 if quick else 4,
             "overrides": {
                 "data.min_count": 1,
                 "training.softmax": "sampled",
@@ -1379,7 +1379,7 @@ def record_run(args) -> int:
         raise SystemExit(f"lab.gpu record: {into} exists; move it away first (a record is never overwritten)")
     into.mkdir(parents=True)
     for path in sorted(folder.iterdir()):
-        if path.is_file():
+        if path.is_file() and not path.name.startswith("."):  # (not a write cut short: .gpu.json.tmp...)
             text = path.read_text(encoding="utf-8", errors="replace")
             (into / path.name).write_text(scrub(text), encoding="utf-8")
     started = (record.get("runs") or [{}])[0].get("started_utc") or ""  # 2026-12-04T16:10:03Z
