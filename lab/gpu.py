@@ -90,7 +90,7 @@ def settings(quick: bool, device: str) -> dict:
             "min_seconds": 0.05 if quick else 0.5,
             "min_batches": 2 if quick else 5,
             "max_batches": 4 if quick else 400,
-            "token_cache": "off (on in the lever rows that say so)",
+            "token_cache": "off (on in the lever rows that say so: Zipfian text, make_sentences(zipf=True))",
             "timing": "host char ids copied to the device, the forward, a synchronize after every batch; every "
             "distinct batch run once before timing (CUDA graphs captured then)",
             "weights_seed": 0,
@@ -124,10 +124,10 @@ def settings(quick: bool, device: str) -> dict:
             "corpus_sentences": 32 if quick else 2048,
             "bucket_batch_size": 16 if quick else 1024,
             "big_max_batch_tokens": 16384,
-            "rounds": 1 if quick else 3,
+            "rounds": 1 if quick else 3,  # timed, each on new sentences, after a warm-up round
             "spacy_on_gpu": "spacy.require_gpu(); thinc's gpu allocator 'pytorch'" if cuda else "spaCy on the CPU",
-            "raw": "the same sentences in the same batches: ElmoModel.from_pretrained of the pipeline's directory "
-            "(token cache as loaded), host char ids, synchronize after every batch",
+            "raw": "the same sentences in batches of batch_size in their order: ElmoModel.from_pretrained of the "
+            "pipeline's directory (token cache as loaded), host char ids, synchronize after every batch",
         },
         "tests": {
             "spacy_gpu": (
@@ -398,10 +398,10 @@ def part_inference(ctx) -> None:
             models[arch] = model
         return models[arch]
 
-    def batches_for(batch, max_chars):
-        key = (batch, max_chars)
+    def batches_for(batch, max_chars, zipf=False):
+        key = (batch, max_chars, zipf)
         if key not in batches:
-            sentences = make_sentences(batch * s["distinct_batches"], seed=1, zipf=False)
+            sentences = make_sentences(batch * s["distinct_batches"], seed=1, zipf=zipf)
             batches[key] = [
                 tuple(torch.from_numpy(a) for a in batch_to_char_ids(sentences[i : i + batch], max_chars))
                 for i in range(0, len(sentences), batch)
@@ -429,18 +429,19 @@ def part_inference(ctx) -> None:
         try:
             model = model_for(spec["arch"])
             config = model.config
-            pairs = batches_for(spec["batch"], config.max_characters_per_token)
+            cache = spec["lever"] == "token cache on"  # on Zipfian text (lab.bench's cache row), batches repeating
+            pairs = batches_for(spec["batch"], config.max_characters_per_token, zipf=cache)
             autocast = spec["mode"] == "bf16-autocast"
             model.set_precision("bf16" if spec["mode"] == "bf16" else "fp32")
             model.config.lstm_implementation = spec["kernel"]
-            if spec["lever"] == "token cache on":
+            if cache:
                 model.enable_token_cache()
             row["kernel_used"] = resolved(model, autocast)
             out = forward(model, pairs[0], autocast)
             key = (spec["arch"], spec["batch"])
             if spec["mode"] == "fp32" and spec["kernel"] == "auto" and spec["lever"] is None:
                 references[key] = out
-            elif key in references:
+            elif key in references and not cache:
                 row.update(output_errors(references[key], out))
             del out
             for pair in pairs:  # every shape once before timing (CUDA graphs are captured here)
@@ -469,6 +470,9 @@ def part_inference(ctx) -> None:
             )
             if peak:
                 row["fraction_of_bf16_peak"] = row["gflops"] / (peak * 1e3)
+            if cache and model.token_cache is not None:
+                hits, misses = model.token_cache.hits, model.token_cache.misses
+                row["cache_hit_rate"] = hits / max(hits + misses, 1)
         except Exception as err:  # noqa: BLE001 - recorded in its row; the other rows go on
             row["error"] = one_line(err)
         finally:
@@ -692,12 +696,16 @@ def part_pipe(ctx) -> None:
         model.save_pretrained(tmp)
         ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token).save_pretrained(tmp)
         del model
-        size = s["batch_size"]
-        synthetic = make_sentences(size * s["synthetic_batches"], seed=3, zipf=False)
+        size, rounds = s["batch_size"], s["rounds"] + 1  # round 0 warms up
+        # new sentences in every round: the token caches (on, as loaded) see new text as a served pipeline does
+        count = size * s["synthetic_batches"]
+        synthetic = make_sentences(count * rounds, seed=3, zipf=False)
+        synthetic_rounds = [synthetic[i * count : (i + 1) * count] for i in range(rounds)]
         train, _ = corpus_files(ctx.prep)
         with open(train, encoding="utf-8") as handle:
-            lines = [line.split() for _, line in zip(range(s["corpus_sentences"]), handle)]
-        corpus = [words for words in lines if words]
+            lines = [line.split() for _, line in zip(range(s["corpus_sentences"] * rounds), handle)]
+        count = s["corpus_sentences"]
+        corpus_rounds = [[x for x in lines[i * count : (i + 1) * count] if x] for i in range(rounds)]
 
         def pipeline(precision, **model_settings):
             nlp = spacy.blank("en")
@@ -705,81 +713,84 @@ def part_pipe(ctx) -> None:
             nlp.add_pipe("elmo", config={"model": block, "precision": precision})
             return nlp
 
-        def raw_runner(precision, sentences, batch):
+        def raw_runner(precision, rounds_of_sentences, batch):
             raw = ElmoModel.from_pretrained(tmp, precision=precision).to(device).eval()
-            groups = [sentences[i : i + batch] for i in range(0, len(sentences), batch)]
 
-            def run():
-                for group in groups:
-                    ids, mask = batch_to_char_ids(group, raw.config.max_characters_per_token)
+            def run(round_index):
+                sentences = rounds_of_sentences[round_index]
+                for i in range(0, len(sentences), batch):
+                    ids, mask = batch_to_char_ids(sentences[i : i + batch], raw.config.max_characters_per_token)
                     with torch.inference_mode():
                         raw(torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device))
                     sync()
 
             return run
 
-        def pipe_runner(nlp, inputs, batch_size):
-            def run():
-                for _ in nlp.pipe(inputs, batch_size=batch_size):
+        def pipe_runner(nlp, rounds_of_inputs, batch_size):
+            def run(round_index):
+                for _ in nlp.pipe(rounds_of_inputs[round_index], batch_size=batch_size):
                     pass
 
             return run
 
-        def timed(fn) -> float:
-            start = time.perf_counter()
-            fn()
-            sync()
-            return time.perf_counter() - start
-
-        def measure(name, sentences, variants: dict, extra: dict):
-            """Interleaved rounds of each variant (a no-argument function) over `sentences`: words/s each."""
-            words = sum(len(x) for x in sentences)
-            for fn in variants.values():
-                fn()  # warm-up (model loading, graphs, allocator)
-            seconds: dict[str, list[float]] = {k: [] for k in variants}
-            for _ in range(s["rounds"]):
+        def measure(name, rounds_of_sentences, variants: dict, extra: dict):
+            """Each variant (a function of the round) over the same sentences in each round, the variants in turn
+            within a round; round 0 warms up (model loading, graphs, allocator). words/s: the median round's."""
+            rates: dict[str, list[float]] = {k: [] for k in variants}
+            for index in range(len(rounds_of_sentences)):
+                words = sum(len(x) for x in rounds_of_sentences[index])
                 for key, fn in variants.items():
-                    seconds[key].append(timed(fn))
-            rates = {key: words / statistics.median(v) for key, v in seconds.items()}
-            row = {"what": name, "words": words, **extra, "words_per_s": rates}
-            if "raw" in rates:
-                row["over_raw"] = {k: v / rates["raw"] for k, v in rates.items() if k != "raw"}
+                    start = time.perf_counter()
+                    fn(index)
+                    sync()
+                    if index:
+                        rates[key].append(words / (time.perf_counter() - start))
+            medians = {key: statistics.median(v) for key, v in rates.items()}
+            words = sum(len(x) for x in rounds_of_sentences[1:])
+            row = {"what": name, "words": words, **extra, "words_per_s": medians}
+            if "raw" in medians:
+                row["over_raw"] = {k: v / medians["raw"] for k, v in medians.items() if k != "raw"}
             return row
 
         plans = [
-            ("synthetic, fp32", "fp32", synthetic, {}, [("texts", size), ("docs", size)]),
-            ("synthetic, bf16", "bf16", synthetic, {}, [("texts", size), ("docs", size)]),
-            ("corpus, bf16", "bf16", corpus, {}, [("docs", size), ("docs", s["bucket_batch_size"])]),
+            ("synthetic, fp32", "fp32", synthetic_rounds, {}, [("texts", size), ("docs", size)]),
+            ("synthetic, bf16", "bf16", synthetic_rounds, {}, [("texts", size), ("docs", size)]),
+            ("corpus, bf16", "bf16", corpus_rounds, {}, [("docs", size), ("docs", s["bucket_batch_size"])]),
             (
                 "corpus, bf16, max_batch_tokens",
                 "bf16",
-                corpus,
+                corpus_rounds,
                 {"max_batch_tokens": s["big_max_batch_tokens"]},
                 [("docs", s["bucket_batch_size"])],
             ),
             (
                 "synthetic, mixed_precision (thinc autocast, fp16; raw fp32)",
                 "fp32",
-                synthetic,
+                synthetic_rounds,
                 {"mixed_precision": True},
                 [("docs", size)],
             ),
         ]
-        for name, precision, sentences, model_settings, pipes in plans:
+        for name, precision, rounds_of_sentences, model_settings, pipes in plans:
             if box.left() < 8:
                 result["rows"].append({"what": name, "skipped": "time box"})
                 update(ctx.out, "pipe", result)
                 continue
             try:
                 nlp = pipeline(precision, **model_settings)
-                texts = [" ".join(x) for x in sentences]
-                variants = {"raw": raw_runner(precision, sentences, size)}
+                texts = [[" ".join(x) for x in sentences] for sentences in rounds_of_sentences]
+                variants = {"raw": raw_runner(precision, rounds_of_sentences, size)}
                 for kind, batch_size in pipes:
-                    inputs = texts if kind == "texts" else [Doc(nlp.vocab, words=x) for x in sentences]
+                    inputs = (
+                        texts
+                        if kind == "texts"
+                        else [[Doc(nlp.vocab, words=x) for x in r] for r in rounds_of_sentences]
+                    )
                     variants[f"pipe {kind}, batch_size {batch_size}"] = pipe_runner(nlp, inputs, batch_size)
-                row = measure(name, sentences, variants, {"precision": precision, **model_settings, "raw_batch": size})
+                extra = {"precision": precision, **model_settings, "raw_batch": size}
+                row = measure(name, rounds_of_sentences, variants, extra)
                 if device.type == "cuda":
-                    doc = next(iter(nlp.pipe(texts[:1])))
+                    doc = next(iter(nlp.pipe(texts[0][:1])))
                     row["tensor_type"] = type(doc.tensor).__module__.split(".")[0]
                 del nlp
             except Exception as err:  # noqa: BLE001
