@@ -29,7 +29,8 @@ packages (`.gpu/site.tar.xz`) and runs each part in its own process with its own
   larger `max_batch_tokens`, thinc's mixed precision;
 - `tests`: `pytest --spacy-gpu tests/spacy tests/hf/test_serialization.py` and the CUDA kernel and training-step
   tests, side by side, each log under $OUT;
-- `compile`: `torch.compile` of the pretraining step's token encoder, against eager steps of the same run.
+- `step`: the pretraining step's levers in one run: the fused LSTM kernel, then `torch.compile` of the token
+  encoder, each after steps with the default kernels; a profile of one step.
 
 Every part writes its rows into $OUT/gpu.json as it goes, so a part stopped at its time box (or the whole call
 stopped at its limit) leaves what finished. The fixed settings of each part are in the record (`settings`).
@@ -56,9 +57,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PREP = ROOT / ".gpu"  # what `python -m lab.gpu_pack` prepares and the device tool carries
 RUNS = ROOT / "bench" / "results" / "runs.jsonl"
 RESULTS = ROOT / "bench" / "results"
-PARTS = ["gemm", "inference", "pretrain", "pipe", "tests", "compile"]
+PARTS = ["gemm", "inference", "pretrain", "pipe", "tests", "step"]
 # seconds each part may take on the GPU (a part past its box is stopped; the record keeps what it finished)
-BOXES = {"gemm": 30, "inference": 100, "pretrain": 130, "pipe": 70, "tests": 130, "compile": 75}
+BOXES = {"gemm": 30, "inference": 100, "pretrain": 130, "pipe": 70, "tests": 130, "step": 75}
 DEADLINE = 450  # seconds for the whole run on the GPU: a later part gets what is left (the device call: 480)
 # the files that come back from $OUT (at most 8): the record, the log, two test logs, two profiles
 RECORD, LOG = "gpu.json", "log.txt"
@@ -148,15 +149,15 @@ def settings(quick: bool, device: str) -> dict:
             "threads": None if quick else 2,  # OMP_NUM_THREADS of each worker (16 cores on the H200 machine)
             "spacy_gpu_flag": cuda,
         },
-        "compile": {
+        "step": {
             "config": "configs/pretrain_tiny.cfg" if quick else "configs/pretrain_original.cfg",
             "precision": "bf16",
             "batch_tokens": 256 if quick else 10240,
-            "eager_warmup": 2 if quick else 5,
-            "eager_steps": 2 if quick else 15,
+            "warmup": 2 if quick else 5,
+            "steps": 2 if quick else 15,
             "compile_steps": 1 if quick else 5,
-            "compiled_steps": 2 if quick else 15,
-            "what": "token_encoder.char_features and token_vectors, torch.compile(dynamic=True)",
+            "phases": "the default kernels ('auto'), lstm_implementation 'fused', then torch.compile "
+            "(dynamic=True) of token_encoder.char_features and token_vectors: one run, in that order",
             "backend": "eager" if quick else "inductor",
         },
     }
@@ -839,9 +840,9 @@ def part_tests(ctx) -> None:
         update(ctx.out, "tests", result)
 
 
-def compile_child(args) -> int:
-    """The compile part's own process: eager steps of one pretraining run, a profile of one step, then the token
-    encoder compiled and more steps of the same run; one JSON line per phase."""
+def step_child(args) -> int:
+    """The step part's own process: steps of one pretraining run with the default kernels, a profile of one, then
+    with the fused LSTM kernel, then with the token encoder compiled; one JSON line per phase."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -869,26 +870,31 @@ def compile_child(args) -> int:
         line.update(data_seconds=data, step_seconds=[round(x, 4) for x in each])
         print(json.dumps(line), flush=True)
 
-    phase("eager warm-up", s["eager_warmup"])
-    phase("eager", s["eager_steps"])
+    phase("default warm-up", s["warmup"])
+    phase("default", s["steps"])
     with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
         next(steps)
         sync()
     sort = "cuda_time_total" if cuda else "cpu_time_total"
     table = prof.key_averages().table(sort_by=sort, row_limit=40, max_name_column_width=60)
-    Path(args.profile).write_text(f"== one eager pretraining step ({s['precision']})\n{table}\n", encoding="utf-8")
+    Path(args.profile).write_text(f"== one pretraining step ({s['precision']})\n{table}\n", encoding="utf-8")
+    run.model.config.lstm_implementation = "fused"  # the training kernel under bf16 autocast too (auto: eager)
+    phase("fused warm-up", s["compile_steps"])
+    phase("fused", s["steps"])
+    run.model.config.lstm_implementation = "auto"
     encoder = run.model.elmo.token_encoder
     encoder.char_features = torch.compile(encoder.char_features, dynamic=True, backend=s["backend"])
     encoder.token_vectors = torch.compile(encoder.token_vectors, dynamic=True, backend=s["backend"])
     phase("compiling", s["compile_steps"])
-    phase("compiled", s["compiled_steps"])
+    phase("compiled", s["steps"])
     return 0
 
 
-def part_compile(ctx) -> None:
-    """torch.compile of the token encoder in the pretraining step, after eager steps of the same run (its own
-    process, stopped at the box: compiling can take minutes); a profile of one eager step."""
-    s = ctx.settings["compile"]
+def part_step(ctx) -> None:
+    """Levers of the pretraining step in one run: the fused LSTM kernel and torch.compile of the token encoder,
+    each after steps with the default kernels (its own process, stopped at the box: compiling can take minutes);
+    a profile of one step."""
+    s = ctx.settings["step"]
     train, _ = corpus_files(ctx.prep)
     overrides = dict(ctx.settings["pretrain"]["overrides"])
     overrides.update(
@@ -901,7 +907,7 @@ def part_compile(ctx) -> None:
     )
     result: dict = {"phases": []}
     with tempfile.TemporaryDirectory() as tmp:
-        command = [sys.executable, "-m", "lab.gpu", "compile-child", "--output", f"{tmp}/run"]
+        command = [sys.executable, "-m", "lab.gpu", "step-child", "--output", f"{tmp}/run"]
         command += ["--profile", str(ctx.out / PROFILES["pretrain"]), "--settings", json.dumps(s)]
         command += ["--overrides", json.dumps(overrides)]
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor")  # a cold cache: compile time counts
@@ -929,10 +935,11 @@ def part_compile(ctx) -> None:
             tail = [x for x in err.strip().splitlines() if x.strip()][-1:]
             result["error"] = tail[0][:300] if tail else f"exit {proc.returncode}"
     rates = {p["phase"]: p["words_per_s"] for p in result["phases"]}
-    if "eager" in rates and "compiled" in rates:
-        result["compiled_over_eager"] = rates["compiled"] / rates["eager"]
-    update(ctx.out, "compile", result)
-    print(f"compile: {json.dumps({k: v for k, v in result.items() if k != 'phases'})} {rates}", flush=True)
+    for lever in ("fused", "compiled"):
+        if "default" in rates and lever in rates:
+            result[f"{lever}_over_default"] = rates[lever] / rates["default"]
+    update(ctx.out, "step", result)
+    print(f"step: {json.dumps({k: v for k, v in result.items() if k != 'phases'})} {rates}", flush=True)
 
 
 PART_FUNCTIONS = {
@@ -941,7 +948,7 @@ PART_FUNCTIONS = {
     "pretrain": part_pretrain,
     "pipe": part_pipe,
     "tests": part_tests,
-    "compile": part_compile,
+    "step": part_step,
 }
 
 
@@ -1153,7 +1160,7 @@ def _num(value, digits: int = 0) -> str:
 
 
 def tables(record: dict) -> list[dict]:
-    """The record's tables ({title, columns, rows}): ceilings, inference, nlp.pipe, pretraining, compile, tests."""
+    """The record's tables ({title, columns, rows}): ceilings, inference, nlp.pipe, pretraining, step, tests."""
     parts = record.get("parts", {})
     out = []
     gemm = parts.get("gemm") or {}
@@ -1256,7 +1263,7 @@ def tables(record: dict) -> list[dict]:
                 "rows": rows,
             }
         )
-    compiled = parts.get("compile") or {}
+    compiled = parts.get("step") or {}
     rows = [
         [p["phase"], str(p["steps"]), _num(p["words_per_s"]), _num(p["seconds"], 1), _num(p["data_seconds"], 2)]
         for p in compiled.get("phases", [])
@@ -1267,7 +1274,7 @@ def tables(record: dict) -> list[dict]:
             rows.append(["(end)", "", "", "", note])
         out.append(
             {
-                "title": "torch.compile of the pretraining step's token encoder (bf16), one run",
+                "title": "The pretraining step's levers (bf16), one run: the fused LSTM kernel, torch.compile",
                 "columns": ["phase", "steps", "words/s", "seconds", "of which data"],
                 "rows": rows,
             }
@@ -1457,7 +1464,7 @@ def main(argv=None) -> int:
     rec.add_argument("--runs", default=str(RUNS))
     rec.add_argument("--into", default=str(RESULTS))
     sub.add_parser("check-packages", help="(what `run` starts) the packages the parts import, and their versions")
-    child = sub.add_parser("compile-child", help="(what the compile part starts) its steps, in this process")
+    child = sub.add_parser("step-child", help="(what the step part starts) its steps, in this process")
     for name in ("--output", "--profile", "--settings", "--overrides"):
         child.add_argument(name, required=True)
     args = parser.parse_args(argv)
@@ -1466,7 +1473,7 @@ def main(argv=None) -> int:
         "part": run_part,
         "record": record_run,
         "check-packages": check_packages,
-        "compile-child": compile_child,
+        "step-child": step_child,
     }
     return commands[args.command](args)
 
