@@ -1075,6 +1075,7 @@ def orchestrate(args) -> int:
         quick=args.quick,
         commit=stamp.get("commit"),
         dirty=stamp.get("dirty", []),
+        left_behind=stamp.get("left_behind", []),
         stamped_utc=stamp.get("stamped_utc"),
         tree=check_tree(stamp) if stamp else {"same": None, "note": f"no {stamp_path.name}: commit unknown"},
     )
@@ -1410,6 +1411,7 @@ def record_run(args) -> int:
         "date": date,
         "commit": commit + ("-dirty" if dirty else ""),
         "dirty": dirty,
+        "left_behind": record.get("left_behind", []),
         "tree": record.get("tree"),
         "machine": json.loads(scrub(json.dumps(machine))),
         "settings": record["settings"],

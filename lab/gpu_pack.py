@@ -204,30 +204,37 @@ def corpus(dest: Path, source: Path | None) -> Path:
     return out
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+def _git(*args: str, root: Path = ROOT) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
 
 
-def travelling() -> list[str]:
+def travelling(root: Path = ROOT) -> list[str]:
     """The files the device tool sends besides the carried paths: tracked, or untracked and not ignored, that exist."""
-    names = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
-    return sorted({n for n in names if n and (ROOT / n).is_file() and not (ROOT / n).is_symlink()})
+    names = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard", root=root).split("\0")
+    return sorted({n for n in names if n and (root / n).is_file() and not (root / n).is_symlink()})
 
 
-def stamp(dest: Path) -> Path:
+def stamp(dest: Path, root: Path = ROOT) -> Path:
+    """dest/stamp.json: the commit of the checkout `root`, its changes, the files left behind for the call and the
+    blob hash of every file that travels."""
     from spacy_elmo.provenance import utc_now
 
-    status = _git("status", "--porcelain", "--untracked-files=normal")
+    status = _git("status", "--porcelain", "--untracked-files=normal", root=root).splitlines()
+    changed = {line[3:].strip(): line[:2] for line in status if line.strip()}
+    # a deleted file that is not here was left behind for the call (docs/performance.md): not a change of the code
+    gone = sorted(name for name, code in changed.items() if "D" in code and not (root / name).exists())
     record = {
-        "commit": _git("rev-parse", "HEAD").strip(),
-        "dirty": sorted(line[3:].strip() for line in status.splitlines() if line.strip()),
+        "commit": _git("rev-parse", "HEAD", root=root).strip(),
+        "dirty": sorted(set(changed) - set(gone)),
+        "left_behind": gone,
         "stamped_utc": utc_now(),
-        "files": {name: blob_sha1(ROOT / name) for name in travelling()},
+        "files": {name: blob_sha1(root / name) for name in travelling(root)},
     }
     dest.mkdir(parents=True, exist_ok=True)
     path = dest / "stamp.json"
     path.write_text(json.dumps(record, indent=0) + "\n", encoding="utf-8")
     dirty = f", dirty: {', '.join(record['dirty'][:5])}" if record["dirty"] else ", clean"
+    dirty += f"; left behind: {', '.join(gone)}" if gone else ""
     print(f"{portable(str(path))}: commit {record['commit'][:7]}{dirty}; {len(record['files'])} files")
     return path
 

@@ -147,6 +147,32 @@ def test_the_tree_check_names_changed_and_missing_files(tmp_path):
     assert gpu.check_tree(stamp, tmp_path) == {"files": 3, "differ": ["b/c.txt"], "missing": ["d.txt"], "same": False}
 
 
+def test_the_stamp_tells_changes_from_files_left_behind(tmp_path):
+    """A file taken out of the index and moved away for the call (docs/performance.md) is left behind, not a
+    change; a modified file is a change; neither a file left behind nor an ignored one is among those sent."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True)
+
+    git("init", "-q")
+    for name in ("kept.txt", "big.bin", "code.py", ".gitignore"):
+        (repo / name).write_text("/ignored/\n" if name == ".gitignore" else name)
+    git("add", ".")
+    git("commit", "-q", "-m", "x")
+    (repo / "ignored").mkdir()
+    (repo / "ignored" / "x.txt").write_text("not sent")
+    (repo / "code.py").write_text("changed")
+    git("rm", "-q", "--cached", "big.bin")
+    (repo / "big.bin").unlink()
+    stamp = json.loads(gpu_pack.stamp(tmp_path / "prep", repo).read_text())
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    assert stamp["commit"] == head and stamp["dirty"] == ["code.py"] and stamp["left_behind"] == ["big.bin"]
+    assert sorted(stamp["files"]) == [".gitignore", "code.py", "kept.txt"]
+    assert gpu.check_tree(stamp, repo)["same"] is True
+
+
 def test_a_record_names_no_folder_of_the_machine():
     text = (
         "Model saved to /tmp/tmpab12/run0\n"
