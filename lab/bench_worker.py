@@ -70,7 +70,9 @@ def _ids(sentences):
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
-def _errors(reference, approx) -> dict:
+def output_errors(reference, approx) -> dict:
+    """The largest and mean absolute differences of `approx`'s layers from `reference`'s (model outputs), and the
+    largest relative to the reference's largest |value|."""
     worst = mean = scale = 0.0
     for ref, got in zip(reference.hidden_states, approx.hidden_states):
         diff = (ref.float() - got.float()).abs()
@@ -180,7 +182,7 @@ def main(argv=None) -> int:
             return model(ids, mask)
 
     if reference is not None:
-        result.update(_errors(reference, run_model(encoded[0])))
+        result.update(output_errors(reference, run_model(encoded[0])))
 
     _reset_rss_peak()
     stats = _count_char_cnn(model)

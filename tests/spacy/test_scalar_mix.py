@@ -28,9 +28,14 @@ def faces(l2: float = L2, dropout: float = 0.0):
     layer = build_scalar_mix(3, l2=l2, dropout=dropout)
     layer.set_dim("nO", 5)
     layer.initialize()
-    layer.set_param("s", numpy.asarray(S, dtype="f"))
-    layer.set_param("gamma", numpy.asarray([GAMMA], dtype="f"))
+    layer.set_param("s", layer.ops.asarray1f(S))  # on thinc's current device (cupy under --spacy-gpu)
+    layer.set_param("gamma", layer.ops.asarray1f([GAMMA]))
     return mix, layer
+
+
+def on_device(layer, arrays):
+    """Host arrays moved to the layer's device (a no-op on the CPU)."""
+    return [layer.ops.asarray(a) for a in arrays]
 
 
 def test_both_faces_mix_alike_and_penalize_alike():
@@ -39,8 +44,8 @@ def test_both_faces_mix_alike_and_penalize_alike():
     d_out = [rng.normal(size=(n, 5)).astype("f") for n in (4, 1, 6)]
     mix, layer = faces()
 
-    outputs, backprop = layer.begin_update(docs)
-    d_docs = backprop(d_out)
+    outputs, backprop = layer.begin_update(on_device(layer, docs))
+    d_docs = backprop(on_device(layer, d_out))
     thinc = {
         "outputs": outputs,
         "d_docs": d_docs,
@@ -79,8 +84,8 @@ def test_training_dropout_masks_the_gradient_as_it_masks_the_output():
     _, layer = faces(dropout=rate)
 
     fix_random_seed(7)
-    outputs, backprop = layer.begin_update(docs)
-    d_docs = backprop(d_out)
+    outputs, backprop = layer.begin_update(on_device(layer, docs))
+    d_docs = backprop(on_device(layer, d_out))
     fix_random_seed(7)  # the same draw: the forward's only random numbers are its mask over [11 tokens, 5]
     mask = to_numpy(layer.ops.get_dropout_mask((11, 5), rate))
     # the draw both drops and keeps (else a backward that skips the mask would differ only in scale)
@@ -116,10 +121,10 @@ def test_the_penalty_is_l2_of_the_unnormalized_weights():
     """λ‖s‖² (not centered, not on softmax(s)): with no data gradient, both faces give 2λs."""
     mix, layer = faces()
     assert float(mix.regularization(L2).detach()) == pytest.approx(L2 * sum(v * v for v in S), rel=1e-6)
-    docs = [numpy.ones((3, 2, 5), dtype="f")]
+    docs = on_device(layer, [numpy.ones((3, 2, 5), dtype="f")])
     _, backprop = layer.begin_update(docs)
-    backprop([numpy.zeros((2, 5), dtype="f")])
-    numpy.testing.assert_allclose(layer.get_grad("s"), 2 * L2 * numpy.asarray(S, dtype="f"), rtol=1e-6)
+    backprop(on_device(layer, [numpy.zeros((2, 5), dtype="f")]))
+    numpy.testing.assert_allclose(to_numpy(layer.get_grad("s")), 2 * L2 * numpy.asarray(S, dtype="f"), rtol=1e-6)
     mix.regularization(L2).backward()
     numpy.testing.assert_allclose(mix.scalar_parameters.grad.numpy(), 2 * L2 * numpy.asarray(S, dtype="f"), rtol=1e-6)
 
@@ -127,8 +132,8 @@ def test_the_penalty_is_l2_of_the_unnormalized_weights():
 def test_prediction_needs_no_gradient_and_keeps_cached_arrays_intact():
     _, layer = faces()
     cached = numpy.random.default_rng(1).normal(size=(3, 4, 5)).astype("f")
-    cached.flags.writeable = False  # as the layer cache stores them
-    (y,) = layer.predict([cached])
+    cached.flags.writeable = False  # as the layer cache stores them (a GPU's predict gets device copies of them)
+    (y,) = layer.predict(on_device(layer, [cached]))
     s, gamma = torch.tensor(S), numpy.float32(GAMMA)  # the layer's float32 values, exact in float64 too
     weights = [torch.softmax(s.to(dtype), 0).numpy() for dtype in (torch.float32, torch.float64)]
     expected = [w.dtype.type(gamma) * numpy.tensordot(w, cached.astype(w.dtype), axes=1) for w in weights]

@@ -10,6 +10,8 @@ import logging
 import numpy
 import pytest
 import spacy
+from thinc.api import use_ops
+from thinc.util import to_numpy
 
 from spacy_elmo.kernels import capabilities
 from spacy_elmo.spacy.component import ElmoSettingError
@@ -32,7 +34,8 @@ def _pipeline(model_dir, precision=None):
 
 
 def _tensors(nlp):
-    return [doc.tensor for doc in nlp.pipe(TEXTS)]
+    """Host copies of the Docs' vectors (cupy arrays under --spacy-gpu)."""
+    return [to_numpy(doc.tensor) for doc in nlp.pipe(TEXTS)]
 
 
 @pytest.mark.parametrize("precision", ["bf16", "int8"])
@@ -68,11 +71,13 @@ def test_an_invalid_precision_is_one_line(tiny_model_dir):
 
 
 def test_bf16_without_native_bf16_warns_once_and_computes_fp32(tiny_model_dir, monkeypatch, caplog):
-    exact = _tensors(_pipeline(tiny_model_dir))
+    """A CPU's fallback: the pipelines run on the CPU (thinc's numpy ops) also under --spacy-gpu, where a GPU with
+    bf16 would compute bf16."""
     monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"native_bf16"})
     monkeypatch.setattr(capabilities, "_warned_bf16", set())
-    nlp = _pipeline(tiny_model_dir, "bf16")
-    with caplog.at_level(logging.WARNING, logger="spacy_elmo.kernels"):
+    with use_ops("numpy"), caplog.at_level(logging.WARNING, logger="spacy_elmo.kernels"):
+        exact = _tensors(_pipeline(tiny_model_dir))
+        nlp = _pipeline(tiny_model_dir, "bf16")
         got = _tensors(nlp) + _tensors(nlp)
     assert all(numpy.array_equal(a, b) for a, b in zip(exact + exact, got))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
