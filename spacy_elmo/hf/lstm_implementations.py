@@ -33,15 +33,16 @@ def resolve_lstm_implementation(
     parameter) and the model is in eval mode, else the training kernel "fused" (dropout stays
     outside the kernels; under CPU autocast its products follow autocast's bf16, see
     `kernels.fused_lstm`), or "eager" under autocast on other devices. The inference kernel
-    is "packed", except on CUDA under autocast, where "eager" (both directions in one batched
-    product per step) ran 2.1x faster on an H100 (bench/results/runs.jsonl). The bound `precision`
-    does not change that choice today: "packed" computes bf16 and int8 products (`lstm_products`),
+    is "packed" on the CPU and "cuda_graphs" on CUDA, where the recurrent loop's launches, not its
+    arithmetic, bound a batch: on an H200 it was faster than "packed" and "eager" at every batch
+    size, precision and architecture measured (bench/results/gpu_h200_a10544b). The bound
+    `precision` does not change that choice: both compute its products (`lstm_products`),
     autocast's dtype rules under autocast, and a gradient makes them fp32 (the training kernels).
     An explicit choice that cannot run here raises `RuntimeError`.
     """
     if choice == "auto":
         if not (needs_grad or training):
-            return "eager" if autocast and device_type == "cuda" else "packed"
+            return "cuda_graphs" if device_type == "cuda" else "packed"
         return "eager" if autocast and device_type != "cpu" else "fused"
     if choice not in LSTM_IMPLEMENTATIONS:
         raise ValueError(f"lstm_implementation must be 'auto' or one of {sorted(LSTM_IMPLEMENTATIONS)}, got {choice!r}")
@@ -101,7 +102,11 @@ def bilstm_packed(bilstm, tokens, mask, state, return_state):
 
 def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
     """`bilstm_eager` replayed from a CUDA graph captured per bucketed (batch, steps): extra rows are
-    empty and extra steps padding, which leave the real rows' values unchanged."""
+    empty and extra steps padding, which leave the real rows' values unchanged. With bf16 products
+    bound (`lstm_products`), the layers run as `bilstm_fused`'s forward with bf16 products (bf16
+    weights made once per replay, fp32 state, `kernels.fused_lstm`), as "packed" computes them on the
+    CPU; eager would multiply the fp32 weights."""
+    products = lstm_products(bilstm.precision, tokens.device.type)
     batch, steps, dim = tokens.shape
     rows, time = kernels.cuda_graphs.bucket(batch), kernels.cuda_graphs.bucket(steps)
     padded = tokens.new_zeros(rows, time, dim)
@@ -120,10 +125,15 @@ def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
         torch.is_autocast_enabled("cuda"),
         kernels.autocast_dtype("cuda"),
         tuple(p.data_ptr() for p in bilstm.parameters()),
+        products,
     )
 
     def run(x, m, h0, c0):
-        layers, final = bilstm_eager(bilstm, x, m, type(state)(h0, c0), return_state)
+        start = type(state)(h0, c0)
+        if products == "bf16":
+            layers, final = bilstm.run_layers(x, m, start, return_state, fused=True, product_dtype=torch.bfloat16)
+        else:
+            layers, final = bilstm_eager(bilstm, x, m, start, return_state)
         return layers + (list(final) if final is not None else [])
 
     outputs = kernels.cuda_graphs.graphed_call(bilstm, key, run, [padded, padded_mask, h, c])

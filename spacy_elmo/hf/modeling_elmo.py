@@ -395,12 +395,17 @@ class ElmoLstmLayer(nn.Module):
         return out, (final_h, final_c)
 
     def forward_fused(
-        self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], lengths: torch.Tensor | None
+        self,
+        x: torch.Tensor,
+        state: tuple[torch.Tensor, torch.Tensor],
+        lengths: torch.Tensor | None,
+        product_dtype: torch.dtype | str | None = "autocast",
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """`forward` as one autograd Function (`kernels.lstm_layer_fused`): same values and gradients."""
+        """`forward` as one autograd Function (`kernels.lstm_layer_fused`): same values and gradients;
+        its matrix products in `product_dtype` (bf16: within `kernels.bf16.product_bound`)."""
         return kernels.lstm_layer_fused(
             x, state[0], state[1], self.input_weight, self.hidden_weight, self.bias, self.proj_weight,
-            lengths, self.forget_bias, self.cell_clip, self.proj_clip,
+            lengths, self.forget_bias, self.cell_clip, self.proj_clip, product_dtype,
         )  # fmt: skip
 
 
@@ -462,11 +467,18 @@ class ElmoBiLstm(nn.Module):
         return LSTM_IMPLEMENTATIONS[implementation](self, tokens, mask, state, return_state)
 
     def run_layers(
-        self, tokens: torch.Tensor, mask: torch.Tensor, state: ElmoState, return_state: bool, fused: bool = False
+        self,
+        tokens: torch.Tensor,
+        mask: torch.Tensor,
+        state: ElmoState,
+        return_state: bool,
+        fused: bool = False,
+        product_dtype: torch.dtype | str | None = "autocast",
     ) -> tuple[list[torch.Tensor], ElmoState | None]:
         """The definition (the "eager" kernel): both directions step by step (the backward one over
         each row reversed within its length), layer after layer, with residual connections from
-        layer 1 up.  With `fused`, each layer runs as one autograd Function (`ElmoLstmLayer.forward_fused`)."""
+        layer 1 up.  With `fused`, each layer runs as one autograd Function (`ElmoLstmLayer.forward_fused`),
+        its products in `product_dtype` ("autocast": autocast's bf16 where it is on, else fp32)."""
         batch, steps, _ = tokens.shape
         lengths = mask.sum(dim=1)
         rev = _reverse_index(lengths, steps)
@@ -474,8 +486,11 @@ class ElmoBiLstm(nn.Module):
         x = torch.stack([tokens, tokens.gather(1, gather)])
         finals_h, finals_c, outputs = [], [], []
         for index, layer in enumerate(cast(list[ElmoLstmLayer], self.layers)):
-            run = layer.forward_fused if fused else layer  # the same function
-            out, (h, c) = run(self.dropout(x), (state.h[index], state.c[index]), lengths if return_state else None)
+            layer_state, layer_lengths = (state.h[index], state.c[index]), lengths if return_state else None
+            if fused:  # the same function
+                out, (h, c) = layer.forward_fused(self.dropout(x), layer_state, layer_lengths, product_dtype)
+            else:
+                out, (h, c) = layer(self.dropout(x), layer_state, layer_lengths)
             if self.use_skip_connections and index > 0:
                 out = out + x
             outputs.append(out)

@@ -84,8 +84,8 @@ def test_one_table_of_kernels_and_a_pure_resolver():
     table = {
         # (needs_grad, training, autocast, device) → auto's choice
         (False, False, False, "cpu"): "packed",
-        (False, False, True, "cuda"): "eager",
-        (False, False, False, "cuda"): "packed",
+        (False, False, True, "cuda"): "cuda_graphs",
+        (False, False, False, "cuda"): "cuda_graphs",
         (True, False, False, "cpu"): "fused",
         (False, True, False, "cpu"): "fused",
         (True, True, True, "cuda"): "eager",
