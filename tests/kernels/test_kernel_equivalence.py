@@ -426,7 +426,7 @@ def test_fused_backward_runs_once():
         loss.backward()
 
 
-def test_auto_picks_packed_only_when_nothing_needs_a_gradient_in_eval_mode_else_fused():
+def test_auto_picks_an_inference_kernel_only_when_nothing_needs_a_gradient_in_eval_mode_else_fused():
     config = _config(True, True, True, True)
     model = _model(config)
     tokens = torch.randn(2, 3, config.projection_dim)
@@ -450,12 +450,12 @@ def test_auto_picks_packed_only_when_nothing_needs_a_gradient_in_eval_mode_else_
     model.eval()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # packed is the CPU's bf16 kernel too
         assert bilstm.implementation(tokens.detach()) == "packed"
-    if torch.cuda.is_available():  # on CUDA under autocast, eager's batched directions beat packed
+    if torch.cuda.is_available():  # on CUDA the graphed loop, in every precision and under autocast
         model.cuda()
         with torch.no_grad():
-            assert bilstm.implementation(tokens.detach().cuda()) == "packed"
+            assert bilstm.implementation(tokens.detach().cuda()) == "cuda_graphs"
             with torch.autocast("cuda", dtype=torch.bfloat16):
-                assert bilstm.implementation(tokens.detach().cuda()) == "eager"
+                assert bilstm.implementation(tokens.detach().cuda()) == "cuda_graphs"
         model.cpu()
     model.config.lstm_implementation = "packed"
     model.encoder.layers[0].input_weight.requires_grad_(True)
