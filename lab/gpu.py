@@ -1428,6 +1428,18 @@ def record_run(args) -> int:
     return 0
 
 
+def readable(value) -> str:
+    """A target's figure as a reader takes it in: rates with thousands separators, ratios to 4 digits, dicts of
+    them as `key: value` lists; None as "not measured"."""
+    if value is None:
+        return "not measured"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {readable(v)}" for k, v in value.items())
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return str(value)
+
+
 def write_table(runs: Path = RUNS, out: Path | None = None) -> Path:
     """bench/results/gpu.md: every GPU run of this harness in `runs`, newest first, its tables and targets."""
     records = [json.loads(line) for line in runs.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -1435,7 +1447,7 @@ def write_table(runs: Path = RUNS, out: Path | None = None) -> Path:
     lines = [f"<!-- written by `python -m lab.gpu record` from {runs.name}: every run of lab/gpu.py, newest first -->"]
     for r in reversed(chosen):
         lines += ["", f"## {r['title']}", "", f"Commit {r['commit']}; record: {r['source']}.", ""]
-        lines += [f"- {k}: {json.dumps(v, default=str)}" for k, v in r.get("targets", {}).items()]
+        lines += [f"- {k}: {readable(v)}" for k, v in r.get("targets", {}).items()]
         for table in r.get("tables", []):
             lines += ["", markdown(table)]
     out = out or runs.with_name("gpu.md")
