@@ -8,6 +8,8 @@ spacy-transformers' newest release, 1.4.0, requires transformers<4.53.3, so thes
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -15,7 +17,12 @@ import numpy
 import pytest
 import spacy
 
-from helpers import make_corpus, run, spacy_transformers_missing  # tests/ is on sys.path (rootdir conftest)
+from helpers import (
+    make_corpus,
+    run,
+    source_tree,
+    spacy_transformers_missing,
+)  # tests/ is on sys.path (rootdir conftest)
 
 pytestmark = pytest.mark.skipif(spacy_transformers_missing() is not None, reason=str(spacy_transformers_missing()))
 
@@ -85,3 +92,19 @@ def test_ner_elmo_trf_trains_saves_reloads_and_packages(tiny_model_dir, tiny_ber
     assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
     (wheel,) = Path(packages).glob("en_ner_elmo_trf-0.0.1/dist/en_ner_elmo_trf-0.0.1-*.whl")
     assert wheel.stat().st_size > 0
+
+
+def test_installing_beside_spacy_transformers_keeps_its_transformers(tmp_path):
+    """`pip install .` (a copy of the checkout) into this environment, which holds spacy-transformers 1.4.0 and
+    the transformers it takes, resolved by pip without constraints and without a package index (`--no-index
+    --dry-run --report`): what is installed already satisfies every requirement, so pip installs spacy-elmo alone,
+    upgrading nothing of the transformers side; a requirement that needed another release would fail here."""
+    src = source_tree(tmp_path / "src")
+    env = {k: v for k, v in os.environ.items() if k != "PIP_CONSTRAINT"}
+    done = run(
+        sys.executable, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--dry-run", "--quiet",
+        "--report", tmp_path / "report.json", src, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert [item["metadata"]["name"] for item in report["install"]] == ["spacy-elmo"]
