@@ -1,9 +1,11 @@
 """What differs between the transformers and huggingface_hub releases this package supports, in one place.
 
-Supported (setup.cfg): transformers 4.46.1 through the latest 5.x, huggingface_hub 0.32 through the latest; `make
-test-compat` runs the oldest (and transformers 4.53.2, beside spacy-transformers 1.4.0), `make test` the newest. The
-rest of the package imports the names below instead of asking which release is installed. Each entry says which
-release changed what; when the oldest supported release has the new behaviour, its entry goes.
+Supported (setup.cfg): transformers 4.46.1 through 4.x and 5.13 through the latest 5.x (5.0-5.3: huggingface_hub's
+`@strict` refuses their config base, whose `validate_rope` takes arguments; 5.4-5.12 load other weights than the
+file's), huggingface_hub 0.32 through the latest; `make test-compat` runs the oldest (and transformers 4.53.2,
+beside spacy-transformers 1.4.0), `make test` the newest. The rest of the package imports the names below instead
+of asking which release is installed. Each entry says which release changed what; when the oldest supported release
+has the new behaviour, its entry goes.
 
 transformers
 - 4.50 stopped writing `_name_or_path` (the folder a config was read from) into config.json
@@ -20,13 +22,15 @@ transformers
   first, so the tokenizer is registered at import there (`REGISTER_TOKENIZER_AT_IMPORT`);
 - 5.0 stopped writing special_tokens_map.json; 4.x writes `{}` for a tokenizer without special tokens, which the
   model directory's writer removes (`SPECIAL_TOKENS_MAP`);
-- 5.4 made `PreTrainedConfig` a `@strict` dataclass whose subclasses become dataclasses that pass unknown
-  keyword arguments to `__post_init__`. `ElmoConfig` is written that way; before 5.4, `PreTrainedConfig` below
-  is a base that does the same over the old `__init__(**kwargs)` config (`CONFIGS_ARE_DATACLASSES`);
+- 5.4 (supported from 5.13) made `PreTrainedConfig` a `@strict` dataclass whose subclasses become dataclasses that
+  pass unknown keyword arguments to `__post_init__`. `ElmoConfig` is written that way; before 5.4,
+  `PreTrainedConfig` below is a base that does the same over the old `__init__(**kwargs)` config
+  (`CONFIGS_ARE_DATACLASSES`: the supported releases without it are the 4.x ones);
 - 5.4 added `logging.set_tqdm_hook` (`TQDM_HOOK`): before it, `quiet.quiet_hf` turns transformers' progress
   bars off with its global switch;
-- 5.0 initializes a module's parameters before its children's (4.x after): the same seed draws other initial
-  weights for a new model (a pretraining run) under the two lines; saved weights load the same.
+- not an entry to act on: 4.x initializes a module's parameters after its children's, 5.x before, so the same
+  seed draws other initial weights for a new model (a pretraining run) under the two lines; saved weights load
+  the same.
 
 huggingface_hub
 - 1.0's `@strict` validates `X | Y` annotations; 0.x only `typing.Union` (`Number`, `OptionalNumber`: the
