@@ -49,13 +49,12 @@ def test_a_directory_saved_under_each_line_loads_with_the_same_weights_and_layer
 
 
 def test_saving_here_writes_what_the_other_line_reads(tiny_model, tmp_path):
-    """The directory this line writes has the files and config keys of the fixture of its line, so the test
-    above, run under the other line, covers it: no file or key appears that only one line's fixture has."""
-    here = f"transformers{TRANSFORMERS_VERSION.major}"
+    """The directory this release writes has the files of its line's fixture and no config key that neither
+    fixture has, so the test above, run under the other line, has read every file and key it writes."""
     tiny_model.save_pretrained(tmp_path / "hf")
-    fixture = SAVED / here / "hf"
+    fixture = SAVED / f"transformers{TRANSFORMERS_VERSION.major}" / "hf"
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == sorted(p.name for p in fixture.iterdir())
     for name in ("config.json", "tokenizer_config.json"):
         written = json.loads((tmp_path / "hf" / name).read_text(encoding="utf-8"))
-        saved = json.loads((fixture / name).read_text(encoding="utf-8"))
-        assert sorted(written) == sorted(saved), name
+        known = set().union(*(json.loads((SAVED / line / "hf" / name).read_text(encoding="utf-8")) for line in LINES))
+        assert set(written) <= known, (name, sorted(set(written) - known))
