@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test test-fast lint time-test bench main demo clean
+.PHONY: install test test-compat test-fast lint time-test bench main demo clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt requirements-test.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,32 @@ TEST_WORKERS ?= 2
 
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal tests
+
+# the oldest releases setup.cfg accepts, beside spacy-transformers 1.4.0 (transformers 4.53.2, huggingface_hub 0.x):
+# .venv-compat pinned by constraints-compat.txt, the faces' tests (the model and its HF face, spaCy, formats, the
+# command line, the shipped spaCy configs); then transformers' own lower bound, TRANSFORMERS_FLOOR, under the HF
+# face's tests and the first hour's (Auto classes, pipeline()). Of requirements-test.txt, only the test runner (no
+# lint or release tools). `.ci/run` runs it after `make test`
+COMPAT_VENV := .venv-compat
+COMPAT_BIN := $(COMPAT_VENV)/bin
+TRANSFORMERS_FLOOR := 4.46.1
+COMPAT_TESTS := tests/hf tests/spacy tests/formats tests/cli tests/tools/test_spacy_tools.py
+FLOOR_TESTS := tests/hf tests/cli/test_first_hour.py
+
+$(COMPAT_VENV)/.installed: setup.cfg pyproject.toml constraints-compat.txt
+	test -x $(COMPAT_BIN)/python || $(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_BIN)/pip install -q --upgrade pip
+	$(COMPAT_BIN)/pip install -q -c constraints-compat.txt torch
+	$(COMPAT_BIN)/pip install -q -c constraints-compat.txt -e ".[package]" spacy-transformers "pytest>=8" "pytest-xdist>=3.5"
+	grep -v '^transformers==' constraints-compat.txt > $(COMPAT_VENV)/constraints-floor.txt
+	touch $@
+
+test-compat: $(COMPAT_VENV)/.installed
+	$(COMPAT_BIN)/pip install -q -c constraints-compat.txt transformers  # (back from the floor, if a run stopped there)
+	$(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal $(COMPAT_TESTS)
+	$(COMPAT_BIN)/pip install -q -c $(COMPAT_VENV)/constraints-floor.txt transformers==$(TRANSFORMERS_FLOOR)
+	$(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal $(FLOOR_TESTS)
+	$(COMPAT_BIN)/pip install -q -c constraints-compat.txt transformers
 
 # for a change to the package alone: its test folders (tests/ mirrors spacy_elmo/; tests/lab is the lab's,
 # tests/project the project's workflows, docs, layout and release) without the tests marked `slow` (end-to-end and multi-process runs); `make test` runs everything
@@ -43,7 +69,7 @@ bench: install
 	$(BIN)/python -m lab.bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(COMPAT_VENV) build *.egg-info
 
 # `make main` states its own wall time: its start (UTC), taken when make reads this file, before it builds .venv,
 # goes to the report, which gives the time from it to the report's end. Its test scorings repeat the published

@@ -16,11 +16,13 @@ from contextlib import contextmanager
 @contextmanager
 def quiet_hf() -> Iterator[None]:
     """transformers' own progress bars off inside the block, through its tqdm hook (no global switch
-    touched; transformers releases without the hook: its switch, restored after); huggingface_hub's
-    download bars untouched where the hook exists."""
+    touched; transformers releases without the hook, `compat.TQDM_HOOK`: its switch, restored after);
+    huggingface_hub's download bars untouched where the hook exists."""
     from transformers.utils import logging as hf_logging
 
-    if not hasattr(hf_logging, "set_tqdm_hook"):
+    from .compat import TQDM_HOOK
+
+    if not TQDM_HOOK:
         with no_progress_bars():
             yield
         return

@@ -128,6 +128,32 @@ def tiny_model_dir(tmp_path_factory, allennlp_dir) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    """A small BERT (2 layers, width 32) with a word-piece vocabulary of the test corpora's words, made here and
+    saved as a Hugging Face directory (model and fast tokenizer): the `transformer` of the trf configs, as no hub
+    is reachable."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    out = tmp_path_factory.mktemp("tiny_bert")
+    words = "yesterday alice bob paris acme went to see the sea . cat sat on mat , said dr smith in london !"
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(set(words.split())), *"abcdefghijklmnopqrstuvwxyz"]
+    (out / "vocab.txt").write_text("\n".join(dict.fromkeys(vocab)) + "\n", encoding="utf-8")
+    BertTokenizerFast(vocab_file=str(out / "vocab.txt"), do_lower_case=True).save_pretrained(out)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(dict.fromkeys(vocab)),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    BertModel(config).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
 def tiny_model(allennlp_dir):
     from spacy_elmo import load_legacy
 

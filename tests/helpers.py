@@ -87,3 +87,19 @@ def source_tree(dest: Path) -> Path:
         elif source.is_file():
             shutil.copy2(source, dest / name)
     return dest
+
+
+def spacy_transformers_missing() -> str | None:
+    """Why spacy-transformers cannot be tested here (None where it is installed): the tests of the trf config
+    skip with this reason under transformers 5, which no release of spacy-transformers takes."""
+    import importlib.util
+
+    if importlib.util.find_spec("spacy_transformers") is not None:
+        return None
+    import transformers
+
+    return (
+        "spacy-transformers is not installed: its newest release, 1.4.0, requires transformers<4.53.3 and this "
+        f"environment has transformers {transformers.__version__} (`make test-compat` runs it beside "
+        "spacy-transformers 1.4.0)"
+    )

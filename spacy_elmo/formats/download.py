@@ -350,7 +350,7 @@ class _Extract:
                     self._check([(m.name, m.isfile() or m.isdir()) for m in members])
                     if hasattr(tarfile, "data_filter"):
                         handle.extractall(staging, filter="data")
-                    else:  # Python < 3.10.12: `_check` allowed regular files and folders only
+                    else:  # Python < 3.11.4: `_check` allowed regular files and folders only
                         handle.extractall(staging)
         except DownloadError:
             archive.unlink(missing_ok=True)

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 from huggingface_hub.dataclasses import strict, validated_field
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 
+from ..compat import OptionalNumber
 from .legacy import LegacyFormatError
 
 # the architectures the package ships (configs/*.json), by the basename a config.json names
@@ -156,8 +157,8 @@ class EfmlEncoder(_Section):
     dim: int = _count(1)
     projection_dim: int = _count(1)
     n_layers: int = _count(1)
-    cell_clip: float | int | None = _field("a number >= 0 or null", _clip)
-    proj_clip: float | int | None = _field("a number >= 0 or null", _clip)
+    cell_clip: OptionalNumber = _field("a number >= 0 or null", _clip)
+    proj_clip: OptionalNumber = _field("a number >= 0 or null", _clip)
 
     def validate_projection(self):
         if self.projection_dim >= self.dim:

@@ -211,12 +211,12 @@ class HubId:
     def check(self) -> None:
         """In the local cache: its config.json is an ELMo config. Not cached: an error offline
         (HF_HUB_OFFLINE), else nothing to check without asking the hub (`load` asks it)."""
-        from huggingface_hub import is_offline_mode
+        from ..compat import hub_offline
 
         cached = self._cached_config()
         if cached is not None:
             _check_elmo_config(cached)
-        elif is_offline_mode():
+        elif hub_offline():
             raise ModelAbsentError(self._absent("HF_HUB_OFFLINE is set"))
 
     def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
@@ -261,13 +261,15 @@ class HubId:
         retries a dead network for half a minute). Returns extra `from_pretrained` arguments
         (`local_files_only` when the hub cannot be reached but the model is cached), or raises
         `ModelNotFoundError`."""
-        from huggingface_hub import get_hf_file_metadata, hf_hub_url, is_offline_mode
+        from huggingface_hub import hf_hub_url
         from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
 
-        if is_offline_mode():  # (check: it is cached)
+        from ..compat import ask_hub_once, hub_offline
+
+        if hub_offline():  # (check: it is cached)
             return {}
         try:  # one request, no retries
-            get_hf_file_metadata(hf_hub_url(self.repo_id, "config.json"), timeout=10)
+            ask_hub_once(hf_hub_url(self.repo_id, "config.json"), timeout=10)
         except RepositoryNotFoundError:
             raise ModelAbsentError(
                 f"no such directory: {self.repo_id}; no such model on the Hugging Face hub either"

@@ -20,23 +20,35 @@ def register_auto_classes() -> None:
     transformers' `PreTrainedModel`, whose import takes seconds that `import spacy_elmo` need not."""
     from transformers import AutoConfig
 
+    from ..compat import REGISTER_TOKENIZER_AT_IMPORT
     from .configuration_elmo import ON_FIRST_CONFIG, ElmoConfig
 
     AutoConfig.register("elmo", ElmoConfig, exist_ok=True)
+    if REGISTER_TOKENIZER_AT_IMPORT:
+        register_tokenizer_class()
     if register_model_classes not in ON_FIRST_CONFIG:
         ON_FIRST_CONFIG.append(register_model_classes)
 
 
 def register_model_classes() -> None:
     """AutoModel → `ElmoModel`, AutoTokenizer → `ElmoTokenizer` (idempotent)."""
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
 
     from .configuration_elmo import ElmoConfig
     from .modeling_elmo import ElmoModel
-    from .tokenization_elmo import ElmoTokenizer
 
     AutoModel.register(ElmoConfig, ElmoModel, exist_ok=True)
+    register_tokenizer_class()
+
+
+def register_tokenizer_class() -> None:
+    """AutoTokenizer → `ElmoTokenizer` (idempotent)."""
+    from transformers import AutoTokenizer
+
+    from .configuration_elmo import ElmoConfig
+    from .tokenization_elmo import ElmoTokenizer
+
     AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, exist_ok=True)
 
 
-__all__ = ["register_auto_classes", "register_model_classes"]
+__all__ = ["register_auto_classes", "register_model_classes", "register_tokenizer_class"]

@@ -14,7 +14,8 @@ from typing import Literal
 
 from huggingface_hub.dataclasses import strict, validated_field
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
-from transformers import PreTrainedConfig
+
+from ..compat import SAVES_NAME_OR_PATH, Number, OptionalNumber, PreTrainedConfig
 
 from ..precision import PRECISIONS, Precision, check_precision
 
@@ -117,17 +118,17 @@ class ElmoConfig(PreTrainedConfig):
     num_layers: int = validated_field(_at_least(1), default=2)
     lstm_dim: int = validated_field(_at_least(1), default=4096)
     projection_dim: int = validated_field(_at_least(1), default=512)
-    cell_clip: float | int | None = 3.0
-    proj_clip: float | int | None = 3.0
+    cell_clip: OptionalNumber = 3.0
+    proj_clip: OptionalNumber = 3.0
     use_skip_connections: bool = True
-    forget_bias: float | int = 1.0  # added to the forget gate at run time (bilm-tf); 0 for AllenNLP's cell
+    forget_bias: Number = 1.0  # added to the forget gate at run time (bilm-tf); 0 for AllenNLP's cell
     # scalar mixes returned by ElmoModel (0 = none, only the raw layers)
     num_output_representations: int = validated_field(_at_least(0), default=0)
     scalar_mix_layer_norm: bool = False
     # LM head (pretraining); 0 = no head
     vocab_size: int = validated_field(_at_least(0), default=0)
-    dropout: float | int = validated_field(_fraction, default=0.1)
-    initializer_range: float | int = 0.02
+    dropout: Number = validated_field(_fraction, default=0.1)
+    initializer_range: Number = 0.02
     # characters: 0 = UTF-8 bytes (bilm-tf); N = rows of a character lexicon's embedding (the
     # tokenizer's char_vocab.json holds it; ids 1-6 are the markers, see spacy_elmo.characters)
     char_vocab_size: int = validated_field(_char_vocab, default=0)
@@ -188,6 +189,8 @@ class ElmoConfig(PreTrainedConfig):
             data.pop(name, None)
         if data.get("precision") == "fp32":
             data.pop("precision")
+        if SAVES_NAME_OR_PATH:
+            data.pop("_name_or_path", None)
         return data
 
     @property
@@ -283,7 +286,7 @@ def config_error_message(err: BaseException) -> str:
             cause = cause.__cause__
         reason = "; ".join(causes) or str(err)
         union = re.match(r"Field '[^']*' with value (.*) doesn't match any type in \((.*?)\)\.", reason)
-        if union:  # "float | int | None" annotations list every failed alternative: say it once
+        if union:  # a union annotation (OptionalNumber) lists every failed alternative: say it once
             kinds = [k.split("'")[1] if "'" in k else k for k in union.group(2).split(", ")]
             reason = f"expected {' or '.join(k.replace('NoneType', 'null') for k in kinds)}, got {union.group(1)}"
         return f"field '{field}': " + re.sub(rf"^Field '{field}' ", "", reason)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 import re
 import stat
 import tempfile
@@ -35,8 +36,9 @@ from typing import Any, Literal
 
 import torch
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
-from transformers import PreTrainedConfig
 
+from .. import compat
+from ..compat import CONFIG_KEYS_OF_EITHER_LINE, base_config_fields
 from ..quiet import quiet_hf
 from .configuration_elmo import ElmoConfig, config_error_message, read_json_object
 from .model_card import CARD_NAME, write_model_card
@@ -117,6 +119,8 @@ def save_model_directory(
     with quiet_hf():
         PreTrainedModel.save_pretrained(model, str(directory), **save_kwargs)
         tokenizer.save_pretrained(str(directory))
+    if compat.SPECIAL_TOKENS_MAP and "special_tokens_map.json" not in before:
+        (directory / "special_tokens_map.json").unlink(missing_ok=True)  # `{}`: an ElmoTokenizer has none
     if card is not False:
         info: dict[str, Any] = dict(card or {})
         info.setdefault("language", tokenizer.lang)
@@ -208,7 +212,8 @@ def check_config_file(source: str) -> None:
     data = read_json_object(path, ElmoLoadError)
     if data.get("model_type", "elmo") != "elmo":
         raise ElmoLoadError(f"{path}: model_type is {data.get('model_type')!r}, expected 'elmo'")
-    known = {f.name for f in dataclasses.fields(ElmoConfig)} | {"model_type"}
+    known = {f.name for f in dataclasses.fields(ElmoConfig)} | base_config_fields() | CONFIG_KEYS_OF_EITHER_LINE
+    known.add("model_type")
     unknown = sorted(set(data) - known)
     if unknown:
         raise ElmoLoadError(f"{path}: unknown field(s) {unknown}; known ELMo fields are {sorted(known)}")
@@ -222,9 +227,10 @@ def weights_name(source: str) -> str:
     return source
 
 
-def ignore_patterns(prefixes: Sequence[str]) -> list[str]:
-    """`_keys_to_ignore_on_load_missing` for the tensors under these name prefixes."""
-    return [rf"^{re.escape(prefix)}" for prefix in prefixes]
+def ignore_patterns(prefixes: Sequence[str]) -> list[str] | None:
+    """`_keys_to_ignore_on_load_missing` for the tensors under these name prefixes (None where transformers
+    would leave them on the meta device, `compat.IGNORE_MISSING_PATTERNS`: `load_strict` filters them)."""
+    return [rf"^{re.escape(prefix)}" for prefix in prefixes] if compat.IGNORE_MISSING_PATTERNS else None
 
 
 # The keyword arguments of `from_pretrained` this loader honours, besides overrides of `ElmoConfig`'s own
@@ -265,9 +271,7 @@ ONLY_AT: dict[str, tuple[tuple[Any, ...], str]] = {
     "adapter_kwargs": ((None, {}), "PEFT adapters are not supported"),
 }
 # the fields an ElmoConfig adds to HF's; the base fields (output_hidden_states, return_dict, ...) are not read
-CONFIG_FIELDS = frozenset(f.name for f in dataclasses.fields(ElmoConfig)) - frozenset(
-    f.name for f in dataclasses.fields(PreTrainedConfig)
-)
+CONFIG_FIELDS = frozenset(f.name for f in dataclasses.fields(ElmoConfig)) - base_config_fields()
 
 
 def check_loading_arguments(what: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
@@ -314,13 +318,23 @@ def load_strict(load: Callable[..., Any], source: str, optional_weights: Sequenc
         if isinstance(err, ElmoLoadError):
             raise
         raise ElmoLoadError(f"{source}: invalid config.json: {config_error_message(err)}") from None
+    except (OSError, pickle.UnpicklingError) as err:
+        # a pickled weights file (pytorch_model.bin) that torch.load(weights_only=True) refused: transformers 4.x
+        # wraps the refusal in an OSError about TF checkpoints, 5.x raises it as it is
+        refusal: BaseException | None = err
+        while refusal is not None and not isinstance(refusal, pickle.UnpicklingError):
+            refusal = refusal.__cause__ or refusal.__context__
+        if refusal is None:
+            raise
+        reason = str(refusal).splitlines()[0] if str(refusal) else type(refusal).__name__
+        raise ElmoLoadError(f"{source}: a pickled weights file, refused by weights_only loading ({reason})") from None
     finally:
         hf_logging.set_verbosity(verbosity)
     weights = weights_name(source)
     if info.get("mismatched_keys"):
         shapes = [
-            f"{name}: file {tuple(found)}, config.json {tuple(want)}"
-            for name, found, want in sorted(info["mismatched_keys"])[:4]
+            f"{name}: file {found}, config.json {want}"
+            for name, found, want in sorted(compat.mismatched_shapes(info, model, Path(weights)))[:4]
         ]
         raise ElmoLoadError(f"{weights}: weight shapes do not match config.json ({'; '.join(shapes)})")
     missing = [k for k in info["missing_keys"] if not k.startswith(tuple(optional_weights))]

@@ -35,7 +35,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
-from .. import kernels
+from .. import compat, kernels
 from ..characters import WORD_BOS, WORD_EOS, WORD_UNK, sentence_boundaries
 from ..precision import Precision, check_precision
 from . import model_directory
@@ -589,7 +589,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
         source = str(pretrained_model_name_or_path)
         if kwargs.get("subfolder"):
             source = os.path.join(source, kwargs["subfolder"])
-        load = functools.partial(super().from_pretrained, pretrained_model_name_or_path, **kwargs)
+        load = functools.partial(
+            super().from_pretrained, pretrained_model_name_or_path, **compat.loading_arguments(kwargs)
+        )
         model, info = model_directory.load_strict(load, source, cls._optional_weights)
         return (model, info) if want_info else model
 

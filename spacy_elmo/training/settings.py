@@ -133,12 +133,11 @@ MODEL_EXCLUDED = {
 
 
 def _model_fields() -> dict[str, tuple[Any, Any]]:
-    from transformers import PreTrainedConfig
-
+    from ..compat import base_config_fields
     from ..hf.configuration_elmo import ElmoConfig
 
     namespace = vars(sys.modules[ElmoConfig.__module__])
-    inherited = {f.name for f in dataclasses.fields(PreTrainedConfig)}
+    inherited = base_config_fields()
     fields = {}
     for field in dataclasses.fields(ElmoConfig):
         if field.name in inherited or field.name in MODEL_EXCLUDED:

@@ -2,15 +2,15 @@
 tells it: `spacy package` writes the requirement `spacy-elmo>=X.Y.Z,<X.Y+1.0`, which no package index serves yet,
 so the docs build this package's wheel (`pip wheel . --no-deps -w wheels`) beside the pipeline's and install
 with `pip install --find-links wheels`. This test runs the docs' commands: `spacy train` (a tiny NER pipeline
-on the test biLM), then the docs' first block in a copy of the checkout, then, in a fresh virtual environment
-(`python -m venv`, no system site-packages: nothing of this environment leaks in), torch first (the CPU wheel
-constraints.txt pins, as `make test` installs it) and the docs' second block, whose pipeline finds the trained
-entities, with the same vectors as the trained pipeline loaded here.
+on the test biLM), then, in a fresh virtual environment (`python -m venv`, no system site-packages: nothing of
+this environment, such as the test requirements' `build`, leaks in), torch first (the CPU wheel constraints.txt
+pins, as `make test` installs it), the install the docs give (`pip install ".[package]"` in a copy of the
+checkout) and the docs' first block; then, with spacy-elmo uninstalled there as on another machine, the docs'
+second block, whose pipeline finds the trained entities, with the same vectors as the trained pipeline loaded here.
 
-About 100 s of CPU with pip's cache warm (77 s user + 21 s system; 200 s wall on the 2-core machine at load 4,
-about a minute when quiet): the wheels and the training take seconds; most of it is the fresh environment
-(torch, spaCy, transformers and their dependencies from the package index, about 25 s) and the first
-`spacy.load` there, which compiles the bytecode pip was told not to write."""
+About 100 s of CPU with pip's cache warm (the wheels and the training take seconds; most of it is the fresh
+environment: torch, spaCy, transformers and their dependencies from the package index, and the first
+`spacy.load` there, which compiles the bytecode pip was told not to write)."""
 
 from __future__ import annotations
 
@@ -57,11 +57,18 @@ def test_the_docs_name_the_commands_this_test_runs():
     assert install_block[1].startswith("python -c") and "spacy.load('en_ner_elmo')" in install_block[1]
 
 
+def documented_install() -> list[str]:
+    """The install the docs give for the machine where the pipeline is packaged (the package and its extra)."""
+    text = (ROOT / "docs" / "spacy.md").read_text(encoding="utf-8")
+    section = re.split(r"\n#+ ", text[text.index(SECTION) + len(SECTION) :])[0]
+    (command,) = re.findall(r"`(pip install [^`]*\[package\][^`]*)`", section)
+    return shlex.split(command)
+
+
 @pytest.mark.slow
 def test_a_packaged_pipeline_installs_and_runs_in_a_fresh_venv(tiny_model_dir, tmp_path):
     packaging_block, install_block = documented_blocks()
-    # where the pipeline was trained: a copy of the checkout (as a clone has it), the package installed in this
-    # environment (spaCy reads the requirement from its distribution), a pipeline trained by `spacy train`
+    # a pipeline trained by `spacy train` in a copy of the checkout (as a clone has it)
     src = source_tree(tmp_path / "src")
     host = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
     host.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{host['PATH']}", OMP_NUM_THREADS="1")
@@ -84,22 +91,8 @@ def test_a_packaged_pipeline_installs_and_runs_in_a_fresh_venv(tiny_model_dir, t
         env=host,
         timeout=600,
     )
-    for line in packaging_block:
-        run(shlex.split(line), cwd=src, env=host, timeout=600)
-    wheels = src / "wheels"
-    (elmo_wheel,) = wheels.glob("spacy_elmo-*.whl")
-    assert {p.name for p in wheels.iterdir()} == {elmo_wheel.name, "en_ner_elmo-1.0.0-py3-none-any.whl"}
-
-    # the requirement spaCy wrote names spacy-elmo with a range the built wheel's version satisfies
-    meta = json.loads((src / "packages" / "en_ner_elmo-1.0.0" / "meta.json").read_text(encoding="utf-8"))
-    (requirement,) = [r for r in meta["requirements"] if r.startswith("spacy-elmo")]
-    built_version = elmo_wheel.name.split("-")[1]
-    assert SpecifierSet(requirement[len("spacy-elmo") :]).contains(built_version), (requirement, built_version)
-
-    # the fresh machine: a new virtual environment (from the base interpreter, without this one's packages),
-    # torch first, then the docs' block, with wheels/ as the only folder copied over
-    machine = tmp_path / "machine"
-    shutil.copytree(wheels, machine / "wheels")
+    # where it is packaged: a new virtual environment (from the base interpreter, without this one's packages),
+    # torch first, then the package as the docs install it, then the docs' packaging block
     venv = tmp_path / "venv"
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     run([sys.executable, "-m", "venv", venv], env=clean, timeout=300)
@@ -118,6 +111,24 @@ def test_a_packaged_pipeline_installs_and_runs_in_a_fresh_venv(tiny_model_dir, t
         env=fresh,
         timeout=600,
     )
+    run(documented_install(), cwd=src, env=fresh, timeout=600)
+    for line in packaging_block:
+        run(shlex.split(line), cwd=src, env=fresh, timeout=600)
+    wheels = src / "wheels"
+    (elmo_wheel,) = wheels.glob("spacy_elmo-*.whl")
+    assert {p.name for p in wheels.iterdir()} == {elmo_wheel.name, "en_ner_elmo-1.0.0-py3-none-any.whl"}
+
+    # the requirement spaCy wrote names spacy-elmo with a range the built wheel's version satisfies
+    meta = json.loads((src / "packages" / "en_ner_elmo-1.0.0" / "meta.json").read_text(encoding="utf-8"))
+    (requirement,) = [r for r in meta["requirements"] if r.startswith("spacy-elmo")]
+    built_version = elmo_wheel.name.split("-")[1]
+    assert SpecifierSet(requirement[len("spacy-elmo") :]).contains(built_version), (requirement, built_version)
+
+    # the other machine: spacy-elmo gone from the environment (torch, spaCy and the rest stay, as the package
+    # index would serve them), wheels/ the only folder copied over, then the docs' second block
+    run([bin_dir / "python", "-m", "pip", "uninstall", "-q", "-y", "spacy-elmo"], env=fresh, timeout=300)
+    machine = tmp_path / "machine"
+    shutil.copytree(wheels, machine / "wheels")
     install, show = install_block
     run(shlex.split(install), cwd=machine, env=fresh, timeout=600)
     shown = run(shlex.split(show), cwd=machine, env=fresh, timeout=600).stdout.strip()

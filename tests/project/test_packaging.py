@@ -36,3 +36,28 @@ def test_package_data_lies_in_listed_packages():
             files = sorted(folder_of(package, package_dir).glob(pattern))
             assert files, f"{package}: {pattern} matches nothing"
             assert {path.parent for path in files} == {folder_of(package, package_dir)}
+
+
+def test_make_test_compat_installs_every_declared_lower_bound():
+    """constraints-compat.txt pins each dependency of setup.cfg at its lower bound (so `make test-compat` tests
+    the bound), except transformers: 4.53.2 there, the newest spacy-transformers 1.4.0 takes, and its own lower
+    bound in the Makefile's TRANSFORMERS_FLOOR, the second step of `make test-compat`."""
+    import re
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    declared = {}
+    for line in read_configuration(ROOT / "setup.cfg")["options"]["install_requires"]:
+        requirement = Requirement(line)
+        (floor,) = [spec.version for spec in requirement.specifier if spec.operator == ">="]
+        declared[requirement.name.replace("_", "-").lower()] = Version(floor)
+    pins = {}
+    for line in (ROOT / "constraints-compat.txt").read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[name.replace("_", "-").lower()] = Version(version)
+    floor = re.search(r"^TRANSFORMERS_FLOOR := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert floor and Version(floor.group(1)) == declared.pop("transformers")
+    assert pins.pop("transformers") == Version("4.53.2") and pins.pop("spacy-transformers") == Version("1.4.0")
+    assert pins == declared

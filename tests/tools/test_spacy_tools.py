@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import spacy
 
-from helpers import make_corpus, run  # tests/ is on sys.path (rootdir conftest)
+from helpers import make_corpus, run, spacy_transformers_missing  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo.cli import main
 from spacy_elmo.tools.init_config import shipped_configs
 
@@ -31,12 +31,16 @@ def corpus(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("name", SPACY_CONFIGS)
-def test_every_shipped_spacy_config_passes_spacy_debug_config(name, corpus, tiny_model_dir, capsys):
+def test_every_shipped_spacy_config_passes_spacy_debug_config(name, corpus, tiny_model_dir, request, capsys):
     from spacy.cli.debug_config import debug_config
 
     overrides = {"paths.train": str(corpus), "paths.dev": str(corpus)}
     if "elmo" in name:
         overrides["paths.elmo"] = str(tiny_model_dir)
+    if "trf" in name:  # spacy-transformers' `transformer` component, on a small BERT made here
+        if spacy_transformers_missing():
+            pytest.skip(spacy_transformers_missing())
+        overrides["paths.transformer"] = str(request.getfixturevalue("tiny_bert_dir"))
     try:
         debug_config(shipped_configs()[name], overrides=overrides)  # what `python -m spacy debug config` runs
     except SystemExit as stop:  # its way of reporting an invalid config

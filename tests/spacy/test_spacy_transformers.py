@@ -1,0 +1,110 @@
+"""spaCy's transformer pipelines beside ELMo, in one environment (issue 53): the shipped `ner_elmo_trf` config
+trains, through `spacy train`, one pipeline with spacy-transformers' `transformer` component and the `elmo`
+component, whose NER model reads both (their features concatenated); the trained pipeline saves, loads with the
+same predictions and packages. The transformer is a small BERT made and saved here (no hub is reachable).
+
+spacy-transformers' newest release, 1.4.0, requires transformers<4.53.3, so these tests run where
+`make test-compat` installs it (transformers 4.53.2); under transformers 5 they say so and skip."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy
+import pytest
+import spacy
+
+from helpers import (
+    make_corpus,
+    run,
+    source_tree,
+    spacy_transformers_missing,
+)  # tests/ is on sys.path (rootdir conftest)
+
+pytestmark = pytest.mark.skipif(spacy_transformers_missing() is not None, reason=str(spacy_transformers_missing()))
+
+TEXTS = ["Yesterday Alice went to see the sea .", "Yesterday Bob went to see Paris ."]
+
+
+def features(nlp, docs) -> list[numpy.ndarray]:
+    """What the NER model reads for each token: its tok2vec's features (the ELMo mix, then the transformer's),
+    before the parser's own projection of them."""
+    layer = nlp.get_pipe("ner").model.get_ref("tok2vec").layers[0]
+    assert layer.name == "elmo-features"
+    return [numpy.asarray(x) for x in layer.predict(docs)]
+
+
+@pytest.mark.slow
+def test_ner_elmo_trf_trains_saves_reloads_and_packages(tiny_model_dir, tiny_bert_dir, tmp_path):
+    corpus = make_corpus(tmp_path / "train.spacy")
+    config = tmp_path / "ner_elmo_trf.cfg"
+    paths = ["--paths.elmo", tiny_model_dir, "--paths.transformer", tiny_bert_dir]
+    made = run(sys.executable, "-m", "spacy_elmo", "init-config", "ner_elmo_trf", config, *paths)
+    assert made.returncode == 0, made.stderr
+    data = ["--paths.train", corpus, "--paths.dev", corpus]
+    steps = ["--training.max_steps", "6", "--training.eval_frequency", "3"]
+    trained = run(sys.executable, "-m", "spacy", "train", config, "--output", tmp_path / "out", *data, *steps)
+    assert trained.returncode == 0, (trained.stdout + trained.stderr)[-3000:]
+
+    nlp = spacy.load(tmp_path / "out" / "model-last")
+    assert nlp.pipe_names == ["transformer", "elmo", "ner"]
+    docs = list(nlp.pipe(TEXTS))
+    got = features(nlp, docs)
+    elmo_width = docs[0]._.elmo.width
+    trf_width = docs[0]._.trf_data.model_output.last_hidden_state.shape[-1]
+    assert got[0].shape == (len(docs[0]), elmo_width + trf_width)
+
+    # the NER model reads both components: each one's output moves its own columns, and only those
+    for doc in docs:
+        doc._.elmo.layers[...] = 0
+    without_elmo = features(nlp, docs)
+    docs = list(nlp.pipe(TEXTS))
+    for doc in docs:
+        doc._.trf_data.model_output.last_hidden_state[...] = 0
+    without_trf = features(nlp, docs)
+    for full, no_elmo, no_trf in zip(got, without_elmo, without_trf):
+        assert not numpy.allclose(full[:, :elmo_width], no_elmo[:, :elmo_width])
+        numpy.testing.assert_array_equal(full[:, elmo_width:], no_elmo[:, elmo_width:])
+        assert not numpy.allclose(full[:, elmo_width:], no_trf[:, elmo_width:])
+        numpy.testing.assert_array_equal(full[:, :elmo_width], no_trf[:, :elmo_width])
+
+    # saved and loaded again: the same predictions
+    nlp.to_disk(tmp_path / "saved")
+    again = spacy.load(tmp_path / "saved")
+    reloaded = list(again.pipe(TEXTS))
+    fresh = list(nlp.pipe(TEXTS))
+    for a, b in zip(features(nlp, fresh), features(again, reloaded)):
+        numpy.testing.assert_array_equal(a, b)
+    assert [[(e.text, e.label_) for e in d.ents] for d in fresh] == [
+        [(e.text, e.label_) for e in d.ents] for d in reloaded
+    ]
+
+    # and packaged, as docs/spacy.md packages a pipeline
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    built = run(
+        sys.executable, "-m", "spacy", "package", tmp_path / "saved", packages,
+        "--name", "ner_elmo_trf", "--version", "0.0.1", "--build", "wheel",
+    )  # fmt: skip
+    assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
+    (wheel,) = Path(packages).glob("en_ner_elmo_trf-0.0.1/dist/en_ner_elmo_trf-0.0.1-*.whl")
+    assert wheel.stat().st_size > 0
+
+
+def test_installing_beside_spacy_transformers_keeps_its_transformers(tmp_path):
+    """`pip install .` (a copy of the checkout) into this environment, which holds spacy-transformers 1.4.0 and
+    the transformers it takes, resolved by pip without constraints and without a package index (`--no-index
+    --dry-run --report`): what is installed already satisfies every requirement, so pip installs spacy-elmo alone,
+    upgrading nothing of the transformers side; a requirement that needed another release would fail here."""
+    src = source_tree(tmp_path / "src")
+    env = {k: v for k, v in os.environ.items() if k != "PIP_CONSTRAINT"}
+    done = run(
+        sys.executable, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--dry-run", "--quiet",
+        "--report", tmp_path / "report.json", src, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert [item["metadata"]["name"] for item in report["install"]] == ["spacy-elmo"]
