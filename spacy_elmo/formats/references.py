@@ -73,7 +73,20 @@ class UrlReference:
         return parse_reference(fetch_parts(self.parts, progress=progress))
 
     def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
-        return self.local(progress=progress).load(lang=lang, progress=progress, **kwargs)
+        """The local reference's `load`. A cached copy that its reader finds broken (one line naming
+        the file) is downloaded again, once; a fresh download that is broken is reported, with the URL."""
+        from .download import forget, is_cached
+
+        self.check()
+        if is_cached(self.parts):
+            try:
+                return self.local(progress=progress).load(lang=lang, progress=progress, **kwargs)
+            except (ModelNotFoundError, ValueError):  # the readers' errors: a damaged copy
+                forget(self.parts)
+        try:
+            return self.local(progress=progress).load(lang=lang, progress=progress, **kwargs)
+        except (ModelNotFoundError, ValueError) as err:
+            raise ModelNotFoundError(f"{err} (downloaded from {self.url})") from None
 
     def describe(self) -> str:
         return self.url
@@ -96,11 +109,16 @@ class LegacyPair:
         from .legacy import check_legacy
 
         if self.weights is None:
-            raise LegacyFormatError(f"{self.options.parent}: has options.json but no .hdf5 weights file")
+            raise LegacyFormatError(
+                f"{self.options.parent / 'lm_weights.hdf5'}: no such file; {self.options.parent} has "
+                "options.json but no .hdf5 weights file"
+            )
         files = {"options": self.options, "weights": self.weights}
         # neither file there: the pair names nothing (ModelAbsentError); one of them: a broken pair
         absent = ModelAbsentError if not any(path.exists() for path in files.values()) else ModelNotFoundError
         for role, path in files.items():
+            if path.is_dir():
+                raise ModelNotFoundError(f"{path}: is a directory, expected the legacy {role} file")
             if not path.is_file():
                 raise absent(f"no such file: {path} (the legacy {role} file)")
         check_legacy(self.options, self.weights)
@@ -313,6 +331,11 @@ def _not_a_model_folder(path: Path) -> str:
         return f"{path}: a saved spaCy pipeline without an elmo component's biLM (elmo/bilm), not a biLM folder"
     if any((path / name).exists() for name in ("model.safetensors", "model.safetensors.index.json")):
         return f"{config}: no such file; expected the model's config.json beside its weights"
+    options = path / "options.json"
+    if options.is_dir():
+        return f"{options}: is a directory, expected the legacy options.json"
+    if any(path.glob("*.hdf5")):
+        return f"{options}: no such file; a legacy model folder holds options.json beside its .hdf5 weights"
     return f"{path}: not an ELMo model: {_EXPECTED}"
 
 

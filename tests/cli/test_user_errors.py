@@ -150,7 +150,7 @@ def _options_not_json(folder):
 
 def _options_only(folder):
     (folder / "lm_weights.hdf5").unlink()
-    return f"{folder}: has options.json but no .hdf5 weights file"
+    return f"{folder / 'lm_weights.hdf5'}: no such file; {folder} has options.json but no .hdf5 weights file"
 
 
 @pytest.mark.parametrize("damage", [_truncated_hdf5, _options_not_json, _options_only])
