@@ -67,7 +67,7 @@ def add_to(sub) -> None:
         sub,
         "pretrain",
         run_pretrain,
-        epilog="Config overrides go after the positional arguments: --paths.train 'corpus/*.txt'",
+        epilog="Config overrides, before or after the other arguments: --paths.train 'corpus/*.txt'",
     )
     _training_args(p)
     p.add_argument("--init-from", help="start from this pretrained model (fine-tuning)")
@@ -76,7 +76,7 @@ def add_to(sub) -> None:
         sub,
         "finetune",
         run_finetune,
-        epilog="Config overrides go after the positional arguments: --paths.train domain.txt",
+        epilog="Config overrides, before or after the other arguments: --paths.train domain.txt",
     )
     p.add_argument("model", help="pretrained model directory (with vocab.txt and LM head, or any ELMo)")
     _training_args(p)
