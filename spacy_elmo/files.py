@@ -135,7 +135,13 @@ def made_folders(folder: str | Path) -> Iterator[Path]:
     when the block fails, so a failed command leaves no folder of its own behind."""
     folder = Path(folder)
     made = [p for p in (folder, *folder.parents) if not p.exists()]  # nearest first
-    folder.mkdir(parents=True, exist_ok=True)
+    there = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if there is not None and not there.is_dir():
+        raise NotADirectoryError(f"{folder}: cannot write there: {there} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OSError(f"{folder}: cannot make this folder ({err.strerror or err})") from None
     try:
         yield folder
     except BaseException:

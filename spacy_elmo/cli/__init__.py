@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 from .. import __version__
 from . import convert, embed, init_config, pretrain, probe, similar
-from .arguments import USER_ERROR, Parser
+from .arguments import TERMINATED, USER_ERROR, Parser, Terminated
 
 COMMANDS = (convert, init_config, embed, pretrain, similar, probe)  # the order --help lists them in
 
@@ -35,11 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         command.add_to(sub)
     return parser
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the command is, as Ctrl-C raises KeyboardInterrupt: the same cleanups run
-    (temporary outputs removed, a pretraining's checkpoint named), then the exit status 143."""
 
 
 @contextlib.contextmanager
@@ -107,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         return USER_ERROR
     except Terminated:
         print("terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
+        return TERMINATED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

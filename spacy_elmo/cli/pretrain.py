@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from .arguments import add_command, add_no_progress
+from .arguments import TERMINATED, Terminated, add_command, add_no_progress
 
 
 def run_pretrain(args) -> int:
@@ -39,12 +39,12 @@ def _train(args, init_from=None) -> int:
     except TrainingDiverged as err:
         print(f"error: {err}", file=sys.stderr)
         return 3
-    except KeyboardInterrupt:  # Ctrl-C: one line (from the first process only), not a traceback
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: one line (from the first process only), not a traceback
         if int(os.environ.get("RANK", "0")) == 0:
             from ..training.checkpoints import interrupted_message
 
             print(interrupted_message(args.output), file=sys.stderr)
-        return 130
+        return TERMINATED if isinstance(stop, Terminated) else 130
     if result.get("rank", 0) != 0:
         return 0  # under torchrun only rank 0 reports
     summary = f"Trained {result['step']:,} steps ({result['words']:,} words) in {result['train_seconds']:.0f}s"

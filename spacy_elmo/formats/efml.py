@@ -371,9 +371,10 @@ def read_state_dict(path: str | Path, entries: list[Entry]) -> dict[str, torch.T
         ) from None
     except Exception as err:  # noqa: BLE001 - any failure to parse the file is a broken file, reported in one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise EfmlFormatError(
-            f"{path}: not a readable PyTorch state dict (truncated or corrupt?): {type(err).__name__}: {first}"
-        ) from None
+        reason = f"{type(err).__name__}: {first}" if first else type(err).__name__
+        if isinstance(err, EOFError):
+            reason = "it ends before the state dict does"
+        raise EfmlFormatError(f"{path}: not a readable PyTorch state dict (truncated or corrupt?): {reason}") from None
     if not isinstance(state, dict) or not all(
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
     ):
