@@ -69,6 +69,23 @@ def cache_folder(snapshot_file: Path) -> Path:
     return snapshot_file.parent
 
 
+def check_cached_weights(repo_id: str, snapshot: Path) -> None:
+    """The weights a hub repository's cached snapshot holds so far, checked from their headers
+    (`model_directory.check_weights`: whole safetensors files); a damaged copy is one
+    `ModelNotFoundError` line naming the file and how to fetch it again."""
+    from .model_directory import WEIGHTS_FILE, WEIGHTS_INDEX, ElmoLoadError, check_weights
+
+    if not any((snapshot / name).exists() for name in (WEIGHTS_FILE, WEIGHTS_INDEX)):
+        return  # not downloaded yet
+    try:
+        check_weights(snapshot)
+    except ElmoLoadError as err:
+        raise ModelNotFoundError(
+            f"{err}; it is {repo_id}'s copy in the Hugging Face cache: delete {cache_folder(snapshot)} "
+            "(or load with force_download=True) to download it again"
+        ) from None
+
+
 def absent(repo_id: str, why: str) -> ModelAbsentError:
     """Both readings of a name that is neither a folder here nor a cached hub id."""
     return ModelAbsentError(
@@ -102,11 +119,16 @@ def locate_hub_model(
     revision: str | None = None,
     token=None,
     local_files_only: bool = False,
+    force_download: bool = False,
     **_: Any,
 ) -> dict[str, Any]:
-    """`locate` of a hub id: its config.json cached, or the hub asked once (no retries)."""
+    """`locate` of a hub id: its config.json cached (and the weights cached with it whole), or the
+    hub asked once (no retries)."""
     config = f"{subfolder}/config.json" if subfolder else "config.json"
-    cached = cached_file(repo_id, config, cache_dir=cache_dir, revision=revision) is not None
+    cached_config = cached_file(repo_id, config, cache_dir=cache_dir, revision=revision)
+    cached = cached_config is not None
+    if cached_config is not None and not force_download:
+        check_cached_weights(repo_id, cached_config.parent)
     if is_offline() or local_files_only:
         if cached:
             return {}
@@ -138,6 +160,7 @@ __all__ = [
     "absent",
     "cache_folder",
     "cached_file",
+    "check_cached_weights",
     "is_hub_id",
     "is_offline",
     "locate",
