@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
 import signal
 import sys
@@ -38,21 +39,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """SIGTERM raises `Terminated` in the command (Python's default would end the process without
-    running a single `finally`), for the block; signal handlers belong to the main thread only."""
+def _signals_raise() -> Iterator[None]:
+    """For the block: SIGTERM raises `Terminated` in the command (Python's default would end the
+    process without running a single `finally`), SIGINT KeyboardInterrupt as ever; and either, when
+    it lands in a weakref callback or a `__del__` (where Python can only print "Exception ignored"
+    and carry on: h5py's objects have them), is sent again, to land at the next point it can.
+    Signal handlers belong to the main thread only."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    raised = {Terminated: signal.SIGTERM, KeyboardInterrupt: signal.SIGINT}
 
     def terminate(signum, frame):
         raise Terminated()
 
-    previous = signal.signal(signal.SIGTERM, terminate)
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt()
+
+    hook = sys.unraisablehook
+
+    def send_again(unraisable) -> None:
+        signum = raised.get(type(unraisable.exc_value))
+        if signum is None:
+            hook(unraisable)
+        else:
+            os.kill(os.getpid(), signum)
+
+    handlers = ((signal.SIGTERM, terminate), (signal.SIGINT, interrupt))
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers}
+    sys.unraisablehook = send_again
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        sys.unraisablehook = hook
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 # a config override, `--section.key` (its value follows, or is given with `=`): spaCy's form
@@ -89,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra + overrides)}")
     args.overrides = overrides
     try:
-        with _sigterm_raises():
+        with _signals_raise():
             if getattr(args, "no_progress", False):  # --no-progress also hides transformers' and the hub's bars
                 from ..quiet import no_progress_bars
 
