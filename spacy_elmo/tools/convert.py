@@ -50,10 +50,10 @@ def convert(
     `overwrite`: write into a folder holding files convert did not write (see the module docstring)."""
     if len(source) == 2:
         check_legacy_order(Path(source[0]), Path(source[1]))
-    reference = parse_reference(",".join(source))
-    reference.check()  # cheap: no weights read, no network
     output = Path(output)
     check_output(output, overwrite)  # before any work
+    reference = parse_reference(",".join(source))
+    reference.check()  # cheap: no weights read, no network
     with made_folders(output.parent), temporary_sibling(output) as tmp:
         start_temporary(tmp, output, folder=True)
         model, tokenizer = reference.load(lang=lang, progress=progress)

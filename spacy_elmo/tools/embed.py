@@ -95,16 +95,17 @@ def dump_embeddings(
     from ..formats.references import parse_reference
 
     chosen = _check_precision(precision)  # before any work
-    reference = parse_reference(model_ref)
-    reference.check()  # cheap: no weights read, no network
     procs = Distributed.from_env(device)  # the same torchrun/device set-up as pretraining
     world, rank, torch_device = procs.world_size, procs.rank, procs.device
     output = Path(output_path)
     target = rank_file(output, rank, world) if world > 1 else output
-    # before any work (the model is not loaded yet): what is there to replace, what there is to read,
-    # and that the output can be written (its temporary file is made now)
+    # before any work (the model is not loaded yet): what is there to replace, the model reference
+    # (cheap: no weights read, no network), what there is to read, and that the output can be
+    # written (its temporary file is made now)
     for path in {output, target}:
         check_output(path, overwrite)
+    reference = parse_reference(model_ref)
+    reference.check()
     check_text_input(input_path)
     with made_folders(output.parent), temporary_sibling(target) as tmp:
         start_temporary(tmp, target)
