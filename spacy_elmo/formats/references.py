@@ -235,24 +235,13 @@ class HubId:
         whole (their safetensors headers; a damaged copy is one line naming the file and how to
         fetch it again). Not cached: an error offline (HF_HUB_OFFLINE), else nothing to check
         without asking the hub (`load` asks it)."""
-        from ..hf.model_directory import ElmoLoadError, check_weights
-
         cached = sources.cached_file(self.repo_id, "config.json")
         if cached is None:
             if sources.is_offline():
                 raise sources.absent(self.repo_id, "HF_HUB_OFFLINE is set")
             return
         _check_elmo_config(cached)
-        snapshot = cached.parent
-        if not any((snapshot / name).exists() for name in ("model.safetensors", "model.safetensors.index.json")):
-            return  # not downloaded yet: `load` fetches them
-        try:
-            check_weights(snapshot)
-        except ElmoLoadError as err:
-            raise ModelNotFoundError(
-                f"{err}; it is {self.repo_id}'s copy in the Hugging Face cache: delete "
-                f"{sources.cache_folder(cached)} (or load with force_download=True) to download it again"
-            ) from None
+        sources.check_cached_weights(self.repo_id, cached.parent)
 
     def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
         """kwargs go to `ElmoModel.from_pretrained`; the tokenizer is the repository's (the UTF-8

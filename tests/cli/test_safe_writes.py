@@ -236,3 +236,35 @@ def test_convert_checks_its_output_before_the_model_loads(breaks_when_read, tmp_
     ):
         assert main(["convert", str(breaks_when_read), str(output), "--no-progress"]) == 2
         assert one_error_line(capsys).startswith(f"error: {message}")
+
+
+def test_sigterm_during_pretraining_names_the_checkpoint_and_leaves_no_partial_one(tmp_path):
+    """SIGTERM (a job scheduler's stop) does what Ctrl-C does: one line naming the checkpoint
+    `--resume` continues from, exit 143, and no half-written checkpoint folder (checkpoints come
+    every 2 steps, so the signal most likely lands while one is written)."""
+    from helpers import TINY, lm_text
+
+    corpus = lm_text(tmp_path / "train.txt")
+    out = tmp_path / "run"
+    child = subprocess.Popen(
+        [str(SPACY_ELMO), "pretrain", str(TINY), "--output", str(out), "--no-progress"]
+        + ["--paths.train", str(corpus), "--training.max_steps", "100000", "--training.checkpoint_every=2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not (out / "checkpoints" / "latest").is_file():
+            assert child.poll() is None and time.monotonic() < deadline, child.communicate()[1][-3000:]
+            time.sleep(0.05)
+        time.sleep(0.5)
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 143, err[-3000:]
+    assert "Traceback" not in err and "--resume" in err.strip().splitlines()[-1], err[-3000:]
+    assert not list((out / "checkpoints").glob(".*tmp*")), sorted(p.name for p in (out / "checkpoints").iterdir())
