@@ -94,27 +94,68 @@ def _line_at(path: Path, offset: int) -> int:
     return count
 
 
+def _check_start(head: bytes, at_end: bool, where: str) -> bool:
+    """Decodes the complete lines of `head`, the first bytes of a text (`TextError` naming `where`
+    and the line); whether they hold any text."""
+    lines = head.split(b"\n")
+    if not at_end:
+        lines.pop()  # possibly cut in the middle of a character
+    has_text = False
+    for number, raw in enumerate(lines, 1):
+        if number == 1 and raw.startswith(UTF8_BOM):
+            raw = raw[len(UTF8_BOM) :]
+        has_text = decode_line(raw, where, number).strip() != "" or has_text
+    return has_text
+
+
+def _file_has_text(path: Path) -> bool:
+    """`_check_start` of a file's first CHECK_BYTES (further on past a long blank start)."""
+    with open(path, "rb") as handle:
+        head = handle.read(CHECK_BYTES)
+        at_end = not handle.read(1)
+    has_text = _check_start(head, at_end, str(path))
+    if not has_text and not at_end:  # a long blank start: look on for a first line of text
+        has_text = bool(read_block(path, 0, 1, 1 << 20)[0])
+    return has_text
+
+
 def check_text_files(files: Iterable[Path], setting: str) -> None:
     """Refuses, before any work, files whose start is not UTF-8 text (`TextError` naming file and
     line) and data with no text: `setting` (e.g. "paths.train") is named when all of it is empty."""
     files = list(files)
     has_text = False
     for path in files:
-        with open(path, "rb") as handle:
-            head = handle.read(CHECK_BYTES)
-            at_end = not handle.read(1)
-        lines = head.split(b"\n")
-        if not at_end:
-            lines.pop()  # possibly cut in the middle of a character
-        for number, raw in enumerate(lines, 1):
-            if number == 1 and raw.startswith(UTF8_BOM):
-                raw = raw[len(UTF8_BOM) :]
-            has_text = decode_line(raw, str(path), number).strip() != "" or has_text
-        if not has_text and not at_end:  # a long blank start: look on for a first line of text
-            has_text = bool(read_block(path, 0, 1, 1 << 20)[0])
+        has_text = _file_has_text(path) or has_text
     if not has_text:
         shown = ", ".join(str(p) for p in files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
         raise TextError(f"{setting}: no text in {shown} (empty files, or only empty lines)")
+
+
+def check_text_input(path: str | Path) -> None:
+    """Before any work, the input a command reads ("-": standard input): a readable file whose
+    start is UTF-8 text with some text in it; of standard input, what is there to read now without
+    consuming it (its buffer's `peek`: the first block of a pipe or a file). Raises `TextError`,
+    `FileNotFoundError`, `IsADirectoryError` or `PermissionError`, one line naming the input."""
+    if str(path) == "-":
+        peek = getattr(getattr(sys.stdin, "buffer", None), "peek", None)
+        if peek is None:  # (a stream put in its place: checked as it is read)
+            return
+        head = peek(CHECK_BYTES)
+        if not head:
+            raise TextError("<stdin>: no input: give one sentence per line on stdin")
+        _check_start(head, False, "<stdin>")
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a directory, expected a text file (one sentence per line)")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        has_text = _file_has_text(path)
+    except PermissionError as err:
+        raise PermissionError(f"{path}: cannot read it ({err.strerror})") from None
+    if not has_text:
+        raise TextError(f"{path}: no input: the file is empty or holds only empty lines (give one sentence per line)")
 
 
 def read_block(path: Path, offset: int, max_lines: int, max_line_bytes: int) -> tuple[list[str], int]:
@@ -159,4 +200,13 @@ def make_tokenizer(data_format: str = "tokenized", lang: str = "en") -> Callable
     raise ValueError(f"data format must be 'tokenized' or 'text', got {data_format!r}")
 
 
-__all__ = ["TextError", "check_text_files", "decode_line", "make_tokenizer", "read_block", "read_lines", "stdin_bytes"]
+__all__ = [
+    "TextError",
+    "check_text_files",
+    "check_text_input",
+    "decode_line",
+    "make_tokenizer",
+    "read_block",
+    "read_lines",
+    "stdin_bytes",
+]

@@ -14,11 +14,17 @@ before that.)
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import re
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 from .. import __version__
 from . import convert, embed, init_config, pretrain, probe, similar
-from .arguments import USER_ERROR, Parser
+from .arguments import TERMINATED, USER_ERROR, Parser, Terminated
 
 COMMANDS = (convert, init_config, embed, pretrain, similar, probe)  # the order --help lists them in
 
@@ -32,28 +38,95 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """For the block: SIGTERM raises `Terminated` in the command (Python's default would end the
+    process without running a single `finally`), SIGINT KeyboardInterrupt as ever; and either, when
+    it lands in a weakref callback or a `__del__` (where Python can only print "Exception ignored"
+    and carry on: h5py's objects have them), is sent again, to land at the next point it can.
+    Signal handlers belong to the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    raised = {Terminated: signal.SIGTERM, KeyboardInterrupt: signal.SIGINT}
+
+    def terminate(signum, frame):
+        raise Terminated()
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt()
+
+    hook = sys.unraisablehook
+
+    def send_again(unraisable) -> None:
+        signum = raised.get(type(unraisable.exc_value))
+        if signum is None:
+            hook(unraisable)
+        else:
+            os.kill(os.getpid(), signum)
+
+    handlers = ((signal.SIGTERM, terminate), (signal.SIGINT, interrupt))
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers}
+    sys.unraisablehook = send_again
+    try:
+        yield
+    finally:
+        sys.unraisablehook = hook
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+# a config override, `--section.key` (its value follows, or is given with `=`): spaCy's form
+_OVERRIDE = re.compile(r"^--[A-Za-z_][\w-]*(\.[\w-]+)+(=.*)?$")
+
+
+def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(arguments, config overrides): the `--section.key value` pairs taken out wherever they are,
+    so that an option before a positional argument (`pretrain --paths.train x.txt my.cfg`) does not
+    make its value the positional one. A key followed by another option, or by nothing, is a flag."""
+    rest: list[str] = []
+    overrides: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if _OVERRIDE.match(arg):
+            overrides.append(arg)
+            if "=" not in arg and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                overrides.append(argv[i + 1])
+                i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return rest, overrides
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    arguments, overrides = split_overrides(argv)
+    args, extra = parser.parse_known_args(arguments)
     args.argv = argv  # the command line as given, for a record of it (the library reads no argv)
-    args.overrides = extra
-    if extra and not getattr(args, "accepts_overrides", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra or (overrides and not getattr(args, "accepts_overrides", False)):
+        parser.error(f"unrecognized arguments: {' '.join(extra + overrides)}")
+    args.overrides = overrides
     try:
-        if getattr(args, "no_progress", False):  # --no-progress also hides transformers' and the hub's bars
-            from ..quiet import no_progress_bars
+        with _signals_raise():
+            if getattr(args, "no_progress", False):  # --no-progress also hides transformers' and the hub's bars
+                from ..quiet import no_progress_bars
 
-            with no_progress_bars():
-                return args.func(args)
-        return args.func(args)
+                with no_progress_bars():
+                    return args.func(args)
+            return args.func(args)
     except (FileNotFoundError, ValueError, OSError) as err:  # the user's mistake (a missing model included)
         for line in str(err).splitlines() or [type(err).__name__]:  # several problems: one line each
             print(f"error: {line}", file=sys.stderr)
         return USER_ERROR
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return TERMINATED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
 
 
-__all__ = ["build_parser", "main"]
+__all__ = ["Terminated", "build_parser", "main", "split_overrides"]

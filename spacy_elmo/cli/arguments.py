@@ -5,7 +5,7 @@ formatter (defaults shown where worth it), a sub-command whose help is its handl
 The CLI's convention for a user's mistake, whoever finds it (argparse, a handler, the library): one
 line per problem on stderr, each starting `error: `, and exit status 2 (argparse's own). 1 is left to
 what is not the user's mistake (a bug: Python's traceback), 3 to a pretraining that diverged, 130 to
-Ctrl-C (docs/guarantees.md, "Conventions")."""
+Ctrl-C, 143 to SIGTERM (docs/guarantees.md, "Conventions")."""
 
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ from collections.abc import Callable
 from typing import NoReturn
 
 USER_ERROR = 2  # argparse's status for bad arguments, used for every mistake of the user
+TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is (`cli.main` installs the handler), as Ctrl-C raises
+    KeyboardInterrupt: the same cleanups run (temporary outputs removed, a pretraining's checkpoint
+    named), then the exit status `TERMINATED`."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -60,4 +67,14 @@ def add_no_progress(parser: argparse.ArgumentParser) -> None:
     )
 
 
-__all__ = ["USER_ERROR", "Parser", "DEVICE_HELP", "HelpFormatter", "add_command", "add_device", "add_no_progress"]
+__all__ = [
+    "TERMINATED",
+    "USER_ERROR",
+    "Terminated",
+    "Parser",
+    "DEVICE_HELP",
+    "HelpFormatter",
+    "add_command",
+    "add_device",
+    "add_no_progress",
+]

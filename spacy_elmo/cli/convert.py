@@ -13,7 +13,9 @@ def run(args) -> int:
     from ..tools.convert import convert
 
     *source, output = args.paths
-    model = convert(source, output, lang=args.lang, license=args.license, progress=not args.no_progress)
+    model = convert(
+        source, output, lang=args.lang, license=args.license, progress=not args.no_progress, overwrite=args.overwrite
+    )
     n_params = sum(p.numel() for p in model.parameters())
     c = model.config
     print(f"Saved ELMo ({c.num_layers} layers, dim {c.output_dim}, {n_params:,} parameters) to {output}")
@@ -36,4 +38,10 @@ def add_to(sub) -> None:
         "(default: en; xx, spaCy's multi-language tokenizer, for ELMoForManyLangs)",
     )
     p.add_argument("--license", help="licence of the weights for the model card, e.g. apache-2.0")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into an OUTPUT folder holding a model convert did not write, replacing its files "
+        "(convert's own earlier output is always replaced)",
+    )
     add_no_progress(p)

@@ -33,7 +33,7 @@ def add_to(sub) -> None:
         sub,
         "init-config",
         run,
-        epilog="Settings to change go after the positional arguments, as in spacy train: --paths.elmo DIR",
+        epilog="Settings to change, before or after the other arguments, as in spacy train: --paths.elmo DIR",
     )
     p.add_argument("name", help=f"shipped config (with or without .cfg): {', '.join(shipped_configs())}")
     p.add_argument("output", type=Path, help="where to write it (.cfg); '-' = stdout")

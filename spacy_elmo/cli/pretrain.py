@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from .arguments import add_command, add_no_progress
+from .arguments import TERMINATED, Terminated, add_command, add_no_progress
 
 
 def run_pretrain(args) -> int:
@@ -39,12 +39,12 @@ def _train(args, init_from=None) -> int:
     except TrainingDiverged as err:
         print(f"error: {err}", file=sys.stderr)
         return 3
-    except KeyboardInterrupt:  # Ctrl-C: one line (from the first process only), not a traceback
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: one line (from the first process only), not a traceback
         if int(os.environ.get("RANK", "0")) == 0:
             from ..training.checkpoints import interrupted_message
 
             print(interrupted_message(args.output), file=sys.stderr)
-        return 130
+        return TERMINATED if isinstance(stop, Terminated) else 130
     if result.get("rank", 0) != 0:
         return 0  # under torchrun only rank 0 reports
     summary = f"Trained {result['step']:,} steps ({result['words']:,} words) in {result['train_seconds']:.0f}s"
@@ -67,7 +67,7 @@ def add_to(sub) -> None:
         sub,
         "pretrain",
         run_pretrain,
-        epilog="Config overrides go after the positional arguments: --paths.train 'corpus/*.txt'",
+        epilog="Config overrides, before or after the other arguments: --paths.train 'corpus/*.txt'",
     )
     _training_args(p)
     p.add_argument("--init-from", help="start from this pretrained model (fine-tuning)")
@@ -76,7 +76,7 @@ def add_to(sub) -> None:
         sub,
         "finetune",
         run_finetune,
-        epilog="Config overrides go after the positional arguments: --paths.train domain.txt",
+        epilog="Config overrides, before or after the other arguments: --paths.train domain.txt",
     )
     p.add_argument("model", help="pretrained model directory (with vocab.txt and LM head, or any ELMo)")
     _training_args(p)

@@ -14,6 +14,10 @@ complete (and its hash matches), and an archive is extracted into a temporary si
 to `model/` only on success, so an interrupted or failed run leaves nothing that a later run would
 use, and no folder it created.
 
+A copy in the cache that turns out damaged when it is read (truncated by a full disk or a copy, a
+file removed: what the model's readers find, `references.UrlReference.load`) is removed (`forget`)
+and downloaded again, once.
+
 Processes that fetch one URL at once (the ranks of a torchrun job) download it once: a file lock per
 cache folder (in the system's temporary folder, so the cache holds only models) lets the first one
 download while the others wait, then find it cached. The lock does not reach processes on other
@@ -161,13 +165,44 @@ def _pooch_log(progress: bool):
         logger.removeFilter(keep)
 
 
+def _cache_folder(url: str) -> tuple[Path, str, str, str | None]:
+    """(cache folder, file name, address, pooch's known_hash) of a URL."""
+    address, known_hash = _split_fragment(url)
+    name = _file_name(address)
+    return cache_dir() / f"{hashlib.sha256(address.encode()).hexdigest()[:16]}-{name}", name, address, known_hash
+
+
+def is_cached(parts: Sequence[str]) -> bool:
+    """Whether every URL of a reference (split into its parts) has its copy in the cache."""
+    check_url_parts(parts)
+    for part in parts:
+        if not _URL.match(part):
+            continue
+        folder, name, _, known_hash = _cache_folder(part)
+        if len(parts) == 1:
+            if _Extract.cached(folder, known_hash) is None:
+                return False
+        elif not (folder / name).is_file():
+            return False
+    return True
+
+
+def forget(parts: Sequence[str]) -> None:
+    """Removes the cached copies of a reference's URLs (a copy found damaged), so the next fetch
+    downloads them again."""
+    check_url_parts(parts)
+    for part in parts:
+        if _URL.match(part):
+            folder = _cache_folder(part)[0]
+            with _one_fetch_at_a_time(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+
+
 def _retrieve(url: str, progress: bool, processor=None) -> str:
     """The cached local path of `url` (downloaded if missing or not matching its sha256), passed
     through `processor` (pooch's post-download hook, which also knows what it cached) when given;
     a failure removes the folders it created."""
-    address, known_hash = _split_fragment(url)
-    name = _file_name(address)
-    folder = cache_dir() / f"{hashlib.sha256(address.encode()).hexdigest()[:16]}-{name}"
+    folder, name, address, known_hash = _cache_folder(url)
     with _one_fetch_at_a_time(folder):
         if processor is not None:
             cached = processor.cached(folder, known_hash)

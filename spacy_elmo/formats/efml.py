@@ -97,14 +97,16 @@ def is_efml_directory(path: str | Path) -> bool:
     return "config_path" in config
 
 
+def _not_a_file(path: Path, what: str) -> EfmlFormatError:
+    return EfmlFormatError(f"{path}: {'is a directory' if path.is_dir() else 'no such file'}; expected {what}")
+
+
 def read_architecture(path: str | Path) -> tuple[dict, str]:
     """The architecture dict a directory's config.json names, and where it was found."""
     directory = Path(path)
     config_file = directory / "config.json"
     if not config_file.is_file():
-        raise EfmlFormatError(
-            f"{config_file}: no such file; expected the ELMoForManyLangs config naming the architecture json"
-        )
+        raise _not_a_file(config_file, "the ELMoForManyLangs config naming the architecture json")
     config_path = read_json_object(config_file, EfmlFormatError).get("config_path")
     if not isinstance(config_path, str) or not config_path.strip():
         raise EfmlFormatError(
@@ -369,9 +371,10 @@ def read_state_dict(path: str | Path, entries: list[Entry]) -> dict[str, torch.T
         ) from None
     except Exception as err:  # noqa: BLE001 - any failure to parse the file is a broken file, reported in one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise EfmlFormatError(
-            f"{path}: not a readable PyTorch state dict (truncated or corrupt?): {type(err).__name__}: {first}"
-        ) from None
+        reason = f"{type(err).__name__}: {first}" if first else type(err).__name__
+        if isinstance(err, EOFError):
+            reason = "it ends before the state dict does"
+        raise EfmlFormatError(f"{path}: not a readable PyTorch state dict (truncated or corrupt?): {reason}") from None
     if not isinstance(state, dict) or not all(
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
     ):
@@ -419,7 +422,7 @@ def _check_directory(directory: Path) -> tuple[dict, str, EfmlArchitecture]:
         del needed["word.dic"]
     for name, what in needed.items():
         if not (directory / name).is_file():
-            raise EfmlFormatError(f"{directory / name}: no such file; expected the ELMoForManyLangs {what}")
+            raise _not_a_file(directory / name, f"the ELMoForManyLangs {what}")
     return architecture, source, spec
 
 

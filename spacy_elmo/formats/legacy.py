@@ -147,6 +147,21 @@ def weight_table(config: ElmoConfig) -> list[Entry]:
 # Reading
 
 
+def _dataset(handle: h5py.File, path: Path, name: str, shape: tuple[int, ...]) -> h5py.Dataset:
+    """Dataset `name` of an open weights file, there and of `shape` (its metadata only: nothing read)."""
+    if name not in handle:
+        raise LegacyFormatError(f"{path}: missing dataset '{name}' (expected shape {shape})")
+    dataset = handle[name]
+    if not isinstance(dataset, h5py.Dataset):
+        raise LegacyFormatError(f"{path}: '{name}' is a group, expected a dataset of shape {shape}")
+    if tuple(dataset.shape) != tuple(shape):
+        raise LegacyFormatError(
+            f"{path}: dataset '{name}' has shape {tuple(dataset.shape)}, expected {tuple(shape)} "
+            "(do options.json and the weights belong together?)"
+        )
+    return dataset
+
+
 class _Reader:
     """Reads datasets from an open hdf5 file, checking presence, shape and finiteness."""
 
@@ -154,16 +169,7 @@ class _Reader:
         self.handle, self.path = handle, path
 
     def __call__(self, name: str, shape: tuple[int, ...]) -> numpy.ndarray:
-        if name not in self.handle:
-            raise LegacyFormatError(f"{self.path}: missing dataset '{name}' (expected shape {shape})")
-        dataset = self.handle[name]
-        if not isinstance(dataset, h5py.Dataset):
-            raise LegacyFormatError(f"{self.path}: '{name}' is a group, expected a dataset of shape {shape}")
-        if tuple(dataset.shape) != tuple(shape):
-            raise LegacyFormatError(
-                f"{self.path}: dataset '{name}' has shape {tuple(dataset.shape)}, expected {tuple(shape)} "
-                "(do options.json and the weights belong together?)"
-            )
+        dataset = _dataset(self.handle, self.path, name, shape)
         try:
             value = numpy.asarray(dataset[...], dtype=numpy.float32)
         except (OSError, ValueError, TypeError) as err:
@@ -190,10 +196,14 @@ def open_weights(weights_file: str | Path) -> h5py.File:
 
 
 def check_legacy(options_file: str | Path, weights_file: str | Path) -> None:
-    """Checks legacy files without reading weights: options.json parses into a valid config and the
-    hdf5 file opens. Every problem is one `LegacyFormatError` line naming the file."""
-    config_from_options(options_file)
-    open_weights(weights_file).close()
+    """Checks legacy files without reading weights: options.json parses into a valid config, the
+    hdf5 file opens (whole: HDF5 compares its size with the end its superblock records) and holds
+    every dataset that config needs, of its shape (metadata only). Every problem is one
+    `LegacyFormatError` line naming the file."""
+    config = config_from_options(options_file)
+    with open_weights(weights_file) as handle:
+        for entry in weight_table(config):
+            _dataset(handle, Path(weights_file), entry.dataset, entry.shape)
 
 
 def read_legacy_state_dict(config: ElmoConfig, weights_file: str | Path) -> dict[str, torch.Tensor]:

@@ -33,20 +33,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from ..compat import hub_offline
+from ..hf import sources
 from .legacy import LegacyFormatError
 
-
-class ModelNotFoundError(FileNotFoundError):
-    """A model reference that names no model: not a directory, not legacy files, not a hub model
-    (or the hub cannot be asked), or files that are not a valid model. Its message is one line;
-    the CLI prints it and exits 2, as for every mistake of the user."""
-
-
-class ModelAbsentError(ModelNotFoundError):
-    """Nothing is at the reference: no such file or folder, a hub id neither in the local cache
-    nor to be had from the hub. (A typo, or the leftover name in a saved pipeline's config.)"""
+# the errors of a reference that names no model: defined with the model's own loading (`hf.sources`,
+# which `from_pretrained` raises them from), named here for the commands and faces
+ModelNotFoundError = sources.ModelNotFoundError
+ModelAbsentError = sources.ModelAbsentError
+is_hub_id = sources.is_hub_id
 
 
 @dataclass(frozen=True)
@@ -78,7 +74,20 @@ class UrlReference:
         return parse_reference(fetch_parts(self.parts, progress=progress))
 
     def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
-        return self.local(progress=progress).load(lang=lang, progress=progress, **kwargs)
+        """The local reference's `load`. A cached copy that its reader finds broken (one line naming
+        the file) is downloaded again, once; a fresh download that is broken is reported, with the URL."""
+        from .download import forget, is_cached
+
+        self.check()
+        if is_cached(self.parts):
+            try:
+                return self.local(progress=progress).load(lang=lang, progress=progress, **kwargs)
+            except (ModelNotFoundError, ValueError):  # the readers' errors: a damaged copy
+                forget(self.parts)
+        try:
+            return self.local(progress=progress).load(lang=lang, progress=progress, **kwargs)
+        except (ModelNotFoundError, ValueError) as err:
+            raise ModelNotFoundError(f"{err} (downloaded from {self.url})") from None
 
     def describe(self) -> str:
         return self.url
@@ -101,11 +110,16 @@ class LegacyPair:
         from .legacy import check_legacy
 
         if self.weights is None:
-            raise LegacyFormatError(f"{self.options.parent}: has options.json but no .hdf5 weights file")
+            raise LegacyFormatError(
+                f"{self.options.parent / 'lm_weights.hdf5'}: no such file; {self.options.parent} has "
+                "options.json but no .hdf5 weights file"
+            )
         files = {"options": self.options, "weights": self.weights}
         # neither file there: the pair names nothing (ModelAbsentError); one of them: a broken pair
         absent = ModelAbsentError if not any(path.exists() for path in files.values()) else ModelNotFoundError
         for role, path in files.items():
+            if path.is_dir():
+                raise ModelNotFoundError(f"{path}: is a directory, expected the legacy {role} file")
             if not path.is_file():
                 raise absent(f"no such file: {path} (the legacy {role} file)")
         check_legacy(self.options, self.weights)
@@ -170,17 +184,21 @@ class HfFolder:
         return Path(self.text)
 
     def check(self) -> None:
-        """The folder exists and its config.json is an ELMo config."""
-        if not self.path.exists():
+        """The folder exists, its config.json is an ELMo config and its files pass the cheap check
+        of a model directory (`model_directory.check_directory`: no tensor read)."""
+        from ..hf.model_directory import check_directory
+        from ..hf.modeling_elmo import ElmoModel
+
+        path = self.path
+        if not path.exists():
             raise ModelAbsentError(f"no such directory: {self.text}")
-        config = self.path / "config.json"
+        if not path.is_dir():
+            raise ModelNotFoundError(f"{path}: is a file; {_EXPECTED}")
+        config = path / "config.json"
         if not config.is_file():
-            raise ModelNotFoundError(
-                f"{self.path}: not an ELMo model: expected config.json + model.safetensors (HF layout), "
-                "options.json + lm_weights.hdf5 (legacy layout) or an ELMoForManyLangs directory "
-                "(config.json naming its architecture, char.dic, token_embedder.pkl, encoder.pkl)"
-            )
+            raise ModelNotFoundError(_not_a_model_folder(path))
         _check_elmo_config(config)
+        check_directory(path, ElmoModel)
 
     def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
         """kwargs go to `ElmoModel.from_pretrained`; the tokenizer is the folder's (the UTF-8 one
@@ -190,10 +208,15 @@ class HfFolder:
 
         self.check()
         model = ElmoModel.from_pretrained(self.text, **kwargs).eval()
-        has_tokenizer = (self.path / "tokenizer_config.json").is_file()
-        return model, fit_tokenizer(
-            model, ElmoTokenizer.from_pretrained(self.text) if has_tokenizer else None, source=self.text
-        )
+        settings = self.path / "tokenizer_config.json"
+        tokenizer = None
+        if settings.is_file():
+            try:
+                tokenizer = ElmoTokenizer.from_pretrained(self.text)
+            except (OSError, ValueError, TypeError) as err:  # its own errors name the file already
+                text = " ".join(str(err).split()) or type(err).__name__
+                raise ModelNotFoundError(text if text.startswith(self.text) else f"{settings}: {text}") from None
+        return model, fit_tokenizer(model, tokenizer, source=self.text)
 
     def describe(self) -> str:
         return f"`{self.path.name}`"
@@ -209,15 +232,17 @@ class HubId:
     repo_id: str
 
     def check(self) -> None:
-        """In the local cache: its config.json is an ELMo config. Not cached: an error offline
-        (HF_HUB_OFFLINE), else nothing to check without asking the hub (`load` asks it)."""
-        from ..compat import hub_offline
-
-        cached = self._cached_config()
-        if cached is not None:
-            _check_elmo_config(cached)
-        elif hub_offline():
-            raise ModelAbsentError(self._absent("HF_HUB_OFFLINE is set"))
+        """In the local cache: its config.json is an ELMo config and the weights cached so far are
+        whole (their safetensors headers; a damaged copy is one line naming the file and how to
+        fetch it again). Not cached: an error offline (HF_HUB_OFFLINE), else nothing to check
+        without asking the hub (`load` asks it)."""
+        cached = sources.cached_file(self.repo_id, "config.json")
+        if cached is None:
+            if hub_offline():
+                raise sources.absent(self.repo_id, "HF_HUB_OFFLINE is set")
+            return
+        _check_elmo_config(cached)
+        sources.check_cached_weights(self.repo_id, cached.parent)
 
     def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
         """kwargs go to `ElmoModel.from_pretrained`; the tokenizer is the repository's (the UTF-8
@@ -226,7 +251,8 @@ class HubId:
         from ..hf.tokenization_elmo import ElmoTokenizer
 
         self.check()
-        kwargs = {**self._ask_hub(), **kwargs}
+        # asks the hub once (no retries): `local_files_only` when it cannot be reached but the model is cached
+        kwargs = {**sources.locate_hub_model(self.repo_id, **kwargs), **kwargs}
         model = ElmoModel.from_pretrained(self.repo_id, **kwargs).eval()
         try:
             tokenizer = ElmoTokenizer.from_pretrained(
@@ -241,53 +267,8 @@ class HubId:
 
     def vocabulary_files(self) -> list[Path]:
         """The repository's vocab.txt, where the local hub cache has it."""
-        from huggingface_hub import try_to_load_from_cache
-
-        found = try_to_load_from_cache(self.repo_id, "vocab.txt")
-        return [Path(found)] if isinstance(found, str) else []
-
-    def _cached_config(self) -> Path | None:
-        from huggingface_hub import try_to_load_from_cache
-
-        found = try_to_load_from_cache(self.repo_id, "config.json")
-        return Path(found) if isinstance(found, str) else None
-
-    def _absent(self, why: str) -> str:
-        """Both readings of the text: a local folder, and a hub id."""
-        return f"no such directory: {self.repo_id}; as a Hugging Face hub id it is not in the local cache, and {why}"
-
-    def _ask_hub(self) -> dict[str, Any]:
-        """Asks the hub once for the repository's config.json before `from_pretrained` does (which
-        retries a dead network for half a minute). Returns extra `from_pretrained` arguments
-        (`local_files_only` when the hub cannot be reached but the model is cached), or raises
-        `ModelNotFoundError`."""
-        from huggingface_hub import hf_hub_url
-        from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
-
-        from ..compat import ask_hub_once, hub_offline
-
-        if hub_offline():  # (check: it is cached)
-            return {}
-        try:  # one request, no retries
-            ask_hub_once(hf_hub_url(self.repo_id, "config.json"), timeout=10)
-        except RepositoryNotFoundError:
-            raise ModelAbsentError(
-                f"no such directory: {self.repo_id}; no such model on the Hugging Face hub either"
-            ) from None
-        except EntryNotFoundError:
-            raise ModelNotFoundError(
-                f"{self.repo_id}: the hub repository has no config.json (not an ELMo model in the HF layout)"
-            ) from None
-        except HfHubHTTPError as err:
-            raise ModelNotFoundError(
-                f"{self.repo_id}: the Hugging Face hub refused it: {str(err).splitlines()[0]}"
-            ) from None
-        except Exception as err:  # no network: DNS, refused connection, timeout, proxy
-            if self._cached_config() is not None:
-                return {"local_files_only": True}
-            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise ModelAbsentError(self._absent(f"the hub cannot be reached ({reason})")) from None
-        return {}
+        found = sources.cached_file(self.repo_id, "vocab.txt")
+        return [found] if found is not None else []
 
 
 ModelReference = UrlReference | LegacyPair | EfmlFolder | HfFolder | HubId
@@ -319,19 +300,33 @@ def parse_reference(reference: str | Path | ModelReference) -> ModelReference:
     return HfFolder(text)
 
 
-def is_hub_id(reference: str) -> bool:
-    """Whether `reference` is a well-formed hub id `owner/name` (not a path that looks local:
-    no leading `.`, `/` or `~`, exactly one slash)."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
+_EXPECTED = (
+    "expected config.json + model.safetensors (HF layout), options.json + lm_weights.hdf5 (legacy layout) "
+    "or an ELMoForManyLangs directory (config.json naming its architecture, char.dic, token_embedder.pkl, encoder.pkl)"
+)
 
-    text = str(reference)
-    if text.count("/") != 1 or text.startswith((".", "/", "~")) or "\\" in text:
-        return False
-    try:
-        validate_repo_id(text)
-    except HFValidationError:
-        return False
-    return True
+
+def _not_a_model_folder(path: Path) -> str:
+    """What a folder without config.json is, as precisely as its files tell."""
+    config = path / "config.json"
+    if config.is_dir():
+        return f"{config}: is a directory, expected the model's config.json"
+    if (path / "config.cfg").is_file() and (path / "meta.json").is_file():
+        bilms = sorted(found.parent for found in path.glob("*/bilm/config.json"))
+        if bilms:
+            return (
+                f"{path}: a saved spaCy pipeline, not a biLM folder: its biLM is {bilms[0]} "
+                "(give that folder as the model, or load the pipeline with spacy.load)"
+            )
+        return f"{path}: a saved spaCy pipeline without an elmo component's biLM (elmo/bilm), not a biLM folder"
+    if any((path / name).exists() for name in ("model.safetensors", "model.safetensors.index.json")):
+        return f"{config}: no such file; expected the model's config.json beside its weights"
+    options = path / "options.json"
+    if options.is_dir():
+        return f"{options}: is a directory, expected the legacy options.json"
+    if any(path.glob("*.hdf5")):
+        return f"{options}: no such file; a legacy model folder holds options.json beside its .hdf5 weights"
+    return f"{path}: not an ELMo model: {_EXPECTED}"
 
 
 def _check_elmo_config(config: Path) -> None:

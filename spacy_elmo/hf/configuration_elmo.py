@@ -16,7 +16,6 @@ from huggingface_hub.dataclasses import strict, validated_field
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 
 from ..compat import SAVES_NAME_OR_PATH, Number, OptionalNumber, PreTrainedConfig
-
 from ..precision import PRECISIONS, Precision, check_precision
 
 # Which code evaluates the biLSTM, as `attn_implementation` chooses attention kernels in HF: a
@@ -92,6 +91,22 @@ def _char_vocab(value) -> None:
         )
 
 
+def _precision_checked_first(cls):
+    """A `precision` set on the config (its constructor, `from_pretrained` and `AutoConfig`
+    arguments, `config.precision = ...`) is checked by `spacy_elmo.precision` before `@strict`'s
+    validation, so an invalid one is the same one-line `ValueError` in every face."""
+    strict_setattr = cls.__setattr__
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "precision" and value not in PRECISIONS:  # (a valid one: @strict's check suffices)
+            check_precision(value)  # raises
+        strict_setattr(self, name, value)
+
+    cls.__setattr__ = __setattr__
+    return cls
+
+
+@_precision_checked_first
 @strict
 class ElmoConfig(PreTrainedConfig):
     """Configuration of a character-based ELMo biLM (Peters et al., 2018).

@@ -17,8 +17,16 @@ README.md that this package did not write (no `model_card.CARD_MARK` line) is ke
 the spaCy component all write through it.
 
 `load_strict` makes `ElmoModel.from_pretrained` strict: a config.json with unknown fields or another
-model type, missing or mis-shaped tensors and NaN/inf weights raise `ElmoLoadError` naming the file;
-`check_loading_arguments` refuses, before anything is read, an argument the loader does not honour.
+model type, weights files that are truncated or not safetensors, missing or mis-shaped tensors and
+NaN/inf weights raise `ElmoLoadError` naming the file; `check_loading_arguments` refuses, before
+anything is read, an argument the loader does not honour.
+
+`check_directory` is the cheap check of a local model directory (no weights read: a safetensors file
+is 8 bytes of header length, a JSON header giving each tensor's dtype, shape and offsets, then the
+data, so the header tells whether the file is whole and what it holds): config.json is a valid
+`ElmoConfig`, every weights file is whole with floating-point tensors of the names and shapes that
+config describes, and the tokenizer files are JSON objects. The spaCy component makes it when it is
+added (`formats.references.HfFolder.check`), as for legacy and ELMoForManyLangs files.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDa
 
 from .. import compat
 from ..compat import CONFIG_KEYS_OF_EITHER_LINE, base_config_fields
+from ..precision import check_precision
 from ..quiet import quiet_hf
 from .configuration_elmo import ElmoConfig, config_error_message, read_json_object
 from .model_card import CARD_NAME, write_model_card
@@ -219,11 +228,14 @@ def check_config_file(source: str) -> None:
         raise ElmoLoadError(f"{path}: unknown field(s) {unknown}; known ELMo fields are {sorted(known)}")
 
 
-def weights_name(source: str) -> str:
+WEIGHTS_FILE, WEIGHTS_INDEX = "model.safetensors", "model.safetensors.index.json"
+
+
+def weights_name(source: str, variant: str | None = None) -> str:
     """The weights file of a local directory (what an error should name), else `source` itself."""
-    for name in ("model.safetensors", "model.safetensors.index.json"):
-        if (Path(source) / name).is_file():
-            return str(Path(source) / name)
+    for name in (WEIGHTS_FILE, WEIGHTS_INDEX):
+        if (Path(source) / _with_variant(name, variant)).is_file():
+            return str(Path(source) / _with_variant(name, variant))
     return source
 
 
@@ -231,6 +243,171 @@ def ignore_patterns(prefixes: Sequence[str]) -> list[str] | None:
     """`_keys_to_ignore_on_load_missing` for the tensors under these name prefixes (None where transformers
     would leave them on the meta device, `compat.IGNORE_MISSING_PATTERNS`: `load_strict` filters them)."""
     return [rf"^{re.escape(prefix)}" for prefix in prefixes] if compat.IGNORE_MISSING_PATTERNS else None
+
+
+# what the model's tensors may be stored as (transformers casts them to the model's dtype); an integer
+# tensor would be cast silently into nonsense
+FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")
+TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json", "char_vocab.json", "word_vocab.json")
+
+
+def _not_a_file(path: Path, what: str) -> ElmoLoadError:
+    if path.is_dir():
+        return ElmoLoadError(f"{path}: is a directory, expected {what}")
+    return ElmoLoadError(f"{path}: no such file; expected {what}")
+
+
+def _with_variant(name: str, variant: str | None) -> str:
+    """HF's name of a weights file of a variant: model.safetensors → model.VARIANT.safetensors."""
+    if not variant:
+        return name
+    *stem, suffix = name.split(".")
+    return ".".join([*stem, variant, suffix])
+
+
+def weights_files(directory: Path, variant: str | None = None) -> list[Path]:
+    """The safetensors files of a local model directory: model.safetensors, or the shards its
+    index lists (of `variant`, as HF names them: model.VARIANT.safetensors), or [] for a directory
+    holding only pickled weights, which HF reads with `weights_only=True`. `ElmoLoadError` naming
+    what is missing."""
+    single = directory / _with_variant(WEIGHTS_FILE, variant)
+    index = directory / _with_variant(WEIGHTS_INDEX, variant)
+    if single.is_file():
+        return [single]
+    if index.is_file():
+        weight_map = read_json_object(index, ElmoLoadError).get("weight_map")
+        if not (isinstance(weight_map, dict) and weight_map and all(isinstance(v, str) for v in weight_map.values())):
+            raise ElmoLoadError(f"{index}: expected a 'weight_map' of tensor name → shard file")
+        shards = [directory / name for name in sorted(set(weight_map.values()))]
+        for shard in shards:
+            if not shard.is_file():
+                raise _not_a_file(shard, f"a shard of the weights ({index.name} lists it)")
+        return shards
+    if not single.exists() and (directory / _with_variant("pytorch_model.bin", variant)).is_file():
+        return []
+    raise _not_a_file(single, "the weights (an ELMo model folder holds config.json and model.safetensors)")
+
+
+def _safetensors_problem(path: Path, size: int) -> str | None:
+    """Why a safetensors file does not open, where its sizes tell (None: they do not)."""
+    import json
+
+    if size < 8:
+        return f"truncated: {size} bytes, less than the 8 bytes of its header length"
+    with open(path, "rb") as handle:
+        length = int.from_bytes(handle.read(8), "little")
+        if length > size - 8:
+            return f"truncated or not safetensors: its header length says {length:,} bytes, {size - 8:,} follow"
+        header = handle.read(length)
+    try:
+        entries = json.loads(header)
+        end = max((e["data_offsets"][1] for k, e in entries.items() if k != "__metadata__"), default=0)
+        described = 8 + length + int(end)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return "its header is not the JSON of a safetensors file (corrupt?)"
+    if described > size:
+        return f"truncated: its header describes {described:,} bytes, the file has {size:,}"
+    if described < size:
+        return f"{size - described:,} bytes more than its header describes (corrupt?)"
+    return None
+
+
+def read_safetensors_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """{tensor name: (dtype, shape)} of a safetensors file, from its header alone (safetensors'
+    own parser, which checks that the header is valid and the data covers the file exactly); no
+    tensor is read. `ElmoLoadError` naming the file and what is wrong."""
+    from safetensors import SafetensorError, safe_open
+
+    if not path.is_file():
+        raise _not_a_file(path, "the weights")
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            return {
+                name: (piece.get_dtype(), tuple(piece.get_shape()))
+                for name in handle.keys()
+                for piece in (handle.get_slice(name),)
+            }
+    except SafetensorError as err:
+        why = _safetensors_problem(path, path.stat().st_size) or " ".join(str(err).split())
+        raise ElmoLoadError(f"{path}: not a readable safetensors file: {why}") from None
+    except OSError as err:
+        raise ElmoLoadError(f"{path}: cannot read it: {err.strerror or err}") from None
+
+
+def check_weights(directory: Path, variant: str | None = None) -> dict[str, tuple[Path, tuple[int, ...]]]:
+    """The weights files of a local directory, checked from their headers (`read_safetensors_header`):
+    whole, valid, floating-point tensors. {tensor name: (its file, shape)}."""
+    tensors: dict[str, tuple[Path, tuple[int, ...]]] = {}
+    for path in weights_files(directory, variant):
+        for name, (dtype, shape) in read_safetensors_header(path).items():
+            if dtype not in FLOAT_DTYPES:
+                expected = f"expected a floating-point one ({', '.join(FLOAT_DTYPES)})"
+                raise ElmoLoadError(f"{path}: tensor '{name}' has dtype {dtype}, {expected}")
+            tensors[name] = (path, shape)
+    return tensors
+
+
+def shapes_mismatch(weights, rows: Sequence[tuple[str, Sequence[int], Sequence[int]]]) -> ElmoLoadError:
+    """The error for tensors whose shapes differ from what config.json describes: (name, file's, config's)."""
+    shapes = [f"{name}: file {tuple(found)}, config.json {tuple(want)}" for name, found, want in sorted(rows)[:4]]
+    return ElmoLoadError(f"{weights}: weight shapes do not match config.json ({'; '.join(shapes)})")
+
+
+def tensors_missing(weights, names: Sequence[str]) -> ElmoLoadError:
+    return ElmoLoadError(f"{weights}: the weights file lacks tensors {sorted(names)[:8]} required by config.json")
+
+
+def read_config(directory: Path) -> ElmoConfig:
+    """config.json of a local model directory as an `ElmoConfig` (`check_config_file`, then the
+    config's own checks), or `ElmoLoadError` naming the file."""
+    path = directory / "config.json"
+    if not path.is_file():
+        raise _not_a_file(path, "the model's config.json")
+    check_config_file(str(directory))
+    try:
+        return ElmoConfig.from_dict(read_json_object(path, ElmoLoadError))
+    except (StrictDataclassClassValidationError, StrictDataclassFieldValidationError, ValueError, TypeError) as err:
+        if isinstance(err, ElmoLoadError):
+            raise
+        raise ElmoLoadError(f"{path}: invalid config.json: {config_error_message(err)}") from None
+
+
+def check_directory(directory, model_class) -> None:
+    """The cheap check of a local model directory (see the module docstring): no tensor is read;
+    the names and shapes config.json implies come from `model_class` built on the meta device.
+    `ElmoLoadError`, one line naming the file."""
+    directory = Path(directory)
+    config = read_config(directory)
+    tensors = check_weights(directory)
+    for name in TOKENIZER_FILES:
+        path = directory / name
+        if path.is_dir():
+            raise _not_a_file(path, "a tokenizer file")
+        if path.exists():
+            read_json_object(path, ElmoLoadError)
+    if not tensors:  # pickled weights only: HF reads them (weights_only=True) and load_strict checks them
+        return
+    with torch.device("meta"):  # shapes without memory or initialization
+        expected = {name: tuple(t.shape) for name, t in model_class(config).state_dict().items()}
+    ignored = tuple(getattr(model_class, "_keys_to_ignore_on_load_unexpected", None) or ())
+    prefix = f"{model_class.base_model_prefix}."
+    found: dict[str, tuple[Path, tuple[int, ...]]] = {}
+    for name, entry in tensors.items():
+        if any(re.search(pattern, name) for pattern in ignored):
+            continue
+        # HF maps a model's base (e.g. ElmoForBidirectionalLM's `elmo.`) onto the bare model's names
+        bare = name[len(prefix) :] if name.startswith(prefix) and name not in expected else name
+        found[bare] = entry
+    optional = tuple(getattr(model_class, "_optional_weights", ()))
+    missing = [name for name in expected if name not in found and not name.startswith(optional)]
+    if missing:
+        files = sorted({path for path, _ in tensors.values()})
+        raise tensors_missing(files[0] if len(files) == 1 else directory / WEIGHTS_INDEX, missing)
+    wrong = [
+        (name, found[name][1], shape) for name, shape in expected.items() if name in found and found[name][1] != shape
+    ]
+    if wrong:
+        raise shapes_mismatch(found[sorted(wrong)[0][0]][0], wrong)
 
 
 # The keyword arguments of `from_pretrained` this loader honours, besides overrides of `ElmoConfig`'s own
@@ -278,8 +455,8 @@ def check_loading_arguments(what: str, args: Sequence[Any], kwargs: dict[str, An
     """Refuses, in one line naming it, an argument of `what` (e.g. "ElmoModel.from_pretrained") that the
     strict loader does not honour: positional arguments after the path (the model takes only its
     config), a name outside `LOADING_ARGUMENTS` and the config's fields (`TypeError`), a setting
-    `ONLY_AT` refuses, or field overrides beside a config object, which HF would not apply to it
-    (`ValueError`)."""
+    `ONLY_AT` refuses, an invalid `precision`, or field overrides beside a config object, which HF
+    would not apply to it (`ValueError`)."""
     if args:
         raise TypeError(f"{what} takes no positional arguments after the model path, got {len(args)}")
     unknown = sorted(set(kwargs) - set(LOADING_ARGUMENTS) - CONFIG_FIELDS)
@@ -293,6 +470,8 @@ def check_loading_arguments(what: str, args: Sequence[Any], kwargs: dict[str, An
     for name, (values, why) in ONLY_AT.items():
         if name in kwargs and not any(kwargs[name] == value for value in values):
             raise ValueError(f"{what}: {name}={kwargs[name]!r} is not supported: {why}")
+    if "precision" in kwargs:  # the one check of a precision (one line), not the config's validation
+        check_precision(kwargs["precision"], f"{what}: precision")
     overrides = sorted(set(kwargs) & CONFIG_FIELDS)
     if overrides and isinstance(kwargs.get("config"), ElmoConfig):
         raise ValueError(
@@ -300,13 +479,20 @@ def check_loading_arguments(what: str, args: Sequence[Any], kwargs: dict[str, An
         )
 
 
-def load_strict(load: Callable[..., Any], source: str, optional_weights: Sequence[str]) -> tuple[Any, dict]:
+def load_strict(
+    load: Callable[..., Any], source: str, optional_weights: Sequence[str], variant: str | None = None
+) -> tuple[Any, dict]:
     """(model, loading info) from `load(output_loading_info=True, ignore_mismatched_sizes=True)`
     (HF's `from_pretrained`: safetensors, `weights_only=True`), made strict: a bad config.json,
     tensors missing (other than those under the `optional_weights` prefixes) or mis-shaped, and
-    NaN/inf weights raise `ElmoLoadError` naming `source` or its weights file."""
-    check_config_file(source)
+    NaN/inf weights raise `ElmoLoadError` naming `source` or its weights file; so do weights files
+    that are not whole safetensors (checked from their headers first when `source` is a local folder)."""
+    from safetensors import SafetensorError
     from transformers.utils import logging as hf_logging
+
+    check_config_file(source)
+    if Path(source).is_dir():
+        check_weights(Path(source), variant)
 
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # its LOAD REPORT table: the errors below say it in one line
@@ -318,6 +504,10 @@ def load_strict(load: Callable[..., Any], source: str, optional_weights: Sequenc
         if isinstance(err, ElmoLoadError):
             raise
         raise ElmoLoadError(f"{source}: invalid config.json: {config_error_message(err)}") from None
+    except SafetensorError as err:  # a download (a hub id) that is not whole: HF reads no header first
+        raise ElmoLoadError(
+            f"{weights_name(source, variant)}: not a readable safetensors file: {' '.join(str(err).split())}"
+        ) from None
     except (OSError, pickle.UnpicklingError) as err:
         # a pickled weights file (pytorch_model.bin) that torch.load(weights_only=True) refused: transformers 4.x
         # wraps the refusal in an OSError about TF checkpoints, 5.x raises it as it is
@@ -330,16 +520,12 @@ def load_strict(load: Callable[..., Any], source: str, optional_weights: Sequenc
         raise ElmoLoadError(f"{source}: a pickled weights file, refused by weights_only loading ({reason})") from None
     finally:
         hf_logging.set_verbosity(verbosity)
-    weights = weights_name(source)
+    weights = weights_name(source, variant)
     if info.get("mismatched_keys"):
-        shapes = [
-            f"{name}: file {found}, config.json {want}"
-            for name, found, want in sorted(compat.mismatched_shapes(info, model, Path(weights)))[:4]
-        ]
-        raise ElmoLoadError(f"{weights}: weight shapes do not match config.json ({'; '.join(shapes)})")
+        raise shapes_mismatch(weights, compat.mismatched_shapes(info, model, Path(weights)))
     missing = [k for k in info["missing_keys"] if not k.startswith(tuple(optional_weights))]
     if missing:
-        raise ElmoLoadError(f"{weights}: the weights file lacks tensors {sorted(missing)[:8]} required by config.json")
+        raise tensors_missing(weights, missing)
     bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
     if bad:
         raise ElmoLoadError(f"{weights}: weights contain NaN/inf values in {bad[:8]}")
@@ -354,6 +540,13 @@ __all__ = [
     "ElmoLoadError",
     "check_config_file",
     "weights_name",
+    "weights_files",
+    "read_safetensors_header",
+    "check_weights",
+    "read_config",
+    "check_directory",
+    "shapes_mismatch",
+    "tensors_missing",
     "ignore_patterns",
     "check_loading_arguments",
     "load_strict",

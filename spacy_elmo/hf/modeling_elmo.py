@@ -38,7 +38,7 @@ from transformers.utils import ModelOutput
 from .. import compat, kernels
 from ..characters import WORD_BOS, WORD_EOS, WORD_UNK, sentence_boundaries
 from ..precision import Precision, check_precision
-from . import model_directory
+from . import model_directory, sources
 from .configuration_elmo import ON_PRECISION_SET, ElmoConfig
 from .lstm_implementations import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
 from .model_directory import ElmoLoadError
@@ -581,8 +581,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
         a bad config.json, missing or mis-shaped tensors and NaN/inf weights raise `ElmoLoadError`
         naming the source. `lstm_implementation=` chooses the biLSTM kernel (a run-time setting,
         never read from the file). An argument it does not honour raises a one-line `TypeError` /
-        `ValueError` before anything is read (`model_directory.check_loading_arguments`)."""
+        `ValueError` before anything is read (`model_directory.check_loading_arguments`), and so
+        does a name of no model (`sources.locate`: no such folder; a hub id not cached when the hub
+        cannot be asked)."""
         model_directory.check_loading_arguments(f"{cls.__name__}.from_pretrained", args, kwargs)
+        # a folder that is not there, or a hub id neither cached nor to be had: one line, no retries
+        kwargs.update(sources.locate(pretrained_model_name_or_path, **kwargs))
         want_info = kwargs.pop("output_loading_info", False)
         kwargs.pop("ignore_mismatched_sizes", None)  # False (checked): load_strict passes True, then refuses
         # the checks of a local directory read the folder HF reads
@@ -592,7 +596,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
         load = functools.partial(
             super().from_pretrained, pretrained_model_name_or_path, **compat.loading_arguments(kwargs)
         )
-        model, info = model_directory.load_strict(load, source, cls._optional_weights)
+        model, info = model_directory.load_strict(load, source, cls._optional_weights, kwargs.get("variant"))
         return (model, info) if want_info else model
 
     @torch.no_grad()

@@ -1,27 +1,109 @@
 """`spacy-elmo convert`: any model reference (legacy options.json + weights, an ELMoForManyLangs
 directory, a URL, an HF directory or hub id) → a model directory (config.json, model.safetensors,
-tokenizer, model card naming where the weights came from)."""
+tokenizer, model card naming where the weights came from).
+
+OUTPUT is checked before the model is read: a file there, or a folder holding a model or files that
+convert did not write (its model card's `CARD_MARK` tells its own earlier output), is refused in one
+line unless `overwrite`. The directory is written into a temporary folder beside OUTPUT
+(`files.temporary_sibling`, removed on failure, Ctrl-C and SIGTERM) and moved into place when
+complete: renamed, or, into an existing folder, file by file (each keeps the mode of the file it
+replaces; other files stay, and so does a README.md convert did not write).
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
 from pathlib import Path
 
+from ..files import made_folders, start_temporary, temporary_sibling
 from ..formats.references import parse_reference
+from ..hf.model_card import CARD_MARK, CARD_NAME
 from ..hf.model_directory import save_model_directory
+
+logger = logging.getLogger(__name__)
+
+# the files of a model directory (model_directory.save_model_directory): those convert would replace
+MODEL_FILES = (
+    "config.json",
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "char_vocab.json",
+    "word_vocab.json",
+)
 
 
 def convert(
-    source: list[str], output: str | Path, *, lang: str | None = None, license: str | None = None, progress: bool = True
+    source: list[str],
+    output: str | Path,
+    *,
+    lang: str | None = None,
+    license: str | None = None,
+    progress: bool = True,
+    overwrite: bool = False,
 ):
     """Reads `source` (one reference, or OPTIONS.json and WEIGHTS.hdf5) and writes it to `output` as a
-    model directory; returns the model. `lang`: the spaCy language of the tokenizer saved with it."""
+    model directory; returns the model. `lang`: the spaCy language of the tokenizer saved with it;
+    `overwrite`: write into a folder holding files convert did not write (see the module docstring)."""
     if len(source) == 2:
         check_legacy_order(Path(source[0]), Path(source[1]))
+    output = Path(output)
+    check_output(output, overwrite)  # before any work
     reference = parse_reference(",".join(source))
-    model, tokenizer = reference.load(lang=lang, progress=progress)
-    card = {"source": reference.describe(), "license": license, "language": tokenizer.lang}
-    save_model_directory(output, model, tokenizer, card=card)
+    reference.check()  # cheap: no weights read, no network
+    with made_folders(output.parent), temporary_sibling(output) as tmp:
+        start_temporary(tmp, output, folder=True)
+        model, tokenizer = reference.load(lang=lang, progress=progress)
+        card = {
+            "source": reference.describe(),
+            "license": license,
+            "language": tokenizer.lang,
+            "reference": str(output),
+        }
+        save_model_directory(tmp, model, tokenizer, card=card)
+        _move_into_place(tmp, output)
     return model
+
+
+def written_by_convert(folder: Path) -> bool:
+    """Whether `folder` is a model directory this package wrote (its model card's mark)."""
+    card = folder / CARD_NAME
+    try:
+        return card.is_file() and CARD_MARK in card.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def check_output(output: Path, overwrite: bool = False) -> None:
+    """Refuses, in one line, an OUTPUT that is a file, or a folder holding files of a model directory
+    that convert did not write (unless `overwrite`)."""
+    if output.exists() and not output.is_dir():
+        raise FileExistsError(f"{output}: is a file; convert writes a model folder there: choose another OUTPUT")
+    if not output.is_dir() or overwrite or written_by_convert(output):
+        return
+    found = [name for name in MODEL_FILES if (output / name).exists()]
+    if found:
+        raise FileExistsError(
+            f"{output} holds a model that spacy-elmo convert did not write ({', '.join(found)}); "
+            "pass --overwrite to replace it, or choose another OUTPUT"
+        )
+
+
+def _move_into_place(tmp: Path, output: Path) -> None:
+    if not output.exists():
+        os.replace(tmp, output)
+        return
+    for written in sorted(tmp.iterdir()):
+        target = output / written.name
+        if written.name == CARD_NAME and target.is_file() and not written_by_convert(output):
+            logger.warning("kept %s: it was not written by spacy-elmo, so no model card was written", target)
+            continue
+        if target.is_file():
+            os.chmod(written, stat.S_IMODE(target.stat().st_mode))
+        os.replace(written, target)
 
 
 def check_legacy_order(options: Path, weights: Path) -> None:
@@ -54,4 +136,4 @@ def describe_source(source: list[str]) -> str:
     return parse_reference(",".join(source)).describe()
 
 
-__all__ = ["convert", "check_legacy_order"]
+__all__ = ["MODEL_FILES", "check_legacy_order", "check_output", "convert", "written_by_convert"]

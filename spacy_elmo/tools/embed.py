@@ -26,8 +26,9 @@ from pathlib import Path
 import torch
 
 from ..devices import Distributed, pick_device
+from ..files import made_folders, start_temporary, temporary_sibling
 from ..precision import Precision, check_precision
-from ..text_input import TextError, make_tokenizer, read_lines, stdin_bytes
+from ..text_input import TextError, check_text_input, make_tokenizer, read_lines, stdin_bytes
 
 
 def _count_lines(path: Path) -> int:
@@ -91,75 +92,79 @@ def dump_embeddings(
     write is refused (`FileExistsError`) unless `overwrite`."""
     import h5py
 
-    from ..formats.references import load_pretrained
+    from ..formats.references import parse_reference
 
     chosen = _check_precision(precision)  # before any work
     procs = Distributed.from_env(device)  # the same torchrun/device set-up as pretraining
     world, rank, torch_device = procs.world_size, procs.rank, procs.device
     output = Path(output_path)
     target = rank_file(output, rank, world) if world > 1 else output
-    for path in {output, target}:  # before any work: the model is not loaded yet
+    # before any work (the model is not loaded yet): what is there to replace, the model reference
+    # (cheap: no weights read, no network), what there is to read, and that the output can be
+    # written (its temporary file is made now)
+    for path in {output, target}:
         check_output(path, overwrite)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    model, tokenizer = load_pretrained(model_ref)
-    model = _with_precision(model.to(torch_device).eval(), chosen)
-    tokenize = make_tokenizer(data_format, lang)
-    from_stdin = str(input_path) == "-"
-    bar = None
-    if progress and rank == 0:  # only a shown bar needs the line count (a second pass over the file)
-        from tqdm import tqdm
+    reference = parse_reference(model_ref)
+    reference.check()
+    check_text_input(input_path)
+    with made_folders(output.parent), temporary_sibling(target) as tmp:
+        start_temporary(tmp, target)
+        model, tokenizer = reference.load()
+        model = _with_precision(model.to(torch_device).eval(), chosen)
+        tokenize = make_tokenizer(data_format, lang)
+        from_stdin = str(input_path) == "-"
+        bar = None
+        if progress and rank == 0:  # only a shown bar needs the line count (a second pass over the file)
+            from tqdm import tqdm
 
-        total = None if from_stdin else _count_lines(Path(input_path))
-        bar = tqdm(total=total, unit="line", dynamic_ncols=True, mininterval=1.0)
-    written = 0
-    where = "<stdin>" if from_stdin else str(input_path)
-    file = None if from_stdin else open(input_path, "rb")  # (standard input stays open)
-    handle = stdin_bytes() if file is None else file
-    has_text = False
-    try:
-        with h5py.File(tmp, "w") as out:
-            out.attrs["written_by"] = WRITTEN_BY
-            chunk: list[tuple[int, list[str]]] = []
+            total = None if from_stdin else _count_lines(Path(input_path))
+            bar = tqdm(total=total, unit="line", dynamic_ncols=True, mininterval=1.0)
+        written = 0
+        where = "<stdin>" if from_stdin else str(input_path)
+        file = None if from_stdin else open(input_path, "rb")  # (standard input stays open)
+        handle = stdin_bytes() if file is None else file
+        has_text = False
+        try:
+            with h5py.File(tmp, "w") as out:
+                out.attrs["written_by"] = WRITTEN_BY
+                chunk: list[tuple[int, list[str]]] = []
 
-            def flush():
-                nonlocal written
-                chunk.sort(key=lambda item: len(item[1]))
-                for start in range(0, len(chunk), batch_size):
-                    part = chunk[start : start + batch_size]
-                    real = [(i, words) for i, words in part if words]
-                    if real:
-                        inputs = tokenizer([words for _, words in real]).to(torch_device)
-                        layers = torch.stack(model(**inputs).hidden_states, dim=1).float().cpu()
-                        for row, (i, words) in enumerate(real):
-                            out.create_dataset(str(i), data=layers[row, :, : len(words)].numpy())
-                    for i, words in part:
-                        if not words:
-                            out.create_dataset(
-                                str(i), shape=(model.num_layers, 0, model.config.output_dim), dtype="float32"
-                            )
-                    written += len(part)
-                chunk.clear()
+                def flush():
+                    nonlocal written
+                    chunk.sort(key=lambda item: len(item[1]))
+                    for start in range(0, len(chunk), batch_size):
+                        part = chunk[start : start + batch_size]
+                        real = [(i, words) for i, words in part if words]
+                        if real:
+                            inputs = tokenizer([words for _, words in real]).to(torch_device)
+                            layers = torch.stack(model(**inputs).hidden_states, dim=1).float().cpu()
+                            for row, (i, words) in enumerate(real):
+                                out.create_dataset(str(i), data=layers[row, :, : len(words)].numpy())
+                        for i, words in part:
+                            if not words:
+                                out.create_dataset(
+                                    str(i), shape=(model.num_layers, 0, model.config.output_dim), dtype="float32"
+                                )
+                        written += len(part)
+                    chunk.clear()
 
-            for index, line in enumerate(read_lines(handle, where)):
-                has_text = has_text or bool(line.strip())
-                if index % world == rank:
-                    chunk.append((index, tokenize(line.strip())))
-                    if len(chunk) >= batch_size * 16:
-                        flush()
-                if bar is not None:
-                    bar.update(1)
-            flush()
-        if not has_text:
-            raise TextError(f"{where}: no input: the file is empty (give one sentence per line)")
-        os.replace(tmp, target)
-    finally:
-        if file is not None:
-            file.close()
-        if bar is not None:
-            bar.close()
-        if tmp.exists():
-            tmp.unlink()
+                for index, line in enumerate(read_lines(handle, where)):
+                    has_text = has_text or bool(line.strip())
+                    if index % world == rank:
+                        chunk.append((index, tokenize(line.strip())))
+                        if len(chunk) >= batch_size * 16:
+                            flush()
+                    if bar is not None:
+                        bar.update(1)
+                flush()
+            if not has_text:
+                raise TextError(f"{where}: no input: the file is empty (give one sentence per line)")
+            os.replace(tmp, target)
+        finally:
+            if file is not None:
+                file.close()
+            if bar is not None:
+                bar.close()
     if world > 1:
         procs.barrier()
         if procs.is_main:
@@ -192,15 +197,18 @@ def print_embeddings(
 ) -> None:
     """`spacy-elmo embed MODEL` (no files): each sentence of standard input (one per line) and the
     first `dims` components of its words' vectors (the mean of the layers) on standard output."""
-    from ..formats.references import load_pretrained
+    from ..formats.references import parse_reference
 
     chosen = _check_precision(precision)  # before any work
-    model, tokenizer = load_pretrained(model_ref)
-    model = _with_precision(model.to(pick_device(device)), chosen)
+    reference = parse_reference(model_ref)
+    reference.check()  # cheap: no weights read, no network
     tokenize = make_tokenizer(data_format, lang)
+    # standard input is read (and decoded) whole before the model loads
     lines = [words for words in (tokenize(line.strip()) for line in read_lines(stdin_bytes(), "<stdin>")) if words]
     if not lines:
-        raise ValueError("<stdin>: no input: give one sentence per line on stdin")
+        raise TextError("<stdin>: no input: give one sentence per line on stdin")
+    model, tokenizer = reference.load()
+    model = _with_precision(model.to(pick_device(device)), chosen)
     torch.set_printoptions(precision=4, sci_mode=False)
     with torch.no_grad():
         for words in lines:
@@ -218,16 +226,16 @@ def _link_shards(output: Path, world: int) -> None:
     """OUTPUT as one file of external links to the per-rank files' datasets (relative names)."""
     import h5py
 
-    tmp = output.with_name(f".{output.name}.tmp{os.getpid()}")
-    with h5py.File(tmp, "w") as master:
-        master.attrs["written_by"] = WRITTEN_BY
-        for rank in range(world):
-            part = rank_file(output, rank, world)
-            with h5py.File(part, "r") as handle:
-                names = list(handle.keys())
-            for name in names:
-                master[name] = h5py.ExternalLink(part.name, name)
-    os.replace(tmp, output)
+    with temporary_sibling(output) as tmp:
+        with h5py.File(tmp, "w") as master:
+            master.attrs["written_by"] = WRITTEN_BY
+            for rank in range(world):
+                part = rank_file(output, rank, world)
+                with h5py.File(part, "r") as handle:
+                    names = list(handle.keys())
+                for name in names:
+                    master[name] = h5py.ExternalLink(part.name, name)
+        os.replace(tmp, output)
 
 
 __all__ = ["WRITTEN_BY", "check_output", "dump_embeddings", "print_embeddings", "rank_file", "written_by_embed"]

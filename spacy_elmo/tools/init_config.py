@@ -223,15 +223,19 @@ def write_config(
 ) -> Path:
     """`spacy-elmo init-config`: `render_config`'s text written to `output` ('-': standard output),
     its folders made; an existing file is kept unless `force`. Returns the shipped config used."""
+    from ..files import made_folders, write_text_atomic
+
     text = render_config(name, lang=lang, gpu=gpu, overrides=overrides)
     if str(output) == "-":
         sys.stdout.write(text)
         return find_config(name)
     output = Path(output)
+    if output.is_dir():
+        raise IsADirectoryError(f"{output}: is a directory; OUTPUT names the .cfg file to write")
     if output.exists() and not force:
         raise ValueError(f"{output} exists; pass --force to overwrite it")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8")
+    with made_folders(output.parent):
+        write_text_atomic(output, text)
     return find_config(name)
 
 

@@ -23,6 +23,7 @@ frequent label) is reported beside them.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -255,8 +256,12 @@ def probe_and_report(
     `command`: the command line its provenance records (the caller's: the library reads no argv)."""
     import json
 
+    from ..files import check_writable, made_folders, temporary_sibling, write_text_atomic
     from ..provenance import Provenance
 
+    for path, what in ((output, "--output"), (plot, "--plot")):  # before any work
+        if path is not None:
+            check_writable(path, what)
     prov = Provenance(command, seed=seed)
     result = probe_tasks(
         model_ref, train, dev, tasks, max_sentences, seed, l2, max_iter, device=device, progress=progress
@@ -268,15 +273,17 @@ def probe_and_report(
             f"{scores['train_tokens']:,} train / {scores['dev_tokens']:,} dev tokens)"
         )
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
         result["provenance"] = prov.record()
-        output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
+        with made_folders(output.parent):
+            write_text_atomic(output, json.dumps(result, indent=2) + "\n")
     if plot is not None:
-        plot_probe(result, plot)
+        with made_folders(plot.parent), temporary_sibling(plot) as tmp:
+            plot_probe(result, tmp, image_format=plot.suffix.lstrip(".") or "png")
+            os.replace(tmp, plot)
     return result
 
 
-def plot_probe(result: dict, path: str | Path) -> None:
+def plot_probe(result: dict, path: str | Path, image_format: str | None = None) -> None:
     """Dev accuracy by layer (and the mix) per task, with each task's majority baseline dashed."""
     import matplotlib
 
@@ -296,5 +303,5 @@ def plot_probe(result: dict, path: str | Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format=image_format)
     plt.close(fig)

@@ -39,10 +39,11 @@ def nearest_words(
     from ..formats.references import parse_reference
 
     reference = parse_reference(model_ref)
+    reference.check()  # first (cheap): a wrong model reference is the likelier mistake
     if corpus is None:
-        model, tokenizer = reference.load()  # first: a wrong model reference is the likelier mistake
+        vocab = find_vocab(reference, vocab_file)  # read before the model loads
+        model, tokenizer = reference.load()
         model = model.to(pick_device(device))
-        vocab = find_vocab(reference, vocab_file)
         return most_similar(model, word, vocab, n, tokenizer=tokenizer)
     from ..text_input import check_text_files
 

@@ -208,8 +208,10 @@ class Checkpoints:
             fault_point("before-latest", step, self.root / "latest")
             write_text_atomic(self.root / "latest", name + "\n")
             fsync_dir(self.root, step)
-        except Exception as err:
+        except BaseException as err:
             shutil.rmtree(tmp, ignore_errors=True)  # frees the space a partial write took
+            if not isinstance(err, Exception):  # Ctrl-C, SIGTERM: the previous checkpoint stands
+                raise
             cause = _os_error(err, tmp / "model.safetensors")
             if cause is None:
                 raise

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from spacy.tokens import Doc, DocBin
 
 from helpers import TINY, lm_text, run  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo.cli import main
+
+SPACY_ELMO = Path(sys.executable).with_name("spacy-elmo")  # the console script, as a user runs it
 
 # --- 5. text that is not UTF-8, and empty input ------------------------------------------------------
 
@@ -293,3 +296,24 @@ def test_convert_with_swapped_arguments_says_which_comes_first(allennlp_dir, tmp
     )
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and re.search(r"order|swap", err) and "options" in err, err
+
+
+# --- config overrides anywhere on the command line -------------------------------------------------------
+
+
+def test_config_overrides_may_come_before_the_config(tmp_path):
+    """`spacy-elmo pretrain --paths.train x.txt my.cfg`, as docs/pretraining.md allows: the corpus is the
+    override's value, the config the positional argument (before, x.txt was read as the config)."""
+    corpus = lm_text(tmp_path / "x.txt", lines=40)
+    shutil.copy(TINY, tmp_path / "my.cfg")
+    done = run(
+        SPACY_ELMO, "pretrain", "--paths.train", corpus, "my.cfg", "--output", "run", "--training.max_steps=2",
+        "--no-progress", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Trained 2 steps" in done.stderr
+    saved = (tmp_path / "run" / "pretrain.cfg").read_text()
+    assert re.search(rf'^train = "{re.escape(str(corpus))}"$', saved, re.M), saved
+    # one that is no setting is argparse's line, wherever it is
+    done = run(SPACY_ELMO, "pretrain", "--bogus", "my.cfg", "--output", "run2", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("error: unrecognized arguments: --bogus"), done.stderr

@@ -150,7 +150,7 @@ def _options_not_json(folder):
 
 def _options_only(folder):
     (folder / "lm_weights.hdf5").unlink()
-    return f"{folder}: has options.json but no .hdf5 weights file"
+    return f"{folder / 'lm_weights.hdf5'}: no such file; {folder} has options.json but no .hdf5 weights file"
 
 
 @pytest.mark.parametrize("damage", [_truncated_hdf5, _options_not_json, _options_only])
@@ -338,3 +338,22 @@ def test_every_user_error_is_error_lines_and_exit_2(case, tiny_model_dir, tmp_pa
     assert result.returncode == 2, (case, result.stderr[-2000:])
     assert lines and all(line.startswith("error: ") for line in lines), (case, result.stderr[-2000:])
     assert "Traceback" not in result.stderr and result.stdout == "", case
+
+
+def test_a_saved_pipeline_given_as_the_model_points_at_its_bilm(tiny_model_dir, tmp_path, capsys):
+    """`model` naming a saved spaCy pipeline (a likely slip: the folder `spacy train` wrote) says where
+    its biLM is, at add_pipe and in the CLI, instead of the generic "not an ELMo model"."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"model": str(tiny_model_dir)})
+    nlp.to_disk(tmp_path / "model-best")
+    line = (
+        f"{tmp_path / 'model-best'}: a saved spaCy pipeline, not a biLM folder: its biLM is "
+        f"{tmp_path / 'model-best' / 'elmo' / 'bilm'} (give that folder as the model, or load the pipeline with "
+        "spacy.load)"
+    )
+    with pytest.raises(ElmoSettingError) as info:
+        spacy.blank("en").add_pipe("elmo", config={"model": str(tmp_path / "model-best")})
+    assert str(info.value) == f"elmo `model` (paths.elmo): {line}"
+    assert main(["similar", str(tmp_path / "model-best"), "cat"]) == 2
+    assert capsys.readouterr().err == f"error: {line}\n"
+    spacy.blank("en").add_pipe("elmo", config={"model": str(tmp_path / "model-best" / "elmo" / "bilm")})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -511,3 +512,56 @@ def test_loader_convert_and_spacy_take_urls(server, cache, fixtures_dir, tmp_pat
     numpy.testing.assert_array_equal(reloaded(Doc(reloaded.vocab, words=words))._.elmo.layers, before)
     assert len(server.requests) == asked
     assert server.requests.count("/efml/zh.model.zip") == 1  # loader and component shared one download
+
+
+# --- a damaged copy in the cache is downloaded again -------------------------------------------------
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("kind", ["hf archive", "legacy pair"])
+def test_a_damaged_cached_copy_is_downloaded_again(
+    server, cache, tiny_model_dir, model_files, kind, monkeypatch, capsys
+):
+    """A cached copy cut short after it was stored (a full disk, a copy) is found by the model's own
+    checks (here the safetensors header and HDF5's superblock) when it is read: it is removed and
+    downloaded once more, and the model loads, through `embed` as a user runs it."""
+    from spacy_elmo.cli import main
+
+    if kind == "hf archive":
+        reference = serve(server, "/elmo.zip", _zip_folder(tiny_model_dir, "elmo"))
+        damaged = lambda: Path(fetch(reference, progress=False)) / "model.safetensors"  # noqa: E731
+        request = ["/elmo.zip"]
+    else:
+        reference = ",".join(serve(server, f"/legacy/{name}", data) for name, data in model_files.items())
+        damaged = lambda: Path(fetch(reference, progress=False).split(",")[1])  # noqa: E731
+        request = ["/legacy/options.json", "/legacy/lm_weights.hdf5"]
+    for run in range(2):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"the cat sat .\n")))
+        assert main(["embed", reference]) == 0, capsys.readouterr().err
+        if run == 0:
+            assert server.requests == request
+            _truncate(damaged())
+    assert server.requests == request * 2  # fetched again, once
+    assert "layers: (3, 4, 32)" in capsys.readouterr().out
+
+
+def test_a_broken_download_is_one_line_naming_the_file_and_the_url(server, cache, tiny_model_dir, tmp_path, capsys):
+    """The server's own copy is broken: downloaded twice (the cached copy, then once more), then
+    one line naming the file and where it came from."""
+    from spacy_elmo.cli import main
+
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_model_dir, broken)
+    _truncate(broken / "model.safetensors")
+    reference = serve(server, "/elmo.zip", _zip_folder(broken, "elmo"))
+    fetch(reference, progress=False)  # cached before it is used
+    assert main(["convert", reference, str(tmp_path / "out"), "--no-progress"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    model_dir = Path(fetch(reference, progress=False))
+    assert line.startswith(f"error: {model_dir / 'model.safetensors'}: not a readable safetensors file: truncated")
+    assert line.endswith(f"(downloaded from {reference})")
+    assert server.requests == ["/elmo.zip"] * 2 and not (tmp_path / "out").exists()

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 
 from spacy_elmo.formats.legacy import LegacyFormatError
 from spacy_elmo.formats.references import (
@@ -24,6 +24,7 @@ from spacy_elmo.formats.references import (
     load_pretrained,
     parse_reference,
 )
+from spacy_elmo.hf.model_directory import ElmoLoadError
 
 URL = "https://example.org/models/elmo.zip"
 
@@ -74,12 +75,22 @@ def test_each_kind_of_text_parses_into_its_kind(tiny_model_dir, allennlp_dir, fi
 def test_check_passes_on_models_without_reading_weights(tiny_model_dir, legacy_copy, fixtures_dir, tmp_path):
     for reference in (str(tiny_model_dir), str(legacy_copy), str(fixtures_dir / "efml_tiny"), URL):
         parse_reference(reference).check()
+    # the header is read, the tensors are not: NaN weights in a whole file pass, and only load finds them
+    poisoned = tmp_path / "poisoned"
+    shutil.copytree(tiny_model_dir, poisoned)
+    tensors = load_file(poisoned / "model.safetensors")
+    tensors["encoder.layers.0.bias"].fill_(float("nan"))
+    save_file(tensors, poisoned / "model.safetensors", metadata={"format": "pt"})
+    parse_reference(poisoned).check()
+    with pytest.raises(ElmoLoadError, match=r"model\.safetensors: weights contain NaN/inf values"):
+        parse_reference(poisoned).load()
+    # a file that is no safetensors is seen from its first bytes, before any weight
     garbled = tmp_path / "garbled"
     shutil.copytree(tiny_model_dir, garbled)
     (garbled / "model.safetensors").write_bytes(b"not weights")
-    parse_reference(garbled).check()  # the weights are not read: only load finds them broken
-    with pytest.raises(SafetensorError, match="deserializing header"):
-        parse_reference(garbled).load()
+    with pytest.raises(ElmoLoadError) as info:
+        parse_reference(garbled).check()
+    assert str(info.value).startswith(f"{garbled / 'model.safetensors'}: not a readable safetensors file: ")
 
 
 @pytest.mark.parametrize("text", ["hf", "./missing", "/no/such/elmo", "a/b/c", "~/elmo", "gone.json,gone.hdf5"])

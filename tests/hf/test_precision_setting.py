@@ -62,3 +62,33 @@ def test_setting_the_config_field_switches_the_model():
     model.config.precision = "fp32"
     assert model.encoder.precision == "fp32"
     assert all(map(torch.equal, _layers(_model()), _layers(model)))
+
+
+def test_an_invalid_precision_is_one_line_in_every_face(tiny_model_dir, tmp_path):
+    """The HF faces: the one check's line (`spacy_elmo.precision`), not @strict's two-line error;
+    in a config.json, that line naming the file. (spaCy's and the CLI's: tests/spacy/test_spacy_precision.py,
+    tests/cli/test_embed_precision.py.)"""
+    from transformers import AutoConfig, AutoModel
+
+    line = "precision must be one of 'fp32', 'bf16', 'int8', got 'fp16'"
+    model = ElmoModel.from_pretrained(tiny_model_dir)
+    faces = {
+        "ElmoModel.from_pretrained": lambda: ElmoModel.from_pretrained(tiny_model_dir, precision="fp16"),
+        "AutoModel.from_pretrained": lambda: AutoModel.from_pretrained(tiny_model_dir, precision="fp16"),
+        "AutoConfig.from_pretrained": lambda: AutoConfig.from_pretrained(tiny_model_dir, precision="fp16"),
+        "ElmoConfig": lambda: ElmoConfig(precision="fp16"),
+        "config.precision =": lambda: setattr(model.config, "precision", "fp16"),
+        "set_precision": lambda: model.set_precision("fp16"),
+    }
+    for face, run in faces.items():
+        with pytest.raises(ValueError) as info:
+            run()
+        assert str(info.value).endswith(line) and "\n" not in str(info.value), (face, str(info.value))
+    assert model.config.precision == "fp32" and model.encoder.precision == "fp32"  # nothing changed
+    saved = tmp_path / "saved"
+    model.save_pretrained(saved)
+    config = saved / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "precision": "fp16"}))
+    with pytest.raises(ValueError) as info:
+        ElmoModel.from_pretrained(saved)
+    assert str(info.value) == f"{saved}: invalid config.json: {line}"

@@ -222,6 +222,15 @@ def test_long_and_odd_documents(nlp, exact_model):
     assert all(d.tensor.shape[0] == len(d) for d in nlp.pipe(odd, batch_size=3))
 
 
+def test_an_empty_docs_vector_has_the_models_width(nlp):
+    """`doc.vector` of an empty Doc is zeros of the biLM's width, as every other Doc's is that wide, so
+    the vectors of a batch stack (spaCy alone would give its static vectors' width: 0)."""
+    docs = list(nlp.pipe(["The cat sat .", "", "A dog ."]))
+    vectors = numpy.stack([to_numpy(doc.vector) for doc in docs])
+    assert vectors.shape == (3, 32) and not vectors[1].any() and vectors[0].any()
+    assert docs[1].vector_norm == 0 and docs[1].similarity(docs[0]) == 0.0
+
+
 def test_doc_serialization_pickle_and_docbin(nlp):
     texts = random_texts(6, seed=3, max_len=12) + ["One more sentence ."]
     docs = list(nlp.pipe(texts))

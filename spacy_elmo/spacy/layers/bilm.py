@@ -293,13 +293,13 @@ def check_source(model: Model) -> None:
 
 def _load(model: Model):
     """(model, tokenizer fitted to it) of the layer's reference (`ModelReference.load`); a
-    reference to nothing (or to no valid model) is one `ElmoSettingError` line naming the setting."""
-    from ...formats.references import ModelNotFoundError
-
+    reference to nothing, or to files that turn out broken when read (each reader's one-line
+    error naming the file), is one `ElmoSettingError` line naming the setting."""
     reference = _reference(model)
     try:
         return reference.load()
-    except ModelNotFoundError as err:
+    # as in check_source: ModelNotFoundError and the readers' errors (ValueError), a download (OSError)
+    except (ValueError, OSError) as err:
         raise ElmoSettingError(title=f"{_SETTING}: {err}") from None
 
 
