@@ -16,6 +16,7 @@ without retries through `compat`, where the releases differ).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,16 @@ def check_cached_weights(repo_id: str, snapshot: Path) -> None:
         ) from None
 
 
+def network_reason(err: BaseException) -> str:
+    """What a failed request ran into, short: the system's `[Errno N] ...` where the message (urllib3's or httpx's,
+    nested in huggingface_hub's) holds one, else the message's first line."""
+    text = str(err)
+    found = re.search(r"\[Errno -?\d+\][^'\")\]]*", text)
+    if found:
+        return found.group(0).strip()
+    return text.splitlines()[0][:200] if text else type(err).__name__
+
+
 def absent(repo_id: str, why: str) -> ModelAbsentError:
     """Both readings of a name that is neither a folder here nor a cached hub id."""
     return ModelAbsentError(
@@ -144,8 +155,7 @@ def locate_hub_model(
     except Exception as err:  # no network: DNS, refused connection, timeout, proxy
         if cached:
             return {"local_files_only": True}
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise absent(repo_id, f"the hub cannot be reached ({reason})") from None
+        raise absent(repo_id, f"the hub cannot be reached ({network_reason(err)})") from None
     return {}
 
 
@@ -157,6 +167,7 @@ __all__ = [
     "cached_file",
     "check_cached_weights",
     "is_hub_id",
+    "network_reason",
     "locate",
     "locate_hub_model",
 ]

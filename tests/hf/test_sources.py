@@ -90,7 +90,7 @@ def test_hub_ids_fail_fast_in_one_line_and_a_damaged_cached_copy_is_named(hub, t
         [sys.executable, "-c", _FACES], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "Retry" not in done.stderr  # huggingface_hub's retries alone wait 1+2+4+8+8 s
+    assert "Retrying in" not in done.stderr  # huggingface_hub's retries alone wait 1+2+4+8+8 s
     results = json.loads(done.stdout.strip().splitlines()[-1])
     why = "HF_HUB_OFFLINE is set" if hub == "offline" else "the hub cannot be reached ("
     typo = "no such directory: models/fixure_elmo; as a Hugging Face hub id it is not in the local cache, and "
