@@ -60,10 +60,12 @@ def resolve_lstm_implementation(
 
 def lstm_products(precision: Precision, device_type: str) -> Precision:
     """What the `packed` kernel's matrix products compute in for a bound `precision` on a device:
-    int8 on CPU only (fp32 elsewhere); bf16 where the device multiplies bf16 natively
-    (`kernels.bf16_products`; elsewhere one warning line, once, and fp32)."""
+    int8 where the CPU multiplies int8 faster than fp32 (`kernels.int8_products`, by the table
+    `kernels.capabilities.INT8_CPUS`), bf16 where the device multiplies bf16 natively
+    (`kernels.bf16_products`); elsewhere one warning line, once, and fp32. (Within int8, a product
+    of fewer than `kernels.int8.MIN_INPUTS` inputs stays fp32: the model's shape.)"""
     if precision == "int8":
-        return "int8" if device_type == "cpu" else "fp32"
+        return "int8" if kernels.int8_products(device_type) else "fp32"
     if precision == "bf16":
         return "bf16" if kernels.bf16_products(device_type) else "fp32"
     return "fp32"

@@ -328,7 +328,6 @@ class ElmoLstmLayer(nn.Module):
         self.hidden_weight = nn.Parameter(torch.empty(2, proj, 4 * hidden))
         self.bias = nn.Parameter(torch.zeros(2, 4 * hidden))
         self.proj_weight = nn.Parameter(torch.empty(2, hidden, proj)) if self.has_projection else None
-        self._int8: kernels.Int8Weights | None = None  # made on first use by int8 products, dropped by a rebinding
 
     def gate_bias(self) -> torch.Tensor:
         """[2, 4·lstm_dim] gate biases with the forget gate's `forget_bias` added (TF adds it at run time)."""
@@ -340,14 +339,9 @@ class ElmoLstmLayer(nn.Module):
     def kernel_weights(self, products: Precision = "fp32") -> kernels.LstmWeights:
         """This layer's tensors for the kernels (plain tensors; the layer keys their caches), with
         the matrix products in `products` (`lstm_implementations.lstm_products` decides it)."""
-        if products == "int8" and self._int8 is None:
-            self._int8 = kernels.Int8Weights(
-                input_weight=self.input_weight, hidden_weight=self.hidden_weight, proj_weight=self.proj_weight
-            )
         return kernels.LstmWeights(
             self.input_weight, self.hidden_weight, self.proj_weight, self.gate_bias().detach(),
-            self.cell_clip, self.proj_clip, owner=self,
-            int8=self._int8 if products == "int8" else None, bf16=products == "bf16",
+            self.cell_clip, self.proj_clip, owner=self, int8=products == "int8", bf16=products == "bf16",
         )  # fmt: skip
 
     def forward(
@@ -500,19 +494,20 @@ def bind_precision(model: nn.Module, precision: Precision) -> nn.Module:
     class of the highway / projection linears. Nothing re-reads it per call.
 
     The LSTM layers' products change through the `packed` kernel (which `auto` picks for
-    inference); int8 takes linears of at least 64 inputs (`quantization.quantize_int8`'s rule), bf16
-    all. Parameters stay fp32 (state dicts, saved files and `save_legacy` are unchanged); derived
-    weight copies and the token cache are dropped."""
+    inference); int8 takes linears of at least `kernels.int8.MIN_INPUTS` inputs, bf16 all. Parameters
+    stay fp32 (state dicts, saved files and `save_legacy` are unchanged); derived weight copies and
+    the token cache are dropped."""
     for module in model.modules():
         if isinstance(module, ElmoBiLstm):
             module.precision = precision
         elif isinstance(module, ElmoLstmLayer):
-            module._int8 = None
             kernels.packed_lstm.drop_derived(module)  # prepacked fp32 or bf16 copies: rebuilt as needed
+            kernels.int8.drop_int8(module)
         elif type(module) in _LINEARS:
             linear = cast(nn.Linear, module)
             kernels.bf16.drop_bf16(linear)
-            wanted = "fp32" if precision == "int8" and linear.in_features < 64 else precision
+            kernels.int8.drop_int8(linear)
+            wanted = "fp32" if precision == "int8" and not kernels.int8.takes_int8(linear.in_features) else precision
             linear.__class__ = _LINEAR_CLASSES[wanted]  # in place: the same parameters
     for module in model.modules():
         if isinstance(module, ElmoModel) and module.token_cache is not None:

@@ -11,26 +11,27 @@ nothing from the model: it works on plain tensors and callables.
 * `packed_lstm`  – the biLSTM over a packed, length-sorted batch, in place, without autograd
                    (a layer's two directions at the same time on two threads, when there are two).
 * `fused_lstm`   – one LSTM layer as one autograd Function (training): batched products, fused backward.
-* `int8`         – int8 weights × dynamic int8 activations (opt-in, approximate, CPU).
+* `int8`         – int8 weights × activations quantized per call (opt-in, approximate, CPU with VNNI).
 * `bf16`         – bf16 products with weights converted once, fp32 around them (opt-in, approximate).
 * `weights`      – derived-weight caches (oneDNN-prepacked, low-precision copies) and scratch buffers.
 * `cuda_graphs`  – CUDA graphs of a tensor function, one per bucketed input shape (GPU inference).
 * `capabilities` – checks for the private torch APIs used above, with exact fallbacks.
 """
 
-from . import bf16, cuda_graphs, packed_lstm
+from . import bf16, cuda_graphs, int8, packed_lstm
 from .bf16 import Bf16Linear
 from .capabilities import (
     autocast_dtype,
     autocast_product_dtype,
     bf16_products,
-    int_mm_available,
+    int8_available,
+    int8_products,
     native_bf16_available,
     onednn_linear_available,
 )
 from .char_cnn import encode_words, pooled_convolutions, used_columns
 from .fused_lstm import FusedLstmFunction, lstm_layer_fused
-from .int8 import Int8Linear, Int8Weights, int8_matmul
+from .int8 import Int8Linear
 from .packed_lstm import LstmWeights, PackedLayout, bilstm_packed, run_layer_packed
 from .token_cache import TokenEmbeddingCache
 from .weights import weights_key
@@ -38,13 +39,15 @@ from .weights import weights_key
 __all__ = [
     "bf16",
     "cuda_graphs",
+    "int8",
     "packed_lstm",
     "Bf16Linear",
     "autocast_dtype",
     "autocast_product_dtype",
     "bf16_products",
     "native_bf16_available",
-    "int_mm_available",
+    "int8_available",
+    "int8_products",
     "onednn_linear_available",
     "encode_words",
     "pooled_convolutions",
@@ -52,8 +55,6 @@ __all__ = [
     "FusedLstmFunction",
     "lstm_layer_fused",
     "Int8Linear",
-    "Int8Weights",
-    "int8_matmul",
     "LstmWeights",
     "PackedLayout",
     "bilstm_packed",

@@ -9,9 +9,10 @@ caller has two or more (`parallel_directions`).  Computes what `ElmoLstmLayer` /
 compute (≤ 1e-6).
 
 Opt-in approximations (`LstmWeights.int8`, `LstmWeights.bf16`): the matrix products in int8
-(`kernels.int8`) or in bf16 (`kernels.bf16`: weights converted once and cached, products'
-inputs rounded to bf16, their results widened to fp32), the gates, the cell state and the outputs
-in fp32 either way; their error bounds are in those modules.
+(`kernels.int8`: weights quantized and packed once and cached, activations quantized per call) or in
+bf16 (`kernels.bf16`: weights converted once and cached, products' inputs rounded to bf16, their
+results widened to fp32), the gates, the cell state and the outputs in fp32 either way; their error
+bounds are in those modules.
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ from typing import Any, NamedTuple
 
 import torch
 
+from . import int8 as int8_kernel
 from .capabilities import (
     autocast_dtype,
     onednn_linear_available,
     per_thread_intraop_threads,
     set_thread_intraop_threads,
 )
-from .int8 import Int8Weights, int8_matmul
 from .weights import DerivedWeights, scratch, weights_key
 
 
@@ -46,9 +47,9 @@ class LstmWeights(NamedTuple):
     cell_clip: float | None
     proj_clip: float | None
     owner: object
-    # the products in int8 (CPU) or in bf16 (a device with native bf16 products), as the caller
-    # decided for the device (`hf.lstm_implementations.lstm_products`); fp32 when neither
-    int8: Int8Weights | None = None
+    # the products in int8 (a CPU that takes them) or in bf16 (a device with native bf16 products),
+    # as the caller decided for the device (`hf.lstm_implementations.lstm_products`); fp32 when neither
+    int8: bool = False
     bf16: bool = False
 
 
@@ -190,12 +191,8 @@ def _prepacked_bf16(weights: LstmWeights, name: str) -> list:
 
 
 def _matmul(weights: LstmWeights, name: str, x: torch.Tensor, direction: int | None = None) -> torch.Tensor:
-    """x · weights.<name> for both directions ([2, rows, in]) or one (`direction`, [rows, in]):
-    int8 when the layer was quantized (CPU), else in bf16 (`weights.bf16`) or the autocast dtype."""
-    if weights.int8 is not None:
-        if direction is None:
-            return weights.int8.bmm(x, name)
-        return weights.int8.mm(x, name, direction)
+    """x · weights.<name> for both directions ([2, rows, in]) or one (`direction`, [rows, in]) in
+    bf16 (`weights.bf16`) or the autocast dtype."""
     weight = _low_precision(weights, name, _product_dtype(weights, x))
     x = x.to(weight.dtype)
     return torch.bmm(x, weight) if direction is None else torch.mm(x, weight[direction])
@@ -320,11 +317,20 @@ def run_layer_packed(
     n_dir = x.shape[0]
     hidden = weights.bias.shape[-1] // 4
     # the products' precision is the caller's choice, made for this device (`lstm_products`)
-    int8 = weights.int8 is not None
-    if weights.int8 is not None:
-        weights.int8.refresh(
-            input_weight=weights.input_weight, hidden_weight=weights.hidden_weight, proj_weight=weights.proj_weight
-        )
+    int8 = weights.int8 and x.device.type == "cpu"
+    int8_packed = None
+    if int8:  # packed int8 copies of the weights with enough inputs, made on this thread
+        x = x.float()
+        int8_packed = {
+            name: int8_kernel.packed_directions(weights.owner, name, tensor)
+            if tensor is not None and int8_kernel.takes_int8(tensor.shape[1])
+            else None
+            for name, tensor in (
+                ("input_weight", weights.input_weight),
+                ("hidden_weight", weights.hidden_weight),
+                ("proj_weight", weights.proj_weight),
+            )
+        }
     bf16 = not int8 and weights.bf16
     bf16_packed = None
     if bf16:  # fp32 state and outputs around bf16 products; weights converted once, on this thread
@@ -365,11 +371,13 @@ def run_layer_packed(
         packed_hidden=packed_hidden,
         packed_proj=packed_proj,
         bf16_packed=bf16_packed,
+        int8_packed=int8_packed,
     )
     if directions_in_parallel is None:
-        directions_in_parallel = parallel_directions(x, exact or bf16)
-    # (explicit bf16 holds no thread-local state, unlike autocast: its directions run in parallel too)
-    pool = _direction_pool() if directions_in_parallel and n_dir == 2 and (exact or bf16) else None
+        directions_in_parallel = parallel_directions(x, exact or bf16 or int8)
+    # (explicit bf16 and int8 hold no thread-local state, unlike autocast: their directions run in
+    # parallel too)
+    pool = _direction_pool() if directions_in_parallel and n_dir == 2 and (exact or bf16 or int8) else None
     if pool is None or not pool.run(run.direction, n_dir):
         for d in range(n_dir):
             run.direction(d)
@@ -394,9 +402,16 @@ class _LayerRun(NamedTuple):
     packed_hidden: list | None
     packed_proj: list | None
     bf16_packed: dict[str, list] | None  # oneDNN-prepacked bf16 weights per name and direction (bf16 on CPU)
+    int8_packed: dict[str, list | None] | None  # packed int8 weights per name and direction (int8), None: fp32
 
     def product(self, name: str, x: torch.Tensor, d: int) -> torch.Tensor:
-        """x · weights.<name>[d] in low precision (int8, bf16 or the autocast dtype)."""
+        """x · weights.<name>[d] in low precision (int8, bf16 or the autocast dtype); under int8, a
+        weight with fewer than `int8.MIN_INPUTS` inputs multiplies in fp32."""
+        if self.int8_packed is not None:
+            packed = self.int8_packed[name]
+            if packed is None:
+                return torch.mm(x, getattr(self.weights, name)[d])
+            return int8_kernel.linear(x, packed[d])
         if self.bf16_packed is not None:
             packed = self.bf16_packed[name][d]
             return torch.ops.mkldnn._linear_pointwise(x.to(torch.bfloat16), packed, None, "none", [], "")
@@ -522,4 +537,4 @@ def bilstm_packed(
     return result, (torch.stack(finals_h)[:, :, unsort], torch.stack(finals_c)[:, :, unsort])
 
 
-__all__ = ["LstmWeights", "PackedLayout", "run_layer_packed", "bilstm_packed", "drop_derived", "int8_matmul"]
+__all__ = ["LstmWeights", "PackedLayout", "run_layer_packed", "bilstm_packed", "drop_derived"]
