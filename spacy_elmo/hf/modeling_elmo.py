@@ -40,7 +40,7 @@ from ..characters import WORD_BOS, WORD_EOS, WORD_UNK, sentence_boundaries
 from ..precision import Precision, check_precision
 from . import model_directory
 from .configuration_elmo import ON_PRECISION_SET, ElmoConfig
-from .lstm_implementations import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
+from .lstm_implementations import LSTM_IMPLEMENTATIONS, lstm_products, resolve_lstm_implementation
 from .model_directory import ElmoLoadError
 
 
@@ -251,6 +251,8 @@ class ElmoCharacterEncoder(nn.Module):
             nn.Linear(config.word_embedding_dim, config.projection_dim, bias=False) if has_words else None
         )
         self.widest_filter = max(width for width, _ in config.filters)
+        # the inference precision bound to the char CNN's product (`bind_precision`)
+        self.precision: Precision = "fp32"
 
     def forward(
         self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None, unique: bool = True
@@ -283,13 +285,20 @@ class ElmoCharacterEncoder(nn.Module):
 
         When gradients flow on a CPU (training), the convolutions run as matrix products over their
         windows (`kernels.pooled_convolutions`: the same sums, faster to train; under bf16 autocast
-        the products take autocast's bf16, as the convolutions would)."""
+        the products take autocast's bf16, as the convolutions would). At inference on a CPU, in
+        fp32, all of them run as one product over the widest filter's windows where the ids leave
+        room for them (`kernels.pooled_widest_windows`: the same sums; its products in the bound
+        precision, `lstm_implementations.lstm_products`)."""
         chars = self.char_embedding(char_ids)
+        convolutions = cast(list[nn.Conv1d], self.convolutions)
         if self._convolutions_as_products(chars):
-            convolutions = cast(list[nn.Conv1d], self.convolutions)
             pooled = kernels.pooled_convolutions(
                 chars, [c.weight for c in convolutions], [c.bias for c in convolutions]
             )
+        elif self._one_product(char_ids, chars):
+            products = lstm_products(self.precision, chars.device.type)
+            weights, biases = [c.weight for c in convolutions], [c.bias for c in convolutions]
+            return self.activation(kernels.pooled_widest_windows(chars, weights, biases, self, products))
         else:
             chars = chars.transpose(1, 2)
             # max-pool over character positions, then the activation (as bilm-tf)
@@ -301,6 +310,20 @@ class ElmoCharacterEncoder(nn.Module):
             chars.requires_grad or any(c.weight.requires_grad for c in self.convolutions)
         )
         return needs_grad and chars.device.type == "cpu"
+
+    def _one_product(self, char_ids: torch.Tensor, chars: torch.Tensor) -> bool:
+        """Inference (nothing needs a gradient, no autocast) on a CPU in fp32, on ids that leave the
+        widest filter room (`kernels.widest_windows_fit`)."""
+        needs_grad = torch.is_grad_enabled() and (
+            chars.requires_grad or any(c.weight.requires_grad for c in self.convolutions)
+        )
+        return (
+            not needs_grad
+            and chars.device.type == "cpu"
+            and chars.dtype == torch.float32
+            and not torch.is_autocast_enabled("cpu")
+            and kernels.widest_windows_fit(char_ids, self.widest_filter)
+        )
 
     def token_vectors(self, features: torch.Tensor) -> torch.Tensor:
         """[words, n_filters] → [words, projection_dim]: highway layers, then the projection."""
@@ -500,6 +523,9 @@ def bind_precision(model: nn.Module, precision: Precision) -> nn.Module:
     for module in model.modules():
         if isinstance(module, ElmoBiLstm):
             module.precision = precision
+        elif isinstance(module, ElmoCharacterEncoder):
+            module.precision = precision
+            kernels.char_cnn.drop_widest(module)
         elif isinstance(module, ElmoLstmLayer):
             kernels.packed_lstm.drop_derived(module)  # prepacked fp32 or bf16 copies: rebuilt as needed
             kernels.int8.drop_int8(module)

@@ -18,7 +18,7 @@ nothing from the model: it works on plain tensors and callables.
 * `capabilities` – checks for the private torch APIs used above, with exact fallbacks.
 """
 
-from . import bf16, cuda_graphs, int8, packed_lstm
+from . import bf16, char_cnn, cuda_graphs, int8, packed_lstm
 from .bf16 import Bf16Linear
 from .capabilities import (
     autocast_dtype,
@@ -29,7 +29,7 @@ from .capabilities import (
     native_bf16_available,
     onednn_linear_available,
 )
-from .char_cnn import encode_words, pooled_convolutions, used_columns
+from .char_cnn import encode_words, pooled_convolutions, pooled_widest_windows, used_columns, widest_windows_fit
 from .fused_lstm import FusedLstmFunction, lstm_layer_fused
 from .int8 import Int8Linear
 from .packed_lstm import LstmWeights, PackedLayout, bilstm_packed, run_layer_packed
@@ -38,6 +38,7 @@ from .weights import weights_key
 
 __all__ = [
     "bf16",
+    "char_cnn",
     "cuda_graphs",
     "int8",
     "packed_lstm",
@@ -51,7 +52,9 @@ __all__ = [
     "onednn_linear_available",
     "encode_words",
     "pooled_convolutions",
+    "pooled_widest_windows",
     "used_columns",
+    "widest_windows_fit",
     "FusedLstmFunction",
     "lstm_layer_fused",
     "Int8Linear",

@@ -7,15 +7,17 @@ The bound is a running-error analysis of the biLM, computed alongside the defini
 (`_definition_with_bound`): every matrix product adds its own error (`product_error`: bf16's
 c_K·Σ|x||w| from `kernels.bf16.product_bound`, u = 2^-8; int8's half-step rounding of the activations
 and of the weights, `kernels.int8`) to the error it inherits from its input through |W|; elementwise
-maps pass errors on by their Lipschitz constants (σ: 1/4; tanh, relu, the clips: 1); a product a·b
-moves by |a|δb + |b|δa + δaδb.  The char CNN and everything outside the products are fp32 in every
-precision: those, and fp32's own rounding, get `FP32_SLACK` of each tensor's scale.
+maps pass errors on by their Lipschitz constants (σ: 1/4; tanh, relu, the clips: 1; the char CNN's
+max-pool passes on its inputs' largest); a product a·b moves by |a|δb + |b|δa + δaδb.  Everything
+outside the products is fp32 in every precision: that, and fp32's own rounding, get `FP32_SLACK` of
+each tensor's scale.
 
 int8 quantizes a call's activations with one scale (`kernels.int8`: a block of packed rows, one
 step's rows, the batch's words), so a row's bound depends on its batch: the bound takes each call's
-scale from a superset of its rows, which can only make it larger: the batch's words for the
-linears, the whole batch's layer input for an LSTM layer's input products, and for the recurrent
-products the a-priori bound on |ĥ| (the projection's clip, or Σ_k |Ŵ_p| since |m| ≤ 1, or 1).
+scale from a superset of its rows, which can only make it larger: the batch's characters for the
+char CNN, the batch's words for the linears, the whole batch's layer input for an LSTM layer's
+input products, and for the recurrent products the a-priori bound on |ĥ| (the projection's clip,
+or Σ_k |Ŵ_p| since |m| ≤ 1, or 1).
 The int8 rows run with `kernels.int8.MIN_INPUTS` at 1, so that the test's small products (which
 would stay fp32) are int8 too.
 """
@@ -155,19 +157,46 @@ def _lstm_direction(layer, d: int, kind: str, x, dx, x_scale: float | None = Non
     return numpy.concatenate(outs), numpy.concatenate(douts)
 
 
+def _char_cnn_with_bound(encoder, exact, char_ids: torch.Tensor, kind: str) -> tuple:
+    """(value, bound) of the char CNN's features [words, n_filters] for ids [words, chars]: each
+    bank's product over its windows in `kind` (the kernel multiplies all banks at once over the
+    widest windows, `kernels.pooled_widest_windows`: a bank's sums, with K = dim·widest terms for
+    bf16's c_K; int8's scale from all the batch's characters), then the max over positions (which
+    passes on the largest error of its inputs), the bias and the activation (1-Lipschitz)."""
+    with torch.no_grad():
+        chars = exact.char_embedding(char_ids)  # [words, columns, dim], float64
+        values = exact.char_features(char_ids).numpy()
+    dim, widest = chars.shape[-1], encoder.widest_filter
+    if kind == "int8" and not int8.takes_int8(dim * widest):
+        kind = "fp32"
+    flat = chars.numpy().reshape(-1, dim)
+    x_scale = int8_scale(flat, numpy.zeros_like(flat))
+    bounds = []
+    for conv in exact.convolutions:
+        n, _, width = conv.weight.shape
+        windows = chars.unfold(1, width, 1).reshape(-1, dim * width).numpy()
+        w = conv.weight.detach().reshape(n, dim * width).numpy().T
+        if kind == "bf16":
+            error = product_bound(dim * widest) * (numpy.abs(windows) @ numpy.abs(w))
+        else:
+            error = product_error(kind, windows, numpy.zeros_like(windows), w, x_scale)
+        bounds.append(error.reshape(chars.shape[0], -1, n).max(axis=1))
+    return values, numpy.concatenate(bounds, axis=1)
+
+
 def _definition_with_bound(model: ElmoModel, rows: list[tuple]) -> list[list[tuple]]:
     """For each row's (character ids, word ids or None) (boundaries included), the (value, error
     bound) of every layer [T, 2·proj]: the value the definition in float64, the bound for `model`'s
     precision, with int8's scales taken over the whole batch."""
     encoder = model.token_encoder
     exact = copy.deepcopy(encoder).double()
-    for module in exact.modules():  # the float64 char CNN (the same in every precision)
+    for module in exact.modules():  # the float64 definition
         if isinstance(module, nn.Linear):
             module.__class__ = nn.Linear
+    kind = "fp32" if model.encoder.precision == "bf16" and not NATIVE_BF16 else model.encoder.precision
+    kind = "fp32" if kind == "int8" and not INT8 else kind
     sizes = [len(char_ids) for char_ids, _ in rows]
-    with torch.no_grad():
-        x = exact.char_features(torch.cat([char_ids for char_ids, _ in rows])).numpy()
-    dx = numpy.zeros_like(x)
+    x, dx = _char_cnn_with_bound(encoder, exact, torch.cat([char_ids for char_ids, _ in rows]), kind)
     for highway in encoder.highways:
         t, dt = _linear(highway.transform, x, dx)
         gate_in, dgate_in = _linear(highway.gate, x, dx)
@@ -187,8 +216,6 @@ def _definition_with_bound(model: ElmoModel, rows: list[tuple]) -> list[list[tup
     layers = [[(numpy.concatenate([x, x], 1), numpy.concatenate([dx, dx], 1))] for x, dx in tokens]
     # each direction's next layer reads that direction's outputs (in time order here)
     inputs = [[(x, dx), (x, dx)] for x, dx in tokens]
-    kind = "fp32" if model.encoder.precision == "bf16" and not NATIVE_BF16 else model.encoder.precision
-    kind = "fp32" if kind == "int8" and not INT8 else kind
     for index, layer in enumerate(model.encoder.layers):
         every = [part for row in inputs for part in row]
         x_scale = int8_scale(numpy.concatenate([x for x, _ in every]), numpy.concatenate([dx for _, dx in every]))
