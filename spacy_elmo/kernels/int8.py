@@ -51,9 +51,10 @@ def takes_int8(inputs: int) -> bool:
 
 
 def quantize_columns(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """[K, N] float weight (x·W orientation) → int8 [K, N] and per-column scales [N]."""
-    scale = (weight.abs().amax(dim=0) / 127.0).clamp(min=1e-12)
-    return torch.round(weight / scale).clamp(-127, 127).to(torch.int8), scale.float()
+    """[K, N] float weight (x·W orientation) → int8 [K, N] and per-column scales [N] (one float
+    temporary the size of the weight: the process keeps the memory its transients took)."""
+    scale = torch.maximum(weight.amax(dim=0), weight.amin(dim=0).neg()).div_(127.0).clamp_(min=1e-12)
+    return torch.div(weight, scale).round_().clamp_(-127, 127).to(torch.int8), scale.float()
 
 
 def pack(weight: torch.Tensor, bias: torch.Tensor | None = None):

@@ -139,10 +139,11 @@ _DERIVED = DerivedWeights()
 PARALLEL_DIRECTIONS = True
 
 
-def _prepack_directions(weight: torch.Tensor) -> list:
-    """oneDNN-prepacked copies of a [2, in, out] weight, one per direction."""
+def _prepack_directions(weight: torch.Tensor, dtype: torch.dtype = torch.float32) -> list:
+    """oneDNN-prepacked copies of a [2, in, out] weight in `dtype`, one per direction (converted one
+    direction at a time: a smaller transient)."""
     prepack = torch.ops.mkldnn._reorder_linear_weight
-    return [prepack(w.detach().t().contiguous(), 32) for w in weight]
+    return [prepack(w.detach().t().to(dtype).contiguous(), 32) for w in weight]
 
 
 def _use_onednn(weights: LstmWeights, x: torch.Tensor) -> bool:
@@ -186,7 +187,7 @@ def _prepacked_bf16(weights: LstmWeights, name: str) -> list:
         weights.owner,
         "prepacked_bf16_" + name,
         weights_key(tensor),
-        lambda: _prepack_directions(tensor.detach().to(torch.bfloat16)),
+        lambda: _prepack_directions(tensor, torch.bfloat16),
     )
 
 
@@ -425,7 +426,12 @@ class _LayerRun(NamedTuple):
         if self.exact:
             out = scratch("gates", (x.shape[0], weights.input_weight.shape[-1]), x)
             return torch.addmm(self.bias[d], x, weights.input_weight[d], out=out)
-        return self.product("input_weight", x, d).float().add_(self.bias[d])
+        product = self.product("input_weight", x, d)
+        if product.dtype == torch.float32:
+            return product.add_(self.bias[d])
+        # widened into the thread's gate buffer (as the exact path's), not into a fresh allocation
+        out = scratch("gates", (x.shape[0], weights.input_weight.shape[-1]), self.bias)
+        return torch.add(product, self.bias[d], out=out)
 
     def direction(self, d: int) -> None:
         weights, layout, hidden = self.weights, self.layout, self.hidden
