@@ -507,8 +507,8 @@ class ElmoBiLstm(nn.Module):
 
 
 # --- inference precision (`spacy_elmo.precision`): bound once, when the model is built or it is set ---
-_LINEAR_CLASSES = {"fp32": nn.Linear, "bf16": kernels.Bf16Linear, "int8": kernels.Int8Linear}
-_LINEARS = tuple(_LINEAR_CLASSES.values())
+_LINEAR_CLASSES = {"fp32": kernels.Fp32Linear, "bf16": kernels.Bf16Linear, "int8": kernels.Int8Linear}
+_LINEARS = (nn.Linear, *_LINEAR_CLASSES.values())
 
 
 def bind_precision(model: nn.Module, precision: Precision) -> nn.Module:
