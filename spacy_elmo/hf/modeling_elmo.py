@@ -296,7 +296,7 @@ class ElmoCharacterEncoder(nn.Module):
                 chars, [c.weight for c in convolutions], [c.bias for c in convolutions]
             )
         elif self._one_product(char_ids, chars):
-            products = lstm_products(self.precision, chars.device.type)
+            products = lstm_products(self.precision, chars.device.type, chars.shape[-1] * self.widest_filter)
             weights, biases = [c.weight for c in convolutions], [c.bias for c in convolutions]
             return self.activation(kernels.pooled_widest_windows(chars, weights, biases, self, products))
         else:

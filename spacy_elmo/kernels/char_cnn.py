@@ -145,12 +145,10 @@ def pooled_widest_windows(
     window. The bias is added after the max-pool: rounding is monotonic, so max(a) + b = max(a + b)
     in floats too. The product is in `products` (`hf.lstm_implementations.lstm_products`): fp32
     (exact), bf16 (`kernels.bf16`'s bound) or int8 (`kernels.int8`'s bound, one activation scale
-    per call), where its `dim·widest` inputs are at least `int8.MIN_INPUTS` (else fp32).
+    per call).
     """
     words, columns, dim = chars.shape
     widest = max(w.shape[2] for w in weights)
-    if products == "int8" and not int8.takes_int8(dim * widest):
-        products = "fp32"
     onednn = products != "int8" and onednn_linear_available()
     packed = _packed_widest(owner, weights, widest, products, onednn)
     windows = chars.unfold(1, widest, 1).reshape(-1, dim * widest)  # (dim, width) order, as the weight's

@@ -81,17 +81,12 @@ def drop_int8(owner) -> None:
 
 class Int8Linear(nn.Linear):
     """nn.Linear (same parameters and state-dict keys) evaluated in int8 (bias in fp32) when no
-    gradient is needed, the CPU takes int8 products (one warning line where it does not) and the
-    layer has at least `MIN_INPUTS` inputs; exact fp32 otherwise."""
+    gradient is needed and the CPU takes int8 products (one warning line where it does not); exact
+    fp32 otherwise. (The model gives this class to linears of at least `MIN_INPUTS` inputs.)"""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         needs_grad = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
-        if (
-            needs_grad
-            or x.dtype != torch.float32
-            or not takes_int8(self.in_features)
-            or not int8_products(x.device.type)
-        ):
+        if needs_grad or x.dtype != torch.float32 or not int8_products(x.device.type):
             return super().forward(x)
         key = weights_key(self.weight, self.bias)
         packed = _DERIVED.get(self, "int8", key, lambda: pack(self.weight.t(), self.bias))

@@ -320,17 +320,16 @@ def run_layer_packed(
     # the products' precision is the caller's choice, made for this device (`lstm_products`)
     int8 = weights.int8 and x.device.type == "cpu"
     int8_packed = None
-    if int8:  # packed int8 copies of the weights with enough inputs, made on this thread
+    if int8:  # packed int8 copies of the weights, made on this thread
         x = x.float()
         int8_packed = {
             name: int8_kernel.packed_directions(weights.owner, name, tensor)
-            if tensor is not None and int8_kernel.takes_int8(tensor.shape[1])
-            else None
             for name, tensor in (
                 ("input_weight", weights.input_weight),
                 ("hidden_weight", weights.hidden_weight),
                 ("proj_weight", weights.proj_weight),
             )
+            if tensor is not None
         }
     bf16 = not int8 and weights.bf16
     bf16_packed = None
@@ -403,16 +402,12 @@ class _LayerRun(NamedTuple):
     packed_hidden: list | None
     packed_proj: list | None
     bf16_packed: dict[str, list] | None  # oneDNN-prepacked bf16 weights per name and direction (bf16 on CPU)
-    int8_packed: dict[str, list | None] | None  # packed int8 weights per name and direction (int8), None: fp32
+    int8_packed: dict[str, list] | None  # packed int8 weights per name and direction (int8)
 
     def product(self, name: str, x: torch.Tensor, d: int) -> torch.Tensor:
-        """x · weights.<name>[d] in low precision (int8, bf16 or the autocast dtype); under int8, a
-        weight with fewer than `int8.MIN_INPUTS` inputs multiplies in fp32."""
+        """x · weights.<name>[d] in low precision (int8, bf16 or the autocast dtype)."""
         if self.int8_packed is not None:
-            packed = self.int8_packed[name]
-            if packed is None:
-                return torch.mm(x, getattr(self.weights, name)[d])
-            return int8_kernel.linear(x, packed[d])
+            return int8_kernel.linear(x, self.int8_packed[name][d])
         if self.bf16_packed is not None:
             packed = self.bf16_packed[name][d]
             return torch.ops.mkldnn._linear_pointwise(x.to(torch.bfloat16), packed, None, "none", [], "")

@@ -216,6 +216,8 @@ def _definition_with_bound(model: ElmoModel, rows: list[tuple]) -> list[list[tup
     layers = [[(numpy.concatenate([x, x], 1), numpy.concatenate([dx, dx], 1))] for x, dx in tokens]
     # each direction's next layer reads that direction's outputs (in time order here)
     inputs = [[(x, dx), (x, dx)] for x, dx in tokens]
+    if kind == "int8" and not int8.takes_int8(min(model.config.projection_dim, model.config.lstm_dim)):
+        kind = "fp32"  # the biLSTM's products are too small for int8 (`lstm_products`)
     for index, layer in enumerate(model.encoder.layers):
         every = [part for row in inputs for part in row]
         x_scale = int8_scale(numpy.concatenate([x for x, _ in every]), numpy.concatenate([dx for _, dx in every]))
