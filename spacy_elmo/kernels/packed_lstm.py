@@ -108,13 +108,18 @@ class PackedLayout:
 # their outputs (each direction's thread holds one block: 128 rows are 8 MiB for original, and as
 # fast as 256 or 512 rows within the noise, measured interleaved at batch 32)
 PROJECTION_ROWS = 128
-# With oneDNN (`_use_onednn`), on CPU in fp32:
-# - the recurrent products of at least this many rows use oneDNN with prepacked weights (≈2x MKL
-#   for the skinny [rows, 512]·[512, 16384] shapes); fewer rows are matrix-vector-like and memory
-#   bound, where MKL's plain GEMM is faster
-PREPACKED_MIN_ROWS = 8
-# - the cell projection ([rows, 4096]·[4096, 512]) always uses oneDNN: it streams the weight ~2x
-#   faster than MKL at a single row too (MKL's x·W matrix-vector product reads its 8 MB at ~14 GB/s)
+# With oneDNN (`_use_onednn`), on CPU in fp32 (measured on one thread, a direction's weight read
+# between two of the other's, on the AMD EPYC of docs/performance.md):
+# - the recurrent products of at least this many rows use oneDNN with prepacked weights (2-3x MKL
+#   at 3-4 rows, ≈ at 2, ≈2x at 32 for the [rows, 512]·[512, 16384] and [rows, 128]·[128, 4096]
+#   shapes); one row is a matrix-vector product, memory bound, where MKL's plain GEMM is ~1.3-1.5x
+#   faster. The prepacked copy is made only once a batch has such a step.
+PREPACKED_MIN_ROWS = 2
+# - the cell projection uses oneDNN too, except at one row with a weight of at most
+#   MKL_PROJECTION_MAX_BYTES: MKL's x·W matrix-vector product reads a large weight slower than
+#   oneDNN's (original's [1, 4096]·[4096, 512], 8 MB: 1.4x), a cache-sized one faster (small's
+#   [1, 1024]·[1024, 128], 0.5 MB: 1.7x; medium's 2 MB: equal)
+MKL_PROJECTION_MAX_BYTES = 2**20
 # - the input projections always use oneDNN (MKL is ~2x slower at a few rows and ~1.1-1.5x slower
 #   at PROJECTION_ROWS on the benchmark machine; one kernel for every batch size also keeps a
 #   sentence's gate inputs independent of its batch).  Batches with fewer packed rows than
@@ -352,8 +357,13 @@ def run_layer_packed(
         input_weight = [w.detach().t() for w in weights.input_weight]  # [4·hidden, input_dim] views
     else:
         input_weight = None
-    packed_hidden = _prepacked(weights, "hidden_weight") if onednn else None
-    packed_proj = _prepacked(weights, "proj_weight") if onednn else None
+    rows = layout.counts[0] if layout.counts else 0  # the most rows of any step
+    packed_hidden = _prepacked(weights, "hidden_weight") if onednn and rows >= PREPACKED_MIN_ROWS else None
+    proj = weights.proj_weight
+    mkl_proj = proj is not None and proj[0].numel() * proj.element_size() <= MKL_PROJECTION_MAX_BYTES
+    packed_proj = (
+        _prepacked(weights, "proj_weight") if onednn and (rows >= PREPACKED_MIN_ROWS or not mkl_proj) else None
+    )
     proj_dim = weights.proj_weight.shape[-1] if weights.proj_weight is not None else hidden
     run = _LayerRun(
         weights=weights,
@@ -370,6 +380,7 @@ def run_layer_packed(
         onednn_input=input_weight,
         packed_hidden=packed_hidden,
         packed_proj=packed_proj,
+        mkl_proj=mkl_proj,
         bf16_packed=bf16_packed,
         int8_packed=int8_packed,
     )
@@ -401,6 +412,7 @@ class _LayerRun(NamedTuple):
     onednn_input: list | None  # per direction, prepacked or a plain [out, in] view
     packed_hidden: list | None
     packed_proj: list | None
+    mkl_proj: bool  # the cell projection of a one-row step through MKL (MKL_PROJECTION_MAX_BYTES)
     bf16_packed: dict[str, list] | None  # oneDNN-prepacked bf16 weights per name and direction (bf16 on CPU)
     int8_packed: dict[str, list] | None  # packed int8 weights per name and direction (int8)
 
@@ -475,7 +487,7 @@ class _LayerRun(NamedTuple):
                 torch.mul(cell, 2.0, out=m).sigmoid_().mul_(2.0).sub_(1.0).mul_(gates[:, 3 * hidden :])  # tanh(c)·o
                 h_new = out[offset : offset + n]
                 if proj_weight is not None:
-                    if onednn:
+                    if onednn and not (n < PREPACKED_MIN_ROWS and self.mkl_proj):
                         projected = linear(m, packed_proj, None, "none", [], "")
                     elif exact:
                         projected = torch.mm(m, proj_weight, out=h_new)
