@@ -146,9 +146,9 @@ PARALLEL_DIRECTIONS = True
 
 def _prepack_directions(weight: torch.Tensor, dtype: torch.dtype = torch.float32) -> list:
     """oneDNN-prepacked copies of a [2, in, out] weight in `dtype`, one per direction (converted one
-    direction at a time: a smaller transient)."""
+    direction at a time, straight into the transposed layout: one transient of a direction's size)."""
     prepack = torch.ops.mkldnn._reorder_linear_weight
-    return [prepack(w.detach().t().to(dtype).contiguous(), 32) for w in weight]
+    return [prepack(w.detach().t().to(dtype, memory_format=torch.contiguous_format), 32) for w in weight]
 
 
 def _use_onednn(weights: LstmWeights, x: torch.Tensor) -> bool:
