@@ -388,3 +388,18 @@ def test_an_invalid_precision_is_one_line_naming_the_setting():
 
     message = config_error_message(err.value)
     assert "\n" not in message and "precision" in message and "fp16" in message, message
+
+
+def test_what_the_products_compute_in_is_decided_by_precision_cpu_and_input_count(monkeypatch, caplog):
+    """`lstm_products`: fp32 stays fp32; int8 where the CPU takes it and the products have at least
+    `MIN_INPUTS` inputs (a small model's biLSTM runs exact fp32); bf16 where the CPU has it; each
+    fallback exact fp32 (with its one warning line, tested above)."""
+    from spacy_elmo.hf.lstm_implementations import lstm_products
+
+    assert lstm_products("fp32", "cpu", 4096) == "fp32"
+    assert lstm_products("int8", "cpu", int8.MIN_INPUTS) == ("int8" if INT8 else "fp32")
+    assert lstm_products("int8", "cpu", int8.MIN_INPUTS - 1) == "fp32"
+    assert lstm_products("bf16", "cpu", 16) == ("bf16" if NATIVE_BF16 else "fp32")
+    monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"int8", "native_bf16"})
+    with caplog.at_level(logging.WARNING, logger="spacy_elmo.kernels"):
+        assert lstm_products("int8", "cpu", 4096) == "fp32" and lstm_products("bf16", "cpu", 4096) == "fp32"
