@@ -1,10 +1,14 @@
 """`python -m lab.bench`: ELMo inference throughput against this machine's measured limits.
 
 For each released architecture (seeded random weights written in the legacy format and loaded
-back with `load_legacy`) and batch size, a separate process measures words/s and peak RSS; the
-machine's fp32 GEMM rate and read bandwidth are measured in the same run (before and after; the
-better value is the roofline). Each run is appended to bench/results/runs.jsonl, and
-bench/results/inference.md (one row per measurement of every inference run) is written from it.
+back with `load_legacy`) and batch size, a separate process measures words/s and peak RSS, in fp32
+and in each precision asked for (`--extras bf16,int8`); the machine's fp32 GEMM rate and read
+bandwidth are measured in the same run (before and after; the better value is the roofline), and
+the biLSTM's products at their exact shapes with each fp32 row (`machine.lstm_product_seconds`).
+Each run is appended to bench/results/runs.jsonl (with the CPU's kind: vendor, family, model,
+flags), and the two tables are written from it: bench/results/inference.md (every measurement of
+every inference run) and bench/results/precision_by_cpu.md (each precision's speed against fp32,
+per CPU kind, from the newest run that measured it; kinds never measured listed as such).
 """
 
 from __future__ import annotations
@@ -52,6 +56,12 @@ ARCHITECTURES = {
 FILTERS_2048 = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "bench" / "results" / "runs.jsonl"
+PRECISIONS = ("bf16", "int8")  # the extras that are a precision: rows at every batch size
+# CPU kinds the precision table lists even before a run measured them: (name, flags that tell it)
+EXPECTED_CPUS = [
+    ("AMD EPYC Zen 4 (family 25, model 17)", {"avx512_bf16", "avx512_vnni"}),
+    ("Intel Xeon with AMX", {"amx_bf16", "amx_int8"}),
+]
 INFERENCE_COLUMNS = [
     "arch",
     "batch",
@@ -61,6 +71,7 @@ INFERENCE_COLUMNS = [
     "roofline (nominal)",
     "roofline (executed)",
     "bandwidth bound",
+    "product bound",
     "peak RSS infer / load (MiB)",
     "notes",
 ]
@@ -114,8 +125,10 @@ def run_worker(model_dir: Path, batch: int, mode: str, args, source: str | None 
 
 
 def fractions(result: dict, config, limits: dict) -> dict:
-    """Fractions of the compute roofline (nominal and executed FLOPs) and, at batch 1, of the
-    bandwidth bound (recurrent weights read once per time step, the rest once per batch)."""
+    """Fractions of the compute roofline (nominal and executed FLOPs), at batch 1 of the bandwidth
+    bound (recurrent weights read once per time step, the rest once per batch), and, for fp32 rows,
+    of the product bound: the token encoder's executed FLOPs at the GEMM roofline plus the biLSTM's
+    products at their own shapes' measured rates (`machine.lstm_product_seconds`), nothing else."""
     if "positions_per_s" not in result:
         return {}
     peak = limits["gemm_peak"] * 1e9
@@ -130,6 +143,9 @@ def fractions(result: dict, config, limits: dict) -> dict:
         steps = result["positions_per_s"] * result["seconds_per_batch"]
         bound = (steps * weights["per_step"] + weights["per_batch"]) / (limits["bandwidth"] * 1e9)
         out["bandwidth_bound"] = bound / result["seconds_per_batch"]
+    if "lstm_product_seconds" in result:
+        bound = result["encoder_flops_per_batch"] / peak + result["lstm_product_seconds"]
+        out["product_bound"] = bound / result["seconds_per_batch"]
     return out
 
 
@@ -190,7 +206,10 @@ def main(argv=None) -> int:
     rows = []
     for arch in archs:
         directory = ensure_model(arch, args.seed, models)
-        jobs = [(b, "exact") for b in batch_sizes] + [(32, e) for e in extras if e in ("cache", "int8", "bf16", "pipe")]
+        jobs = [(b, mode) for b in batch_sizes for mode in ["exact", *(e for e in extras if e in PRECISIONS)]]
+        jobs += [(32, "cache")] if "cache" in extras else []
+        if "pipe" in extras:  # nlp.pipe in fp32 and in each precision asked for
+            jobs += [(32, "pipe")] + [(32, f"pipe-{e}") for e in extras if e in PRECISIONS]
         for index, (batch, mode) in enumerate(jobs):
             sources = [(None, "")] + ([(args.baseline, "baseline")] if args.baseline else [])
             if index % 2:  # alternate which code goes first, so load changes hit both alike
@@ -219,7 +238,7 @@ def main(argv=None) -> int:
         "machine": dict(info, load_average_end=os.getloadavg() if hasattr(os, "getloadavg") else None),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "measured": {"before": before, "after": after, "limits": limits},
-        "tables": [{"columns": INFERENCE_COLUMNS, "rows": [table_row(row) for row in rows]}],
+        "tables": [{"columns": INFERENCE_COLUMNS, "rows": table_rows(rows)}],
         "results": rows,
     }
     print(json.dumps(record["tables"][0], indent=1))
@@ -232,16 +251,24 @@ def main(argv=None) -> int:
     return 0
 
 
-def table_row(row: dict) -> list[str]:
-    """One measurement as a row of INFERENCE_COLUMNS."""
+def table_row(row: dict, fp32: dict | None = None, pipe_fp32: dict | None = None) -> list[str]:
+    """One measurement as a row of INFERENCE_COLUMNS; a precision's row says its speed against `fp32`
+    (the run's fp32 row of the same model and batch), a precision's pipe row its gain over `pipe_fp32`
+    through nlp.pipe and through the raw model."""
     mode = f"{row['mode']} ({row['code']})" if row.get("code") else row["mode"]
     if "error" in row or "pipe_error" in row:  # the error in the notes, every measured column empty
-        return [row["arch"], str(row["batch"]), mode, *[""] * 6, str(row.get("error") or row["pipe_error"])]
+        return [row["arch"], str(row["batch"]), mode, *[""] * 7, str(row.get("error") or row["pipe_error"])]
     rss = f"{row['rss_peak_inference_mib']:.0f} / {row['rss_peak_load_mib']:.0f}"
     if "pipe_over_raw" in row:
         note = f"nlp.pipe = {100 * row['pipe_over_raw']:.0f}% of raw model ({row['raw_words_per_s']:.0f} words/s)"
-        return [row["arch"], str(row["batch"]), "pipe", f"{row['pipe_words_per_s']:.0f}", "", "", "", "", rss, note]
+        if pipe_fp32 is not None and row is not pipe_fp32 and "pipe_over_raw" in pipe_fp32:
+            pipe_gain = row["pipe_words_per_s"] / pipe_fp32["pipe_words_per_s"]
+            raw_gain = row["raw_words_per_s"] / pipe_fp32["raw_words_per_s"]
+            note += f"; over fp32: nlp.pipe {pipe_gain:.2f}×, raw model {raw_gain:.2f}×"
+        return [row["arch"], str(row["batch"]), mode, f"{row['pipe_words_per_s']:.0f}", *[""] * 5, rss, note]
     notes = []
+    if fp32 is not None and row["mode"] in PRECISIONS and "words_per_s" in fp32:
+        notes.append(f"{row['words_per_s'] / fp32['words_per_s']:.2f}× fp32")
     if "relative_error" in row:
         notes.append(
             f"max abs err {row['max_abs_error']:.2e} (rel {row['relative_error']:.1e}), "
@@ -258,33 +285,130 @@ def table_row(row: dict) -> list[str]:
         _pct(row["roofline"]),
         _pct(row["roofline_executed"]),
         _pct(row.get("bandwidth_bound")),
+        _pct(row.get("product_bound")),
         rss,
         "; ".join(notes),
     ]
 
 
+def table_rows(rows: list[dict]) -> list[list[str]]:
+    """The rows of one run, each precision's against the run's fp32 row of its model, batch and code."""
+    fp32 = {(r["arch"], r["batch"], r.get("code", "")): r for r in rows if r["mode"] == "exact"}
+    pipe = {(r["arch"], r.get("code", "")): r for r in rows if r["mode"] == "pipe"}
+    return [
+        table_row(r, fp32.get((r["arch"], r["batch"], r.get("code", ""))), pipe.get((r["arch"], r.get("code", ""))))
+        for r in rows
+    ]
+
+
+# the flags that decide which precision pays (kernels.capabilities): the precision table's and the run's
+KIND_FLAGS = ("avx512_bf16", "amx_bf16", "avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def _cpu(record: dict) -> tuple[str, str]:
+    """(vendor family/model, the precision-deciding flags) of a run's CPU; empty for runs before
+    records held the CPU's kind."""
+    kind = (record.get("machine") or {}).get("cpu_kind") or {}
+    if not kind:
+        return "", ""
+    vendor = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel"}.get(kind.get("vendor") or "", kind.get("vendor") or "?")
+    flags = ", ".join(f for f in KIND_FLAGS if f in (kind.get("flags") or [])) or "none of " + "/".join(KIND_FLAGS)
+    return f"{vendor} {kind.get('family')}/{kind.get('model')}", flags
+
+
+def _load(record: dict) -> str:
+    machine_info = record.get("machine") or {}
+    start, end = machine_info.get("load_average"), machine_info.get("load_average_end")
+    return f"{start[0]:.1f} → {end[0]:.1f}" if start and end else ""
+
+
+def _records(runs: Path) -> list[dict]:
+    lines = runs.read_text(encoding="utf-8").splitlines()
+    return [r for r in (json.loads(line) for line in lines if line.strip()) if r["kind"] == "inference"]
+
+
+def _cells(table: dict, row: list) -> list[str]:
+    """A stored row under today's INFERENCE_COLUMNS (a column a run did not have stays empty)."""
+    cells = dict(zip(table["columns"], row))
+    return [str(cells.get(column, "")) for column in INFERENCE_COLUMNS]
+
+
 def write_table(runs: Path = RUNS, out: Path | None = None) -> Path:
-    """bench/results/inference.md: every measurement of every inference run in `runs`, newest run first."""
-    records = [json.loads(line) for line in runs.read_text(encoding="utf-8").splitlines() if line.strip()]
-    columns = ["run", "commit", "threads", "GEMM roofline (GFLOP/s)", *INFERENCE_COLUMNS]
+    """bench/results/inference.md: every measurement of every inference run in `runs`, newest run
+    first; and bench/results/precision_by_cpu.md beside it (`write_precision_table`)."""
+    columns = ["run", "commit", "threads", "GEMM roofline (GFLOP/s)", "CPU", "flags", "load", *INFERENCE_COLUMNS]
     lines = [
         f"<!-- written by `python -m lab.bench` from {runs.name}: every inference run, newest first -->",
         "",
         "| " + " | ".join(columns) + " |",
         "| " + " | ".join("---:" if c in ("batch", "words/s", "GFLOP/s") else "---" for c in columns) + " |",
     ]
-    for record in reversed([r for r in records if r["kind"] == "inference"]):
+    for record in reversed(_records(runs)):
         limits = (record.get("measured") or {}).get("limits") or {}
         run = [
             record["date"],
             record.get("commit") or "",
             str(record.get("threads") or ""),
             f"{limits['gemm_peak']:.1f}" if "gemm_peak" in limits else "",
+            *_cpu(record),
+            _load(record),
         ]
         for table in record["tables"][:1]:
             for row in table["rows"]:
-                lines.append("| " + " | ".join(run + [str(cell) for cell in row]) + " |")
+                lines.append("| " + " | ".join(run + _cells(table, row)) + " |")
     out = out or runs.with_name("inference.md")
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_precision_table(runs, out.with_name("precision_by_cpu.md"))
+    return out
+
+
+def _x(value: float) -> str:
+    return f"{value:.2f}×"
+
+
+def write_precision_table(runs: Path = RUNS, out: Path | None = None) -> Path:
+    """bench/results/precision_by_cpu.md: per CPU kind, model and batch, fp32's words/s and each
+    precision's words/s against it (and through nlp.pipe against the raw model's gain), from the
+    newest run of that kind that measured them; `EXPECTED_CPUS` never measured are listed as such."""
+    columns = ["CPU", "flags", "arch", "batch", "fp32 words/s", *PRECISIONS, "nlp.pipe gain (raw model's)", "run"]
+    newest: dict[tuple, list[str]] = {}
+    for record in _records(runs):
+        cpu = _cpu(record)
+        results = [r for r in record.get("results", []) if not r.get("code") and "error" not in r]
+        if not cpu[0] or not results:
+            continue
+        for row in (r for r in results if r["mode"] == "exact"):
+            arch, batch = row["arch"], row["batch"]
+            speed = {
+                r["mode"]: _x(r["words_per_s"] / row["words_per_s"])
+                for r in results
+                if r["arch"] == arch and r["batch"] == batch and r["mode"] in PRECISIONS
+            }
+            pipes = {
+                r["mode"].partition("-")[2] or "fp32": r for r in results if r["arch"] == arch and "pipe_over_raw" in r
+            }
+            gains = [
+                f"{p}: {_x(pipes[p]['pipe_words_per_s'] / pipes['fp32']['pipe_words_per_s'])} "
+                f"({_x(pipes[p]['raw_words_per_s'] / pipes['fp32']['raw_words_per_s'])})"
+                for p in PRECISIONS
+                if p in pipes and "fp32" in pipes
+            ]
+            if speed:
+                run = f"{record['date']}, {record.get('commit') or '?'}, load {_load(record)}"
+                cells = [*cpu, arch, str(batch), f"{row['words_per_s']:.0f}", *(speed.get(p, "") for p in PRECISIONS)]
+                newest[(cpu[0], arch, batch)] = [*cells, "; ".join(gains) if batch == 32 else "", run]
+    lines = [
+        f"<!-- written by `python -m lab.bench` from {runs.name}: per CPU kind, its newest run of each row -->",
+        "",
+        "| " + " | ".join(columns) + " |",
+        "| " + " | ".join("---:" if c in ("batch", "fp32 words/s") else "---" for c in columns) + " |",
+    ]
+    lines += ["| " + " | ".join(cells) + " |" for _, cells in sorted(newest.items())]
+    measured = [set(cells[1].split(", ")) for cells in newest.values()]
+    for name, flags in EXPECTED_CPUS:
+        if not any(flags <= found for found in measured):
+            lines.append("| " + " | ".join([name, ", ".join(sorted(flags)), "not measured", *[""] * 6]) + " |")
+    out = out or runs.with_name("precision_by_cpu.md")
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
 

@@ -1,6 +1,6 @@
 """One benchmark measurement in its own process (so peak RSS belongs to it): prints one JSON line.
 
-python -m lab.bench_worker --model-dir DIR --batch 32 --mode exact|cache|int8|bf16|pipe
+python -m lab.bench_worker --model-dir DIR --batch 32 --mode exact|cache|int8|bf16|pipe|pipe-bf16|pipe-int8
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ import time
 import torch
 
 from lab import flops as flops_mod
+from lab import machine
+
+MODES = ["exact", "cache", "int8", "bf16", "pipe", "pipe-bf16", "pipe-int8"]
 
 LETTERS = "etaoinshrdlcumwfgypbvkjxqz"
 WORD_LENGTHS = [1, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 7, 7, 8, 9, 10, 12]  # ~5 letters mean
@@ -142,7 +145,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model-dir", required=True)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--mode", default="exact", choices=["exact", "cache", "int8", "bf16", "pipe"])
+    parser.add_argument("--mode", default="exact", choices=MODES)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--min-seconds", type=float, default=4.0)
     parser.add_argument("--batches", type=int, default=4, help="distinct batches of sentences")
@@ -155,12 +158,13 @@ def main(argv=None) -> int:
     model = load_legacy(f"{args.model_dir}/options.json", f"{args.model_dir}/lm_weights.hdf5")
     load_peak = _rss_peak_kib()
     config = model.config
-    zipf = args.mode in ("cache", "pipe")
+    zipf = args.mode == "cache" or args.mode.startswith("pipe")
     sentences = make_sentences(args.batch * args.batches, args.seed, zipf)
     batches = [sentences[i : i + args.batch] for i in range(0, len(sentences), args.batch)]
     encoded = [_ids(batch) for batch in batches]
     result = {"batch": args.batch, "mode": args.mode, "threads": args.threads}
-    if args.mode != "cache" and hasattr(model, "disable_token_cache"):
+    # the raw model of a pipe row keeps the token cache, as the pipeline's component does
+    if args.mode != "cache" and not args.mode.startswith("pipe") and hasattr(model, "disable_token_cache"):
         model.disable_token_cache()
 
     reference = None
@@ -186,8 +190,8 @@ def main(argv=None) -> int:
 
     _reset_rss_peak()
     stats = _count_char_cnn(model)
-    if args.mode == "pipe":
-        result.update(_pipe(args, model, batches, encoded))
+    if args.mode.startswith("pipe"):
+        result.update(_pipe(args, model, batches))
     else:
         times = _time_batches(run_model, encoded, args.min_seconds)
         runs = len(times) + 1  # + warm-up
@@ -208,7 +212,15 @@ def main(argv=None) -> int:
             executed_char_cnn_flops_per_word=executed,
             unique_words_per_position=unique,
         )
-    result["rss_peak_inference_mib"] = _rss_peak_kib() / 1024
+    result["rss_peak_inference_mib"] = _rss_peak_kib() / 1024  # before the product bound's own weights
+    if args.mode == "exact":  # the time of the biLSTM's products alone, at their shapes' measured rates
+        lengths = [[int(n) + 2 for n in mask.sum(dim=1)] for _, mask in encoded]  # + <S>, </S>
+        result["lstm_product_seconds"] = statistics.mean(
+            machine.lstm_product_seconds(config, rows, args.threads) for rows in lengths[:2]
+        )
+        result["encoder_flops_per_batch"] = (stats["words_encoded"] / runs) * (
+            executed + flops_mod.token_encoder_flops(config) - flops_mod.char_cnn_flops(config)
+        )
     result["rss_peak_load_mib"] = load_peak / 1024
     result["flops_per_position"] = flops_mod.forward_flops_per_token(config)
     if args.mode == "cache" and getattr(model, "token_cache", None) is not None:
@@ -218,8 +230,12 @@ def main(argv=None) -> int:
     return 0
 
 
-def _pipe(args, model, batches, encoded) -> dict:
-    """nlp.pipe with the `elmo` component vs the raw model on the same texts and batch size."""
+def _pipe(args, model, batches) -> dict:
+    """nlp.pipe with the `elmo` component vs the raw model on the same texts and batch size, both in
+    the mode's precision (`pipe-bf16`: bf16) and with the token cache (the component's default)."""
+    precision = args.mode.partition("-")[2] or "fp32"
+    if precision != "fp32" and not _set_precision(model, precision):
+        return {"pipe_error": f"this spacy_elmo has no set_precision for {precision}"}
     try:
         import spacy
 
@@ -229,7 +245,8 @@ def _pipe(args, model, batches, encoded) -> dict:
     texts = [" ".join(sentence) for batch in batches for sentence in batch]
     try:
         nlp = spacy.blank("en")
-        nlp.add_pipe("elmo", config={"model": args.model_dir})
+        config = {"model": args.model_dir} if precision == "fp32" else {"model": args.model_dir, "precision": precision}
+        nlp.add_pipe("elmo", config=config)
         list(nlp.pipe(texts[: args.batch], batch_size=args.batch))  # warm-up
     except Exception as err:  # noqa: BLE001
         return {"pipe_error": f"could not build/run the elmo pipeline ({type(err).__name__}: {err})"}
@@ -243,6 +260,7 @@ def _pipe(args, model, batches, encoded) -> dict:
             with torch.inference_mode():
                 model(torch.from_numpy(ids), torch.from_numpy(mask))
 
+    raw()  # warm-up: the token cache and the derived weights, as the pipeline's warm-up did
     raw_times, pipe_times = [], []
     for _ in range(3):  # interleaved, so load changes hit both alike
         start = time.perf_counter()
@@ -254,7 +272,12 @@ def _pipe(args, model, batches, encoded) -> dict:
         pipe_times.append(time.perf_counter() - start)
     raw_rate = words / statistics.median(raw_times)
     pipe_rate = words / statistics.median(pipe_times)
-    return {"raw_words_per_s": raw_rate, "pipe_words_per_s": pipe_rate, "pipe_over_raw": pipe_rate / raw_rate}
+    return {
+        "precision": precision,
+        "raw_words_per_s": raw_rate,
+        "pipe_words_per_s": pipe_rate,
+        "pipe_over_raw": pipe_rate / raw_rate,
+    }
 
 
 if __name__ == "__main__":

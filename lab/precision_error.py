@@ -61,11 +61,11 @@ def _error(got, exact, mask) -> dict:
 
 def measure_fixture(name: str) -> dict:
     """{precision: errors} of one fixture biLM, switched with `set_precision`, against its own fp32
-    outputs ("bf16" only where this CPU has native bf16 products)."""
+    outputs ("bf16" only where this CPU has native bf16 products, "int8" where it takes int8 ones)."""
     import torch
 
     from spacy_elmo import ElmoTokenizer, load_legacy
-    from spacy_elmo.kernels.capabilities import native_bf16_available
+    from spacy_elmo.kernels.capabilities import int8_available, native_bf16_available
 
     if name == ORIGINAL:
         from lab.bench import config_for
@@ -83,7 +83,7 @@ def measure_fixture(name: str) -> dict:
         exact = [h.float() for h in model(**batch).hidden_states]
         try:
             for precision in PRECISIONS:
-                if precision == "bf16" and not native_bf16_available():
+                if not {"bf16": native_bf16_available, "int8": int8_available}[precision]():
                     continue
                 model.set_precision(precision)
                 found[precision] = _error(model(**batch).hidden_states, exact, batch["attention_mask"])
@@ -99,12 +99,13 @@ def cmd_measure(args) -> int:
     import torch
 
     torch.manual_seed(0)
-    from spacy_elmo.kernels.capabilities import native_bf16_available
+    from spacy_elmo.kernels.capabilities import int8_available, native_bf16_available
 
     result = {
         "about": "Error of ElmoModel.set_precision's bf16 and int8 against fp32 on the fixture biLMs and an "
         "original-size biLM with random weights (CPU), written by lab/precision_error.py",
         "native_bf16": native_bf16_available(),
+        "int8_products": int8_available(),
         "fixtures": {name: measure_fixture(name) for name in [*FIXTURES, ORIGINAL]},
     }
     result["provenance"] = prov.record(torch_threads=torch.get_num_threads())
@@ -137,7 +138,9 @@ def render(result: dict, source: str = "precision_error.json") -> str:
         "",
         f"Error against fp32 of `ElmoModel.set_precision(...)` on the fixture biLMs and an original-size one with "
         f"random weights, on CPU "
-        f"({machine}, native bf16: {'yes' if result.get('native_bf16') else 'no'}), commit {commit}, "
+        f"({machine}, native bf16: {'yes' if result.get('native_bf16') else 'no'}"
+        + (f", int8 products: {'yes' if result['int8_products'] else 'no'}" if "int8_products" in result else "")
+        + f"), commit {commit}, "
         f"{prov.get('ended_utc', '?')}: [{source}]({source}), by `python -m lab.precision_error measure`.",
     ]
     return "\n".join(lines) + "\n"

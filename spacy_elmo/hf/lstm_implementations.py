@@ -59,12 +59,16 @@ def resolve_lstm_implementation(
     return choice
 
 
-def lstm_products(precision: Precision, device_type: str) -> Precision:
-    """What the `packed` kernel's matrix products compute in for a bound `precision` on a device:
-    int8 on CPU only (fp32 elsewhere); bf16 where the device multiplies bf16 natively
-    (`kernels.bf16_products`; elsewhere one warning line, once, and fp32)."""
+def lstm_products(precision: Precision, device_type: str, inputs: int) -> Precision:
+    """What matrix products of at least `inputs` inputs (K) compute in at inference for a bound
+    `precision` on a device (the `packed` kernel's, and the char CNN's): int8 where the CPU
+    multiplies int8 faster than fp32 (`kernels.int8_products`, by the table
+    `kernels.capabilities.INT8_CPUS`) and the products have at least `kernels.int8.MIN_INPUTS`
+    inputs (the model's shape: fewer are no faster in int8, and stay fp32); bf16 where the device
+    multiplies bf16 natively (`kernels.bf16_products`). A CPU without them gets one warning line,
+    once, and fp32."""
     if precision == "int8":
-        return "int8" if device_type == "cpu" else "fp32"
+        return "int8" if kernels.int8.takes_int8(inputs) and kernels.int8_products(device_type) else "fp32"
     if precision == "bf16":
         return "bf16" if kernels.bf16_products(device_type) else "fp32"
     return "fp32"
@@ -86,7 +90,8 @@ def bilstm_fused(bilstm, tokens, mask, state, return_state):
 def bilstm_packed(bilstm, tokens, mask, state, return_state):
     """`bilstm_eager` over a packed, length-sorted batch, in place, without autograd (`kernels.packed_lstm`),
     its products in the bound precision (`lstm_products`)."""
-    products = lstm_products(bilstm.precision, tokens.device.type)
+    config = bilstm.config  # every product has at least min(projection_dim, lstm_dim) inputs
+    products = lstm_products(bilstm.precision, tokens.device.type, min(config.projection_dim, config.lstm_dim))
     layers, final = kernels.bilstm_packed(
         [layer.kernel_weights(products) for layer in bilstm.layers],
         tokens,

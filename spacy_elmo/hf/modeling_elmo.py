@@ -40,7 +40,7 @@ from ..characters import WORD_BOS, WORD_EOS, WORD_UNK, sentence_boundaries
 from ..precision import Precision, check_precision
 from . import model_directory, sources
 from .configuration_elmo import ON_PRECISION_SET, ElmoConfig
-from .lstm_implementations import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
+from .lstm_implementations import LSTM_IMPLEMENTATIONS, lstm_products, resolve_lstm_implementation
 from .model_directory import ElmoLoadError
 
 
@@ -251,6 +251,8 @@ class ElmoCharacterEncoder(nn.Module):
             nn.Linear(config.word_embedding_dim, config.projection_dim, bias=False) if has_words else None
         )
         self.widest_filter = max(width for width, _ in config.filters)
+        # the inference precision bound to the char CNN's product (`bind_precision`)
+        self.precision: Precision = "fp32"
 
     def forward(
         self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None, unique: bool = True
@@ -283,13 +285,20 @@ class ElmoCharacterEncoder(nn.Module):
 
         When gradients flow on a CPU (training), the convolutions run as matrix products over their
         windows (`kernels.pooled_convolutions`: the same sums, faster to train; under bf16 autocast
-        the products take autocast's bf16, as the convolutions would)."""
+        the products take autocast's bf16, as the convolutions would). At inference on a CPU, in
+        fp32, all of them run as one product over the widest filter's windows where the ids leave
+        room for them (`kernels.pooled_widest_windows`: the same sums; its products in the bound
+        precision, `lstm_implementations.lstm_products`)."""
         chars = self.char_embedding(char_ids)
+        convolutions = cast(list[nn.Conv1d], self.convolutions)
         if self._convolutions_as_products(chars):
-            convolutions = cast(list[nn.Conv1d], self.convolutions)
             pooled = kernels.pooled_convolutions(
                 chars, [c.weight for c in convolutions], [c.bias for c in convolutions]
             )
+        elif self._one_product(char_ids, chars):
+            products = lstm_products(self.precision, chars.device.type, chars.shape[-1] * self.widest_filter)
+            weights, biases = [c.weight for c in convolutions], [c.bias for c in convolutions]
+            return self.activation(kernels.pooled_widest_windows(chars, weights, biases, self, products))
         else:
             chars = chars.transpose(1, 2)
             # max-pool over character positions, then the activation (as bilm-tf)
@@ -301,6 +310,20 @@ class ElmoCharacterEncoder(nn.Module):
             chars.requires_grad or any(c.weight.requires_grad for c in self.convolutions)
         )
         return needs_grad and chars.device.type == "cpu"
+
+    def _one_product(self, char_ids: torch.Tensor, chars: torch.Tensor) -> bool:
+        """Inference (nothing needs a gradient, no autocast) on a CPU in fp32, on ids that leave the
+        widest filter room (`kernels.widest_windows_fit`)."""
+        needs_grad = torch.is_grad_enabled() and (
+            chars.requires_grad or any(c.weight.requires_grad for c in self.convolutions)
+        )
+        return (
+            not needs_grad
+            and chars.device.type == "cpu"
+            and chars.dtype == torch.float32
+            and not torch.is_autocast_enabled("cpu")
+            and kernels.widest_windows_fit(char_ids, self.widest_filter)
+        )
 
     def token_vectors(self, features: torch.Tensor) -> torch.Tensor:
         """[words, n_filters] → [words, projection_dim]: highway layers, then the projection."""
@@ -328,7 +351,6 @@ class ElmoLstmLayer(nn.Module):
         self.hidden_weight = nn.Parameter(torch.empty(2, proj, 4 * hidden))
         self.bias = nn.Parameter(torch.zeros(2, 4 * hidden))
         self.proj_weight = nn.Parameter(torch.empty(2, hidden, proj)) if self.has_projection else None
-        self._int8: kernels.Int8Weights | None = None  # made on first use by int8 products, dropped by a rebinding
 
     def gate_bias(self) -> torch.Tensor:
         """[2, 4·lstm_dim] gate biases with the forget gate's `forget_bias` added (TF adds it at run time)."""
@@ -340,14 +362,9 @@ class ElmoLstmLayer(nn.Module):
     def kernel_weights(self, products: Precision = "fp32") -> kernels.LstmWeights:
         """This layer's tensors for the kernels (plain tensors; the layer keys their caches), with
         the matrix products in `products` (`lstm_implementations.lstm_products` decides it)."""
-        if products == "int8" and self._int8 is None:
-            self._int8 = kernels.Int8Weights(
-                input_weight=self.input_weight, hidden_weight=self.hidden_weight, proj_weight=self.proj_weight
-            )
         return kernels.LstmWeights(
             self.input_weight, self.hidden_weight, self.proj_weight, self.gate_bias().detach(),
-            self.cell_clip, self.proj_clip, owner=self,
-            int8=self._int8 if products == "int8" else None, bf16=products == "bf16",
+            self.cell_clip, self.proj_clip, owner=self, int8=products == "int8", bf16=products == "bf16",
         )  # fmt: skip
 
     def forward(
@@ -505,8 +522,8 @@ class ElmoBiLstm(nn.Module):
 
 
 # --- inference precision (`spacy_elmo.precision`): bound once, when the model is built or it is set ---
-_LINEAR_CLASSES = {"fp32": nn.Linear, "bf16": kernels.Bf16Linear, "int8": kernels.Int8Linear}
-_LINEARS = tuple(_LINEAR_CLASSES.values())
+_LINEAR_CLASSES = {"fp32": kernels.Fp32Linear, "bf16": kernels.Bf16Linear, "int8": kernels.Int8Linear}
+_LINEARS = (nn.Linear, *_LINEAR_CLASSES.values())
 
 
 def bind_precision(model: nn.Module, precision: Precision) -> nn.Module:
@@ -515,19 +532,23 @@ def bind_precision(model: nn.Module, precision: Precision) -> nn.Module:
     class of the highway / projection linears. Nothing re-reads it per call.
 
     The LSTM layers' products change through the `packed` kernel (which `auto` picks for
-    inference); int8 takes linears of at least 64 inputs (`quantization.quantize_int8`'s rule), bf16
-    all. Parameters stay fp32 (state dicts, saved files and `save_legacy` are unchanged); derived
-    weight copies and the token cache are dropped."""
+    inference); int8 takes linears of at least `kernels.int8.MIN_INPUTS` inputs, bf16 all. Parameters
+    stay fp32 (state dicts, saved files and `save_legacy` are unchanged); derived weight copies and
+    the token cache are dropped."""
     for module in model.modules():
         if isinstance(module, ElmoBiLstm):
             module.precision = precision
+        elif isinstance(module, ElmoCharacterEncoder):
+            module.precision = precision
+            kernels.char_cnn.drop_widest(module)
         elif isinstance(module, ElmoLstmLayer):
-            module._int8 = None
             kernels.packed_lstm.drop_derived(module)  # prepacked fp32 or bf16 copies: rebuilt as needed
+            kernels.int8.drop_int8(module)
         elif type(module) in _LINEARS:
             linear = cast(nn.Linear, module)
             kernels.bf16.drop_bf16(linear)
-            wanted = "fp32" if precision == "int8" and linear.in_features < 64 else precision
+            kernels.int8.drop_int8(linear)
+            wanted = "fp32" if precision == "int8" and not kernels.int8.takes_int8(linear.in_features) else precision
             linear.__class__ = _LINEAR_CLASSES[wanted]  # in place: the same parameters
     for module in model.modules():
         if isinstance(module, ElmoModel) and module.token_cache is not None:

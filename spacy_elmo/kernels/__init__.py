@@ -5,55 +5,62 @@ same function (up to float rounding, ~1e-7) unless it says otherwise, and is cho
 the model (`ElmoConfig.lstm_implementation`), never by a side effect.  This package imports
 nothing from the model: it works on plain tensors and callables.
 
-* `char_cnn`     – the char CNN on distinct words only, with the columns no window can see cut
-                   (and its convolutions as matrix products over their windows, for training).
+* `char_cnn`     – the char CNN on distinct words only, with the columns no window can see cut, as one
+                   product over the widest windows (inference) or per filter bank (training).
 * `token_cache`  – a bounded LRU of token vectors keyed by a word's character ids.
 * `packed_lstm`  – the biLSTM over a packed, length-sorted batch, in place, without autograd
                    (a layer's two directions at the same time on two threads, when there are two).
 * `fused_lstm`   – one LSTM layer as one autograd Function (training): batched products, fused backward.
-* `int8`         – int8 weights × dynamic int8 activations (opt-in, approximate, CPU).
+* `int8`         – int8 weights × activations quantized per call (opt-in, approximate, CPU with VNNI).
 * `bf16`         – bf16 products with weights converted once, fp32 around them (opt-in, approximate).
+* `linear`       – the fp32 linear layer through oneDNN at CPU inference (exact).
 * `weights`      – derived-weight caches (oneDNN-prepacked, low-precision copies) and scratch buffers.
 * `cuda_graphs`  – CUDA graphs of a tensor function, one per bucketed input shape (GPU inference).
 * `capabilities` – checks for the private torch APIs used above, with exact fallbacks.
 """
 
-from . import bf16, cuda_graphs, packed_lstm
+from . import bf16, char_cnn, cuda_graphs, int8, packed_lstm
 from .bf16 import Bf16Linear
 from .capabilities import (
     autocast_dtype,
     autocast_product_dtype,
     bf16_products,
-    int_mm_available,
+    int8_available,
+    int8_products,
     native_bf16_available,
     onednn_linear_available,
 )
-from .char_cnn import encode_words, pooled_convolutions, used_columns
+from .char_cnn import encode_words, pooled_convolutions, pooled_widest_windows, used_columns, widest_windows_fit
 from .fused_lstm import FusedLstmFunction, lstm_layer_fused
-from .int8 import Int8Linear, Int8Weights, int8_matmul
+from .int8 import Int8Linear
+from .linear import Fp32Linear
 from .packed_lstm import LstmWeights, PackedLayout, bilstm_packed, run_layer_packed
 from .token_cache import TokenEmbeddingCache
 from .weights import weights_key
 
 __all__ = [
     "bf16",
+    "char_cnn",
     "cuda_graphs",
+    "int8",
     "packed_lstm",
     "Bf16Linear",
+    "Fp32Linear",
     "autocast_dtype",
     "autocast_product_dtype",
     "bf16_products",
     "native_bf16_available",
-    "int_mm_available",
+    "int8_available",
+    "int8_products",
     "onednn_linear_available",
     "encode_words",
     "pooled_convolutions",
+    "pooled_widest_windows",
     "used_columns",
+    "widest_windows_fit",
     "FusedLstmFunction",
     "lstm_layer_fused",
     "Int8Linear",
-    "Int8Weights",
-    "int8_matmul",
     "LstmWeights",
     "PackedLayout",
     "bilstm_packed",

@@ -5,9 +5,10 @@
 | `torch.ops.mkldnn._reorder_linear_weight`, | oneDNN-prepacked recurrent and  | plain `addmm` / `mm` (MKL)      |
 | `torch.ops.mkldnn._linear_pointwise`       | input products (plain weights   |                                |
 |                                            | too, for large batches)         |                                |
-| `torch._int_mm`                            | int8 × int8 → int32 products    | int32 → float matmul of the    |
-|                                            |                                 | same integers (exact in fp32   |
-|                                            |                                 | below 2^24 per sum)            |
+| `torch.ops.quantized.linear_prepack`,     | int8 products (`kernels.int8`): | none: int8 is not taken (one   |
+| `torch.ops.quantized.linear_dynamic`       | fbgemm / oneDNN with VNNI       | warning line, then fp32)       |
+| (weights made with the deprecated          |                                 |                                |
+| `torch._make_per_channel_quantized_tensor`)|                                 |                                |
 | `Tensor._version`                          | noticing in-place weight edits  | no derived-weight caching      |
 | `torch.get_autocast_dtype`                 | the autocast dtype              | bf16 on CPU, fp16 on CUDA       |
 | per-thread `torch.set_num_threads` (ATen's | the two LSTM directions on two  | the directions one after the   |
@@ -15,14 +16,18 @@
 
 Each fallback is logged once (no silent fallbacks). Tests force every fallback (`FORCE_FALLBACK`).
 
-One hardware capability is checked here too, once per process: native bf16 products on the CPU
-(`native_bf16`: the `avx512_bf16` or `amx_bf16` flag of /proc/cpuinfo on x86, `bf16` on Arm, and
-oneDNN's bf16 GEMM built into torch; torch 2.13 has no public query for the instruction set
-itself: `torch.backends.cpu.get_cpu_capability()` says "AVX512" with or without it, and
-`torch.ops.mkldnn._is_mkldnn_bf16_supported()` is also true where oneDNN only emulates bf16).
-Without it a bf16 request (`precision="bf16"`) is not refused: `bf16_products` warns in one line,
-once, and the model computes in exact fp32 (emulated bf16 GEMMs are slower than fp32 ones). Tests
-switch it off with `FORCE_FALLBACK.add("native_bf16")`.
+Two hardware capabilities are checked here too, once per process, from the CPU's flags
+(/proc/cpuinfo; torch 2.13 has no public query for the instruction set itself:
+`torch.backends.cpu.get_cpu_capability()` says "AVX512" with or without them):
+
+- native bf16 products (`native_bf16`: `avx512_bf16` or `amx_bf16` on x86, `bf16` on Arm, and
+  oneDNN's bf16 GEMM built into torch; `torch.ops.mkldnn._is_mkldnn_bf16_supported()` is also true
+  where oneDNN only emulates bf16). Without them a bf16 request (`precision="bf16"`) is not
+  refused: `bf16_products` warns in one line, once, and the model computes in exact fp32 (emulated
+  bf16 GEMMs are slower than fp32 ones). Tests switch it off with `FORCE_FALLBACK.add("native_bf16")`.
+- int8 dot products that beat fp32 (`int8`: the table `INT8_CPUS` below, by flags, not by a timing
+  probe), with torch's quantized dynamic linear working. Without them an int8 request warns in one
+  line, once (`int8_products`), and the model computes in exact fp32. `FORCE_FALLBACK.add("int8")`.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import functools
 import logging
 import platform
 import threading
+import warnings
 from pathlib import Path
 
 import torch
@@ -70,19 +76,7 @@ def _probe_onednn() -> str | None:
     return None
 
 
-def _probe_int_mm() -> str | None:
-    try:
-        a = torch.ones(32, 32, dtype=torch.int8)
-        out = torch._int_mm(a, a)
-        if out.dtype != torch.int32 or int(out[0, 0]) != 32:
-            return "unexpected result"
-    except (AttributeError, RuntimeError, TypeError) as err:
-        return f"{type(err).__name__}: {err}"
-    return None
-
-
 _ONEDNN_PROBLEM = _probe_onednn()
-_INT_MM_PROBLEM = _probe_int_mm()
 _HAS_VERSION = hasattr(torch.ones(1), "_version")
 
 
@@ -98,21 +92,6 @@ def _available(name: str, problem: str | None) -> bool:
 def onednn_linear_available() -> bool:
     """oneDNN's prepacked linear (CPU fp32)."""
     return _available("onednn", _ONEDNN_PROBLEM)
-
-
-def int_mm_available() -> bool:
-    """`torch._int_mm` (int8 × int8 → int32)."""
-    return _available("int_mm", _INT_MM_PROBLEM)
-
-
-def int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """int8 [M, K] × int8 [K, N] → int32 [M, N] (falls back to an exact float product: int8 sums
-    of K ≤ 1024 terms stay below 2^24, so fp32 holds them exactly)."""
-    if int_mm_available() and a.device.type == "cpu":
-        return torch._int_mm(a, b)
-    if a.shape[1] * 127 * 127 >= 2**24:
-        return (a.double() @ b.double()).to(torch.int32)
-    return (a.float() @ b.float()).to(torch.int32)
 
 
 def _in_new_thread(fn):
@@ -176,18 +155,30 @@ def tensor_version(tensor: torch.Tensor) -> int | None:
     return tensor._version
 
 
-def _probe_native_bf16(cpuinfo: str | None = None) -> str | None:
-    """None when the CPU multiplies bf16 natively (and torch's oneDNN can use it), else why not."""
+def _cpu_flags(cpuinfo: str | None = None) -> set[str] | None:
+    """The CPU's flags (/proc/cpuinfo's `flags`, `Features` on Arm), or None without a /proc/cpuinfo."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
         except OSError:
-            return "no /proc/cpuinfo to read the CPU's flags from"
+            return None
     flags: set[str] = set()
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip() in ("flags", "Features"):
             flags.update(value.split())
+    return flags
+
+
+def _is_x86() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
+
+
+def _probe_native_bf16(cpuinfo: str | None = None) -> str | None:
+    """None when the CPU multiplies bf16 natively (and torch's oneDNN can use it), else why not."""
+    flags = _cpu_flags(cpuinfo)
+    if flags is None:
+        return "no /proc/cpuinfo to read the CPU's flags from"
     machine = platform.machine().lower()
     wanted = {"bf16"} if machine in ("aarch64", "arm64") else {"avx512_bf16", "amx_bf16"}
     if not flags & wanted:
@@ -196,6 +187,74 @@ def _probe_native_bf16(cpuinfo: str | None = None) -> str | None:
         if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
             return "torch's oneDNN has no bf16 GEMM here"
     except (AttributeError, RuntimeError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+# Where int8 products beat fp32, by the CPU's flags (x86; the first row whose flag the CPU has
+# decides). VNNI (`vpdpbusd`, and AMX's tiles) multiplies 8-bit activations by 8-bit weights into
+# int32 without an int16 step that could saturate, at several times the fp32 rate. Without it
+# (AVX2 / AVX-512 F only) int8 needs 7-bit activations (`reduce_range`, twice the error) and runs at
+# about half that rate, so it is not taken there; nor on other architectures (not measured).
+# docs/performance.md ("Which precision on which CPU") has the measured rows.
+INT8_CPUS: tuple[tuple[str, str], ...] = (
+    ("amx_int8", "Intel AMX (not measured)"),
+    ("avx512_vnni", "AVX-512 VNNI (AMD EPYC Zen 4: family 25 model 17)"),
+    ("avx_vnni", "AVX-VNNI (not measured)"),
+)
+# the quantized engines, in order of preference, whose dynamic linear computes the int8 products
+_INT8_ENGINES = ("x86", "fbgemm", "onednn")
+_QUANTIZED_DEPRECATION = "torch.quantize_per_tensor, torch.quantize_per_channel and other quantized tensor creation"
+
+
+def int8_engine() -> str | None:
+    """The quantized engine that packs int8 weights (`kernels.int8`), or None where torch has none."""
+    try:
+        engines = torch.backends.quantized.supported_engines
+    except (AttributeError, RuntimeError):
+        return None
+    return next((engine for engine in _INT8_ENGINES if engine in engines), None)
+
+
+def pack_int8_weight(qweight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None):
+    """torch's packed weight for `quantized.linear_dynamic`: int8 [N, K] with per-row (output) `scales`
+    [N] (zero points 0) and an fp32 bias. The packing takes a quantized tensor, whose creation torch
+    deprecates (the warning is ours to handle: without it, `int8_products` says no)."""
+    engine = int8_engine()
+    if engine is None:
+        raise RuntimeError("torch has no x86 / fbgemm / oneDNN quantized engine")
+    previous = torch.backends.quantized.engine
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_QUANTIZED_DEPRECATION)
+        try:
+            torch.backends.quantized.engine = engine
+            quantized = torch._make_per_channel_quantized_tensor(
+                qweight, scales.double(), torch.zeros(qweight.shape[0], dtype=torch.long), 0
+            )
+            return torch.ops.quantized.linear_prepack(quantized, bias)
+        finally:
+            torch.backends.quantized.engine = previous
+
+
+def _probe_int8(cpuinfo: str | None = None) -> str | None:
+    """None when int8 products beat fp32 here (`INT8_CPUS`) and torch's quantized dynamic linear gives
+    the integer products exactly, else why not."""
+    if not _is_x86():
+        return f"int8 products are not taken on {platform.machine() or 'this CPU'}"
+    flags = _cpu_flags(cpuinfo)
+    if flags is None:
+        return "no /proc/cpuinfo to read the CPU's flags from"
+    if not any(flag in flags for flag, _ in INT8_CPUS):
+        return f"the CPU has none of the flags {', '.join(flag for flag, _ in INT8_CPUS)}"
+    try:
+        # integers: activations 0..255 (scale 1, zero point 0) times weights in [-127, 127], summed exactly
+        x = torch.arange(70 * 3, dtype=torch.float32).reshape(3, 70) * 37 % 256
+        x[0, 0], x[0, 1] = 0.0, 255.0
+        w = (torch.arange(4 * 70).reshape(4, 70) * 53 % 255 - 127).to(torch.int8)
+        y = torch.ops.quantized.linear_dynamic(x, pack_int8_weight(w, torch.ones(4), None), False)
+        if not torch.equal(y, x @ w.float().t()):
+            return "torch's quantized dynamic linear gave an unexpected result"
+    except (AttributeError, RuntimeError, TypeError) as err:
         return f"{type(err).__name__}: {err}"
     return None
 
@@ -230,6 +289,40 @@ def bf16_products(device_type: str) -> bool:
         _warned_bf16.add(device_type)
         logger.warning(
             "spacy_elmo: precision='bf16' requested, but %s has no native bf16 products (%s); computing in fp32",
+            device_type.upper(),
+            why,
+        )
+    return ok
+
+
+@functools.cache
+def _int8_missing() -> str | None:
+    """Why this CPU does not take int8 products (None: it does), probed once per process."""
+    return _probe_int8()
+
+
+_warned_int8: set[str] = set()
+
+
+def int8_available() -> bool:
+    """Whether this CPU takes int8 products (`INT8_CPUS`, probed once, on first use)."""
+    return "int8" not in FORCE_FALLBACK and _int8_missing() is None
+
+
+def int8_products(device_type: str) -> bool:
+    """Whether an int8 request (`precision="int8"`) computes its products in int8 on this device type:
+    on a CPU of `INT8_CPUS`. Otherwise one warning line, once per process and device type, and False:
+    the caller computes in exact fp32 (int8 would not beat it there)."""
+    if device_type == "cpu":
+        ok = int8_available()
+        why = "switched off" if "int8" in FORCE_FALLBACK else (_int8_missing() or "")
+    else:
+        ok, why = False, f"no int8 kernels for {device_type}"
+    if not ok and device_type not in _warned_int8:
+        _warned_int8.add(device_type)
+        logger.warning(
+            "spacy_elmo: precision='int8' requested, but %s has no int8 products faster than fp32 (%s); "
+            "computing in fp32",
             device_type.upper(),
             why,
         )

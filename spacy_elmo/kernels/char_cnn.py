@@ -3,7 +3,9 @@
 Exact: every convolution window that lies entirely in the constant padding after a word gives the
 same value, and one such window is always kept, so the max-pool sees the same set of values.
 `pooled_convolutions` computes the convolutions and their max-pool as matrix products over the
-windows (the same sums; the model uses it when training on a CPU).
+windows (the same sums; the model uses it when training on a CPU); `pooled_widest_windows`
+computes all of them as ONE product over the widest filter's windows (inference on a CPU), in fp32
+or in the bound precision's products (bf16, int8).
 """
 
 from __future__ import annotations
@@ -11,6 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
+
+from . import int8
+from .capabilities import onednn_linear_available
+from .weights import DerivedWeights, weights_key
+
+_DERIVED = DerivedWeights()
 
 
 def used_columns(char_ids: torch.Tensor) -> torch.Tensor:
@@ -58,17 +66,104 @@ def _at_least(rows: torch.Tensor, count: int) -> torch.Tensor:
 
 
 def column_plan(char_ids: torch.Tensor, widest_filter: int) -> tuple[torch.Tensor, list[tuple[int, int, int]]]:
-    """(order of rows by used length, [(start, stop, columns)] per chunk of `CNN_CHUNK` rows)."""
+    """(order of rows by used length, [(start, stop, columns)] per chunk of `CNN_CHUNK` rows).
+
+    Words whose used length leaves no room for `widest_filter` more columns (within the ids' width)
+    are chunked apart from the others, so that whether a word's chunk has that room (what
+    `pooled_widest_windows` needs) depends on the word alone, not on the words it came with."""
     n, max_chars = char_ids.shape
     used = used_columns(char_ids)
     order = torch.argsort(used)
     used_sorted = used[order].tolist()
+    roomy = sum(1 for u in used_sorted if u + widest_filter <= max_chars)
     chunks = []
     chunk = CNN_CHUNK.get(char_ids.device.type, CNN_CHUNK_OTHER)
-    for start in range(0, n, chunk):
-        stop = min(start + chunk, n)
-        chunks.append((start, stop, min(max_chars, int(used_sorted[stop - 1]) + widest_filter)))
+    for first, last in ((0, roomy), (roomy, n)):
+        for start in range(first, last, chunk):
+            stop = min(start + chunk, last)
+            chunks.append((start, stop, min(max_chars, int(used_sorted[stop - 1]) + widest_filter)))
     return order, chunks
+
+
+def widest_windows_fit(char_ids: torch.Tensor, widest_filter: int) -> bool:
+    """Whether `pooled_widest_windows` is exact on these (cut) ids: every row's used columns are
+    followed by at least `widest_filter` − 1 more, so the widest filter's windows start at every
+    position up to the row's used length (the last one all padding)."""
+    if char_ids.shape[0] == 0:
+        return True
+    return char_ids.shape[1] >= int(used_columns(char_ids).max()) + widest_filter
+
+
+def _widest_weight(weights: Sequence[torch.Tensor], widest: int) -> torch.Tensor:
+    """[Σn, dim·widest]: each bank's [n, dim, width] weight with zeros for the taps past its width,
+    flattened in the (dim, width) order of `Tensor.unfold`'s windows."""
+    dim = weights[0].shape[1]
+    full = weights[0].new_zeros(sum(w.shape[0] for w in weights), dim, widest)
+    start = 0
+    for weight in weights:
+        full[start : start + weight.shape[0], :, : weight.shape[2]] = weight.detach()
+        start += weight.shape[0]
+    return full.reshape(full.shape[0], dim * widest)
+
+
+def _packed_widest(owner, weights: Sequence[torch.Tensor], widest: int, products: str, onednn: bool):
+    """The widest-window weight of `products`, made once and kept beside `owner` until a weight
+    changes: oneDNN-prepacked fp32 or bf16 ([Σn, K]), plain ([K, Σn]) without oneDNN, or int8-packed."""
+    key = weights_key(*weights)
+
+    def build():
+        full = _widest_weight(weights, widest)
+        if products == "int8":
+            return int8.pack(full.t())
+        dtype = torch.bfloat16 if products == "bf16" else torch.float32
+        if onednn:
+            return torch.ops.mkldnn._reorder_linear_weight(full.to(dtype).contiguous(), 1024)
+        return full.t().to(dtype).contiguous()
+
+    return _DERIVED.get(owner, f"widest_{products}_{onednn}", key and (key, widest), build)
+
+
+def drop_widest(owner) -> None:
+    """Frees the widest-window weights kept for `owner`."""
+    _DERIVED.drop(owner)
+
+
+def pooled_widest_windows(
+    chars: torch.Tensor,
+    weights: Sequence[torch.Tensor],
+    biases: Sequence[torch.Tensor | None],
+    owner,
+    products: str = "fp32",
+) -> torch.Tensor:
+    """Every bank's `conv1d(chars, weight, bias).amax(positions)`, concatenated: [words, Σn], as ONE
+    matrix product over the widest filter's windows (CPU inference).
+
+    `chars` is [words, columns, dim] with `widest_windows_fit` true of its ids. A narrower filter's
+    weight is padded with zero taps to the widest width, so each of its sums is the convolution's
+    (plus exact zeros, added in another order); a narrower window starting past the last widest
+    window starts past the row's used length, so it is all padding and equal to the last widest
+    window. The bias is added after the max-pool: rounding is monotonic, so max(a) + b = max(a + b)
+    in floats too. The product is in `products` (`hf.lstm_implementations.lstm_products`): fp32
+    (exact), bf16 (`kernels.bf16`'s bound) or int8 (`kernels.int8`'s bound, one activation scale
+    per call).
+    """
+    words, columns, dim = chars.shape
+    widest = max(w.shape[2] for w in weights)
+    onednn = products != "int8" and onednn_linear_available()
+    packed = _packed_widest(owner, weights, widest, products, onednn)
+    windows = chars.unfold(1, widest, 1).reshape(-1, dim * widest)  # (dim, width) order, as the weight's
+    if products == "int8":
+        out = int8.linear(windows, packed)
+    else:
+        if products == "bf16":
+            windows = windows.to(torch.bfloat16)
+        if onednn:
+            out = torch.ops.mkldnn._linear_pointwise(windows, packed, None, "none", [], "")
+        else:
+            out = windows.mm(packed)
+    pooled = out.view(words, columns - widest + 1, -1).amax(dim=1).float()
+    bias = [b if b is not None else pooled.new_zeros(w.shape[0]) for w, b in zip(weights, biases)]
+    return pooled.add_(torch.cat(bias).detach())
 
 
 def pooled_convolutions(

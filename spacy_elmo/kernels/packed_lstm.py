@@ -9,9 +9,10 @@ caller has two or more (`parallel_directions`).  Computes what `ElmoLstmLayer` /
 compute (≤ 1e-6).
 
 Opt-in approximations (`LstmWeights.int8`, `LstmWeights.bf16`): the matrix products in int8
-(`kernels.int8`) or in bf16 (`kernels.bf16`: weights converted once and cached, products'
-inputs rounded to bf16, their results widened to fp32), the gates, the cell state and the outputs
-in fp32 either way; their error bounds are in those modules.
+(`kernels.int8`: weights quantized and packed once and cached, activations quantized per call) or in
+bf16 (`kernels.bf16`: weights converted once and cached, products' inputs rounded to bf16, their
+results widened to fp32), the gates, the cell state and the outputs in fp32 either way; their error
+bounds are in those modules.
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ from typing import Any, NamedTuple
 
 import torch
 
+from . import int8 as int8_kernel
 from .capabilities import (
     autocast_dtype,
     onednn_linear_available,
     per_thread_intraop_threads,
     set_thread_intraop_threads,
 )
-from .int8 import Int8Weights, int8_matmul
 from .weights import DerivedWeights, scratch, weights_key
 
 
@@ -46,9 +47,9 @@ class LstmWeights(NamedTuple):
     cell_clip: float | None
     proj_clip: float | None
     owner: object
-    # the products in int8 (CPU) or in bf16 (a device with native bf16 products), as the caller
-    # decided for the device (`hf.lstm_implementations.lstm_products`); fp32 when neither
-    int8: Int8Weights | None = None
+    # the products in int8 (a CPU that takes them) or in bf16 (a device with native bf16 products),
+    # as the caller decided for the device (`hf.lstm_implementations.lstm_products`); fp32 when neither
+    int8: bool = False
     bf16: bool = False
 
 
@@ -107,13 +108,18 @@ class PackedLayout:
 # their outputs (each direction's thread holds one block: 128 rows are 8 MiB for original, and as
 # fast as 256 or 512 rows within the noise, measured interleaved at batch 32)
 PROJECTION_ROWS = 128
-# With oneDNN (`_use_onednn`), on CPU in fp32:
-# - the recurrent products of at least this many rows use oneDNN with prepacked weights (≈2x MKL
-#   for the skinny [rows, 512]·[512, 16384] shapes); fewer rows are matrix-vector-like and memory
-#   bound, where MKL's plain GEMM is faster
-PREPACKED_MIN_ROWS = 8
-# - the cell projection ([rows, 4096]·[4096, 512]) always uses oneDNN: it streams the weight ~2x
-#   faster than MKL at a single row too (MKL's x·W matrix-vector product reads its 8 MB at ~14 GB/s)
+# With oneDNN (`_use_onednn`), on CPU in fp32 (measured on one thread, a direction's weight read
+# between two of the other's, on the AMD EPYC of docs/performance.md):
+# - the recurrent products of at least this many rows use oneDNN with prepacked weights (2-3x MKL
+#   at 3-4 rows, ≈ at 2, ≈2x at 32 for the [rows, 512]·[512, 16384] and [rows, 128]·[128, 4096]
+#   shapes); one row is a matrix-vector product, memory bound, where MKL's plain GEMM is ~1.3-1.5x
+#   faster. The prepacked copy is made only once a batch has such a step.
+PREPACKED_MIN_ROWS = 2
+# - the cell projection uses oneDNN too, except at one row with a weight of at most
+#   MKL_PROJECTION_MAX_BYTES: MKL's x·W matrix-vector product reads a large weight slower than
+#   oneDNN's (original's [1, 4096]·[4096, 512], 8 MB: 1.4x), a cache-sized one faster (small's
+#   [1, 1024]·[1024, 128], 0.5 MB: 1.7x; medium's 2 MB: equal)
+MKL_PROJECTION_MAX_BYTES = 2**20
 # - the input projections always use oneDNN (MKL is ~2x slower at a few rows and ~1.1-1.5x slower
 #   at PROJECTION_ROWS on the benchmark machine; one kernel for every batch size also keeps a
 #   sentence's gate inputs independent of its batch).  Batches with fewer packed rows than
@@ -138,10 +144,11 @@ _DERIVED = DerivedWeights()
 PARALLEL_DIRECTIONS = True
 
 
-def _prepack_directions(weight: torch.Tensor) -> list:
-    """oneDNN-prepacked copies of a [2, in, out] weight, one per direction."""
+def _prepack_directions(weight: torch.Tensor, dtype: torch.dtype = torch.float32) -> list:
+    """oneDNN-prepacked copies of a [2, in, out] weight in `dtype`, one per direction (converted one
+    direction at a time, straight into the transposed layout: one transient of a direction's size)."""
     prepack = torch.ops.mkldnn._reorder_linear_weight
-    return [prepack(w.detach().t().contiguous(), 32) for w in weight]
+    return [prepack(w.detach().t().to(dtype, memory_format=torch.contiguous_format), 32) for w in weight]
 
 
 def _use_onednn(weights: LstmWeights, x: torch.Tensor) -> bool:
@@ -185,17 +192,13 @@ def _prepacked_bf16(weights: LstmWeights, name: str) -> list:
         weights.owner,
         "prepacked_bf16_" + name,
         weights_key(tensor),
-        lambda: _prepack_directions(tensor.detach().to(torch.bfloat16)),
+        lambda: _prepack_directions(tensor, torch.bfloat16),
     )
 
 
 def _matmul(weights: LstmWeights, name: str, x: torch.Tensor, direction: int | None = None) -> torch.Tensor:
-    """x · weights.<name> for both directions ([2, rows, in]) or one (`direction`, [rows, in]):
-    int8 when the layer was quantized (CPU), else in bf16 (`weights.bf16`) or the autocast dtype."""
-    if weights.int8 is not None:
-        if direction is None:
-            return weights.int8.bmm(x, name)
-        return weights.int8.mm(x, name, direction)
+    """x · weights.<name> for both directions ([2, rows, in]) or one (`direction`, [rows, in]) in
+    bf16 (`weights.bf16`) or the autocast dtype."""
     weight = _low_precision(weights, name, _product_dtype(weights, x))
     x = x.to(weight.dtype)
     return torch.bmm(x, weight) if direction is None else torch.mm(x, weight[direction])
@@ -320,11 +323,19 @@ def run_layer_packed(
     n_dir = x.shape[0]
     hidden = weights.bias.shape[-1] // 4
     # the products' precision is the caller's choice, made for this device (`lstm_products`)
-    int8 = weights.int8 is not None
-    if weights.int8 is not None:
-        weights.int8.refresh(
-            input_weight=weights.input_weight, hidden_weight=weights.hidden_weight, proj_weight=weights.proj_weight
-        )
+    int8 = weights.int8 and x.device.type == "cpu"
+    int8_packed = None
+    if int8:  # packed int8 copies of the weights, made on this thread
+        x = x.float()
+        int8_packed = {
+            name: int8_kernel.packed_directions(weights.owner, name, tensor)
+            for name, tensor in (
+                ("input_weight", weights.input_weight),
+                ("hidden_weight", weights.hidden_weight),
+                ("proj_weight", weights.proj_weight),
+            )
+            if tensor is not None
+        }
     bf16 = not int8 and weights.bf16
     bf16_packed = None
     if bf16:  # fp32 state and outputs around bf16 products; weights converted once, on this thread
@@ -346,8 +357,13 @@ def run_layer_packed(
         input_weight = [w.detach().t() for w in weights.input_weight]  # [4·hidden, input_dim] views
     else:
         input_weight = None
-    packed_hidden = _prepacked(weights, "hidden_weight") if onednn else None
-    packed_proj = _prepacked(weights, "proj_weight") if onednn else None
+    rows = layout.counts[0] if layout.counts else 0  # the most rows of any step
+    packed_hidden = _prepacked(weights, "hidden_weight") if onednn and rows >= PREPACKED_MIN_ROWS else None
+    proj = weights.proj_weight
+    mkl_proj = proj is not None and proj[0].numel() * proj.element_size() <= MKL_PROJECTION_MAX_BYTES
+    packed_proj = (
+        _prepacked(weights, "proj_weight") if onednn and (rows >= PREPACKED_MIN_ROWS or not mkl_proj) else None
+    )
     proj_dim = weights.proj_weight.shape[-1] if weights.proj_weight is not None else hidden
     run = _LayerRun(
         weights=weights,
@@ -364,12 +380,15 @@ def run_layer_packed(
         onednn_input=input_weight,
         packed_hidden=packed_hidden,
         packed_proj=packed_proj,
+        mkl_proj=mkl_proj,
         bf16_packed=bf16_packed,
+        int8_packed=int8_packed,
     )
     if directions_in_parallel is None:
-        directions_in_parallel = parallel_directions(x, exact or bf16)
-    # (explicit bf16 holds no thread-local state, unlike autocast: its directions run in parallel too)
-    pool = _direction_pool() if directions_in_parallel and n_dir == 2 and (exact or bf16) else None
+        directions_in_parallel = parallel_directions(x, exact or bf16 or int8)
+    # (explicit bf16 and int8 hold no thread-local state, unlike autocast: their directions run in
+    # parallel too)
+    pool = _direction_pool() if directions_in_parallel and n_dir == 2 and (exact or bf16 or int8) else None
     if pool is None or not pool.run(run.direction, n_dir):
         for d in range(n_dir):
             run.direction(d)
@@ -393,10 +412,14 @@ class _LayerRun(NamedTuple):
     onednn_input: list | None  # per direction, prepacked or a plain [out, in] view
     packed_hidden: list | None
     packed_proj: list | None
+    mkl_proj: bool  # the cell projection of a one-row step through MKL (MKL_PROJECTION_MAX_BYTES)
     bf16_packed: dict[str, list] | None  # oneDNN-prepacked bf16 weights per name and direction (bf16 on CPU)
+    int8_packed: dict[str, list] | None  # packed int8 weights per name and direction (int8)
 
     def product(self, name: str, x: torch.Tensor, d: int) -> torch.Tensor:
         """x · weights.<name>[d] in low precision (int8, bf16 or the autocast dtype)."""
+        if self.int8_packed is not None:
+            return int8_kernel.linear(x, self.int8_packed[name][d])
         if self.bf16_packed is not None:
             packed = self.bf16_packed[name][d]
             return torch.ops.mkldnn._linear_pointwise(x.to(torch.bfloat16), packed, None, "none", [], "")
@@ -410,7 +433,12 @@ class _LayerRun(NamedTuple):
         if self.exact:
             out = scratch("gates", (x.shape[0], weights.input_weight.shape[-1]), x)
             return torch.addmm(self.bias[d], x, weights.input_weight[d], out=out)
-        return self.product("input_weight", x, d).float().add_(self.bias[d])
+        product = self.product("input_weight", x, d)
+        if product.dtype == torch.float32:
+            return product.add_(self.bias[d])
+        # widened into the thread's gate buffer (as the exact path's), not into a fresh allocation
+        out = scratch("gates", (x.shape[0], weights.input_weight.shape[-1]), self.bias)
+        return torch.add(product, self.bias[d], out=out)
 
     def direction(self, d: int) -> None:
         weights, layout, hidden = self.weights, self.layout, self.hidden
@@ -459,7 +487,7 @@ class _LayerRun(NamedTuple):
                 torch.mul(cell, 2.0, out=m).sigmoid_().mul_(2.0).sub_(1.0).mul_(gates[:, 3 * hidden :])  # tanh(c)·o
                 h_new = out[offset : offset + n]
                 if proj_weight is not None:
-                    if onednn:
+                    if onednn and not (n < PREPACKED_MIN_ROWS and self.mkl_proj):
                         projected = linear(m, packed_proj, None, "none", [], "")
                     elif exact:
                         projected = torch.mm(m, proj_weight, out=h_new)
@@ -522,4 +550,4 @@ def bilstm_packed(
     return result, (torch.stack(finals_h)[:, :, unsort], torch.stack(finals_c)[:, :, unsort])
 
 
-__all__ = ["LstmWeights", "PackedLayout", "run_layer_packed", "bilstm_packed", "drop_derived", "int8_matmul"]
+__all__ = ["LstmWeights", "PackedLayout", "run_layer_packed", "bilstm_packed", "drop_derived"]

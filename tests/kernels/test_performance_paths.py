@@ -168,6 +168,32 @@ def test_column_cut_char_cnn_is_exact(fixture_model, random_model):
             _rounding_only(model, exact, full, encoder(ids, unique=False), "column cut, every row")
 
 
+def test_inference_runs_the_char_cnn_as_one_product_except_for_long_words(random_model, monkeypatch):
+    """On a CPU, inference multiplies every word's windows at once (`kernels.pooled_widest_windows`),
+    except words that leave the widest filter no room (chunked apart: the convolutions); training
+    keeps its own products."""
+    from spacy_elmo import kernels
+
+    calls = []
+    real = kernels.pooled_widest_windows
+
+    def counted(chars, *args, **kwargs):
+        calls.append(chars.shape[0])
+        return real(chars, *args, **kwargs)
+
+    monkeypatch.setattr(kernels, "pooled_widest_windows", counted)
+    model = ElmoModel(random_model.config).eval()
+    model.load_state_dict(random_model.state_dict())
+    model.disable_token_cache()
+    ids, mask = _batch([["a", "cat", "sat"], ["x" * 60]])
+    _fast(model, ids, mask)
+    assert calls == [16]  # <S>, </S>, a, cat, sat: padded to MIN_ROWS; "x" * 60 went through the convolutions
+    calls.clear()
+    model.train()
+    model(ids, mask).last_hidden_state.sum().backward()
+    assert calls == []
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_token_cache_is_exact_bounded_and_invalidated(random_model, device):
     model = ElmoModel(random_model.config).eval().to(device)

@@ -6,10 +6,20 @@ arithmetic, not from a measured number.
 The bound is a running-error analysis of the biLM, computed alongside the definition in float64
 (`_definition_with_bound`): every matrix product adds its own error (`product_error`: bf16's
 c_K·Σ|x||w| from `kernels.bf16.product_bound`, u = 2^-8; int8's half-step rounding of the activations
-and of the weights, from the scales it uses) to the error it inherits from its input through |W|;
-elementwise maps pass errors on by their Lipschitz constants (σ: 1/4; tanh, relu, the clips: 1); a
-product a·b moves by |a|δb + |b|δa + δaδb.  The char CNN and everything outside the products are
-fp32 in every precision: those, and fp32's own rounding, get `FP32_SLACK` of each tensor's scale.
+and of the weights, `kernels.int8`) to the error it inherits from its input through |W|; elementwise
+maps pass errors on by their Lipschitz constants (σ: 1/4; tanh, relu, the clips: 1; the char CNN's
+max-pool passes on its inputs' largest); a product a·b moves by |a|δb + |b|δa + δaδb.  Everything
+outside the products is fp32 in every precision: that, and fp32's own rounding, get `FP32_SLACK` of
+each tensor's scale.
+
+int8 quantizes a call's activations with one scale (`kernels.int8`: a block of packed rows, one
+step's rows, the batch's words), so a row's bound depends on its batch: the bound takes each call's
+scale from a superset of its rows, which can only make it larger: the batch's characters for the
+char CNN, the batch's words for the linears, the whole batch's layer input for an LSTM layer's
+input products, and for the recurrent products the a-priori bound on |ĥ| (the projection's clip,
+or Σ_k |Ŵ_p| since |m| ≤ 1, or 1).
+The int8 rows run with `kernels.int8.MIN_INPUTS` at 1, so that the test's small products (which
+would stay fp32) are int8 too.
 """
 
 from __future__ import annotations
@@ -25,11 +35,12 @@ from torch import nn
 
 from spacy_elmo import ElmoConfig, ElmoModel
 from spacy_elmo.hf.modeling_elmo import add_sentence_boundaries
-from spacy_elmo.kernels import Bf16Linear, Int8Linear, capabilities
+from spacy_elmo.kernels import Bf16Linear, Int8Linear, capabilities, int8
 from spacy_elmo.kernels.bf16 import product_bound
 
 FP32_SLACK = 1e-5  # of a tensor's scale: float32 rounding (~1e-7 per operation), far below bf16's 2^-8
 NATIVE_BF16 = capabilities.native_bf16_available()
+INT8 = capabilities.int8_available()
 # bf16-plain: the LSTM's bf16 products as plain matmuls of cached bf16 copies (oneDNN switched off)
 PRECISIONS = ["fp32", "bf16", "bf16-plain", "int8"]
 
@@ -47,26 +58,33 @@ def _model(config: ElmoConfig, seed: int = 0) -> ElmoModel:
     return model
 
 
-def product_error(kind: str, x: numpy.ndarray, dx: numpy.ndarray, w: numpy.ndarray) -> numpy.ndarray:
+def int8_scale(x: numpy.ndarray, dx: numpy.ndarray) -> float:
+    """An upper bound of the activation scale s_x of an int8 call on the values x ± dx
+    (`kernels.int8`: the span of [min(x̂, 0), max(x̂, 0)] over its levels, at least SMALLEST_SCALE)."""
+    top = max(float((x + dx).max(initial=0.0)), 0.0)
+    bottom = max(float((dx - x).max(initial=0.0)), 0.0)
+    return max((top + bottom) / int8.LEVELS, int8.SMALLEST_SCALE)
+
+
+def product_error(kind: str, x, dx, w, x_scale: float | None = None) -> numpy.ndarray:
     """The error a product x·W ([rows, K]·[K, N]) adds in `kind`: 0 (fp32: in the slack), bf16's
-    c_K·(|x̂|·|W|) with |x̂| ≤ |x| + δx, or int8's: activations rounded to multiples of
-    s_x = max|x̂|/127 per row and weights to s_w = max|w|/127 per column, each off by at most half a
-    step: Σ|x̂|·s_w/2 + s_x/2·Σ(|w| + s_w/2) (integer sums are exact)."""
-    xa = numpy.abs(x) + dx
+    c_K·(|x̂|·|W|) with |x̂| ≤ |x| + δx, or int8's s_w/2·Σ|x̂| + s_x/2·Σ|W| (`kernels.int8`): weights
+    rounded to s_w = max|w|/127 per column, activations to the call's s_x (`x_scale`, an upper bound
+    from `int8_scale`), each off by at most half a step, so |x̂| ≤ |x| + δx + s_x/2."""
     if kind == "fp32":
         return numpy.zeros((x.shape[0], w.shape[1]))
     if kind == "bf16":
-        return product_bound(w.shape[0]) * (xa @ numpy.abs(w))
-    assert kind == "int8", kind
+        return product_bound(w.shape[0]) * ((numpy.abs(x) + dx) @ numpy.abs(w))
+    assert kind == "int8" and x_scale is not None, kind
+    x_hat = numpy.abs(x) + dx + x_scale / 2
     s_w = numpy.abs(w).max(axis=0) / 127.0
-    s_x = xa.max(axis=1, keepdims=True) / 127.0
-    return xa.sum(axis=1, keepdims=True) * s_w / 2 + s_x / 2 * (numpy.abs(w) + s_w / 2).sum(axis=0)
+    return x_hat.sum(axis=1, keepdims=True) * s_w / 2 + x_scale / 2 * numpy.abs(w).sum(axis=0)
 
 
-def _product(kind, x, dx, w, b=None):
+def _product(kind, x, dx, w, b=None, x_scale=None):
     """(x·W + b, its error bound): the inherited error δx·|W| plus the product's own."""
     y = x @ w + (0 if b is None else b)
-    return y, dx @ numpy.abs(w) + product_error(kind, x, dx, w)
+    return y, dx @ numpy.abs(w) + product_error(kind, x, dx, w, x_scale)
 
 
 def _mul(a, da, b, db):
@@ -76,28 +94,46 @@ def _mul(a, da, b, db):
 def _linear_kind(module: nn.Module) -> str:
     if isinstance(module, Bf16Linear):
         return "bf16" if NATIVE_BF16 else "fp32"
-    return "int8" if isinstance(module, Int8Linear) else "fp32"
+    if isinstance(module, Int8Linear) and int8.takes_int8(module.in_features):
+        return "int8" if INT8 else "fp32"
+    return "fp32"
 
 
 def _linear(module, x, dx):
+    """A linear over all the batch's words at once (one int8 call: its scale from all of them)."""
     w = module.weight.detach().double().numpy().T
     b = None if module.bias is None else module.bias.detach().double().numpy()
-    return _product(_linear_kind(module), x, dx, w, b)
+    return _product(_linear_kind(module), x, dx, w, b, int8_scale(x, dx))
 
 
-def _lstm_direction(layer, d: int, kind: str, x, dx):
-    """One direction of an `ElmoLstmLayer` over a sequence x [T, in] (zero initial state)."""
+def _recurrent_scale(layer) -> float:
+    """The int8 activation scale bound of the recurrent products: |ĥ| ≤ the projection's clip, or
+    (1 + 1/255)·Σ_k (|W_p| + s_w/2) per column (|m| ≤ 1, quantized within half a step), or 1."""
+    if layer.proj_weight is None:
+        bound = 1.0
+    else:
+        wp = numpy.abs(layer.proj_weight.detach().double().numpy())
+        bound = float((wp + wp.max(axis=1, keepdims=True) / 254).sum(axis=1).max()) * (1 + 1 / 255)
+        if layer.proj_clip:
+            bound = min(bound, layer.proj_clip)
+    return max(2 * bound * (1 + 1e-6) / int8.LEVELS, int8.SMALLEST_SCALE)
+
+
+def _lstm_direction(layer, d: int, kind: str, x, dx, x_scale: float | None = None):
+    """One direction of an `ElmoLstmLayer` over a sequence x [T, in] (zero initial state); `x_scale`
+    bounds the int8 scale of its input products (int8 only)."""
     wi = layer.input_weight[d].detach().double().numpy()
     wh = layer.hidden_weight[d].detach().double().numpy()
     wp = None if layer.proj_weight is None else layer.proj_weight[d].detach().double().numpy()
     bias = layer.gate_bias()[d].detach().double().numpy()
     hidden = bias.shape[0] // 4
+    h_scale = _recurrent_scale(layer)
     h, dh = numpy.zeros((1, wh.shape[0])), numpy.zeros((1, wh.shape[0]))
     c, dc = numpy.zeros((1, hidden)), numpy.zeros((1, hidden))
-    gx, dgx = _product(kind, x, dx, wi, bias)
+    gx, dgx = _product(kind, x, dx, wi, bias, x_scale)
     outs, douts = [], []
     for t in range(x.shape[0]):
-        gh, dgh = _product(kind, h, dh, wh)
+        gh, dgh = _product(kind, h, dh, wh, None, h_scale)
         g, dg = gx[t : t + 1] + gh, dgx[t : t + 1] + dgh
         sig = 1 / (1 + numpy.exp(-g))
         i, f, o = sig[:, :hidden], sig[:, 2 * hidden : 3 * hidden], sig[:, 3 * hidden :]
@@ -110,7 +146,8 @@ def _lstm_direction(layer, d: int, kind: str, x, dx):
             c = numpy.clip(c, -layer.cell_clip, layer.cell_clip)
         m, dm = _mul(o, do, numpy.tanh(c), dc)
         if wp is not None:
-            h, dh = _product(kind, m, dm, wp)
+            # |m̂| ≤ 1: the scale bound of `_recurrent_scale`'s projection input
+            h, dh = _product(kind, m, dm, wp, None, max(2 * (1 + 1e-6) / int8.LEVELS, int8.SMALLEST_SCALE))
             if layer.proj_clip:
                 h = numpy.clip(h, -layer.proj_clip, layer.proj_clip)
         else:
@@ -120,18 +157,47 @@ def _lstm_direction(layer, d: int, kind: str, x, dx):
     return numpy.concatenate(outs), numpy.concatenate(douts)
 
 
-def _definition_with_bound(model: ElmoModel, char_ids: torch.Tensor, word_ids, native_bf16: bool = NATIVE_BF16):
-    """(value, error bound) of every layer [T, 2·proj] for one sentence's ids (boundaries included),
-    the value the definition in float64, the bound for `model`'s precision (bf16 is fp32 where the device
-    it ran on has no native bf16 products)."""
+def _char_cnn_with_bound(encoder, exact, char_ids: torch.Tensor, kind: str) -> tuple:
+    """(value, bound) of the char CNN's features [words, n_filters] for ids [words, chars]: each
+    bank's product over its windows in `kind` (the kernel multiplies all banks at once over the
+    widest windows, `kernels.pooled_widest_windows`: a bank's sums, with K = dim·widest terms for
+    bf16's c_K; int8's scale from all the batch's characters), then the max over positions (which
+    passes on the largest error of its inputs), the bias and the activation (1-Lipschitz)."""
+    with torch.no_grad():
+        chars = exact.char_embedding(char_ids)  # [words, columns, dim], float64
+        values = exact.char_features(char_ids).numpy()
+    dim, widest = chars.shape[-1], encoder.widest_filter
+    if kind == "int8" and not int8.takes_int8(dim * widest):
+        kind = "fp32"
+    flat = chars.numpy().reshape(-1, dim)
+    x_scale = int8_scale(flat, numpy.zeros_like(flat))
+    bounds = []
+    for conv in exact.convolutions:
+        n, _, width = conv.weight.shape
+        windows = chars.unfold(1, width, 1).reshape(-1, dim * width).numpy()
+        w = conv.weight.detach().reshape(n, dim * width).numpy().T
+        if kind == "bf16":
+            error = product_bound(dim * widest) * (numpy.abs(windows) @ numpy.abs(w))
+        else:
+            error = product_error(kind, windows, numpy.zeros_like(windows), w, x_scale)
+        bounds.append(error.reshape(chars.shape[0], -1, n).max(axis=1))
+    return values, numpy.concatenate(bounds, axis=1)
+
+
+def _definition_with_bound(model: ElmoModel, rows: list[tuple], native_bf16: bool = NATIVE_BF16) -> list[list[tuple]]:
+    """For each row's (character ids, word ids or None) (boundaries included), the (value, error
+    bound) of every layer [T, 2·proj]: the value the definition in float64, the bound for `model`'s
+    precision (bf16 is fp32 where the device it ran on has no native bf16 products), with int8's
+    scales taken over the whole batch."""
     encoder = model.token_encoder
     exact = copy.deepcopy(encoder).double()
-    for module in exact.modules():  # the float64 char CNN (the same in every precision)
+    for module in exact.modules():  # the float64 definition
         if isinstance(module, nn.Linear):
             module.__class__ = nn.Linear
-    with torch.no_grad():
-        x = exact.char_features(char_ids).numpy()
-    dx = numpy.zeros_like(x)
+    kind = "fp32" if model.encoder.precision == "bf16" and not native_bf16 else model.encoder.precision
+    kind = "fp32" if kind == "int8" and not INT8 else kind
+    sizes = [len(char_ids) for char_ids, _ in rows]
+    x, dx = _char_cnn_with_bound(encoder, exact, torch.cat([char_ids for char_ids, _ in rows]), kind)
     for highway in encoder.highways:
         t, dt = _linear(highway.transform, x, dx)
         gate_in, dgate_in = _linear(highway.gate, x, dx)
@@ -142,22 +208,28 @@ def _definition_with_bound(model: ElmoModel, char_ids: torch.Tensor, word_ids, n
     if isinstance(encoder.projection, nn.Linear):
         x, dx = _linear(encoder.projection, x, dx)
     if encoder.word_projection is not None:
-        words = encoder.word_embedding.weight.detach().double().numpy()[word_ids.numpy()]
+        word_ids = torch.cat([words for _, words in rows]).numpy()
+        words = encoder.word_embedding.weight.detach().double().numpy()[word_ids]
         wx, dwx = _linear(encoder.word_projection, words, numpy.zeros_like(words))
         x, dx = x + wx, dx + dwx
-    layers = [(numpy.concatenate([x, x], 1), numpy.concatenate([dx, dx], 1))]
+    splits = numpy.cumsum(sizes)[:-1]
+    tokens = list(zip(numpy.split(x, splits), numpy.split(dx, splits)))
+    layers = [[(numpy.concatenate([x, x], 1), numpy.concatenate([dx, dx], 1))] for x, dx in tokens]
     # each direction's next layer reads that direction's outputs (in time order here)
-    inputs = [(x, dx), (x, dx)]
+    inputs = [[(x, dx), (x, dx)] for x, dx in tokens]
+    if kind == "int8" and not int8.takes_int8(min(model.config.projection_dim, model.config.lstm_dim)):
+        kind = "fp32"  # the biLSTM's products are too small for int8 (`lstm_products`)
     for index, layer in enumerate(model.encoder.layers):
-        kind = "fp32" if model.encoder.precision == "bf16" and not native_bf16 else model.encoder.precision
-        (xf, dxf), (xb, dxb) = inputs
-        fwd, dfwd = _lstm_direction(layer, 0, kind, xf, dxf)
-        bwd, dbwd = _lstm_direction(layer, 1, kind, xb[::-1], dxb[::-1])
-        bwd, dbwd = bwd[::-1], dbwd[::-1]
-        if model.encoder.use_skip_connections and index > 0:
-            fwd, dfwd, bwd, dbwd = fwd + xf, dfwd + dxf, bwd + xb, dbwd + dxb
-        layers.append((numpy.concatenate([fwd, bwd], 1), numpy.concatenate([dfwd, dbwd], 1)))
-        inputs = [(fwd, dfwd), (bwd, dbwd)]
+        every = [part for row in inputs for part in row]
+        x_scale = int8_scale(numpy.concatenate([x for x, _ in every]), numpy.concatenate([dx for _, dx in every]))
+        for row, ((xf, dxf), (xb, dxb)) in enumerate(inputs):
+            fwd, dfwd = _lstm_direction(layer, 0, kind, xf, dxf, x_scale)
+            bwd, dbwd = _lstm_direction(layer, 1, kind, xb[::-1], dxb[::-1], x_scale)
+            bwd, dbwd = bwd[::-1], dbwd[::-1]
+            if model.encoder.use_skip_connections and index > 0:
+                fwd, dfwd, bwd, dbwd = fwd + xf, dfwd + dxf, bwd + xb, dbwd + dxb
+            layers[row].append((numpy.concatenate([fwd, bwd], 1), numpy.concatenate([dfwd, dbwd], 1)))
+            inputs[row] = [(fwd, dfwd), (bwd, dbwd)]
     return layers
 
 
@@ -176,6 +248,8 @@ def test_each_precision_is_within_its_stated_bound(
 ):
     if precision == "bf16-plain":
         monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"onednn"})
+    if precision == "int8":
+        monkeypatch.setattr(int8, "MIN_INPUTS", 1)  # the test's products are small: all int8 here
     config = _config(skip, cell_proj, cnn_proj, clip, efml)
     model = _model(config).set_precision(precision.split("-")[0])
     ids, mask, words = _inputs(batch, seed=1, config=config)
@@ -185,11 +259,9 @@ def test_each_precision_is_within_its_stated_bound(
         out = on_device(*moved, keep_sentence_boundaries=True)
         out.hidden_states = tuple(h.cpu() for h in out.hidden_states)
     char_ids, full_mask, word_ids = add_sentence_boundaries(ids, mask, words, config.uses_char_lexicon)
-    for row in range(batch):
-        n = int(full_mask[row].sum())
-        bounded = _definition_with_bound(
-            model, char_ids[row, :n], None if word_ids is None else word_ids[row, :n], NATIVE_BF16 or device == "cuda"
-        )
+    lengths = [int(full_mask[row].sum()) for row in range(batch)]
+    rows = [(char_ids[row, :n], None if word_ids is None else word_ids[row, :n]) for row, n in enumerate(lengths)]
+    for row, (n, bounded) in enumerate(zip(lengths, _definition_with_bound(model, rows, NATIVE_BF16 or device == "cuda"))):
         for k, (want, bound) in enumerate(bounded):
             got = out.hidden_states[k][row, :n].double().numpy()
             scale = numpy.abs(want).max()
@@ -199,24 +271,70 @@ def test_each_precision_is_within_its_stated_bound(
             assert bound.max() < 0.2 * scale, f"{precision}, layer {k}: a vacuous bound"
 
 
-def test_bf16_is_refused_to_fp32_in_one_warning_line_without_native_bf16(monkeypatch, caplog):
-    """On a CPU without native bf16 products (forced here), a bf16 model computes exact fp32 (the
-    same bits as the fp32 model) after one warning line, given once."""
+@pytest.mark.parametrize("precision,capability", [("bf16", "native_bf16"), ("int8", "int8")])
+def test_a_precision_the_cpu_cannot_speed_up_is_fp32_after_one_warning_line(precision, capability, monkeypatch, caplog):
+    """On a CPU without native bf16 products, or without int8 products faster than fp32 (forced
+    here), a bf16 or int8 model computes exact fp32 (the same bits as the fp32 model) after one
+    warning line, given once; the request stays recorded (a saved model computes in it elsewhere)."""
     config = _config(True, True, True, True)
     ids, mask, words = _inputs(len(LENGTHS), seed=1, config=config)
     with torch.no_grad():
         fp32 = _model(config)(ids, mask, words).hidden_states
-    monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"native_bf16"})
-    monkeypatch.setattr(capabilities, "_warned_bf16", set())
-    model = _model(config).set_precision("bf16")
+    monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {capability})
+    monkeypatch.setattr(capabilities, f"_warned_{precision}", set())
+    monkeypatch.setattr(int8, "MIN_INPUTS", 1)  # every product would be int8 here
+    model = _model(config).set_precision(precision)
     with caplog.at_level(logging.WARNING, logger="spacy_elmo.kernels"), torch.no_grad():
         got = model(ids, mask, words).hidden_states
         again = model(ids, mask, words).hidden_states
     assert all(map(torch.equal, fp32, got)) and all(map(torch.equal, fp32, again))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "\n" not in warnings[0], warnings
-    assert "precision='bf16'" in warnings[0] and "fp32" in warnings[0] and "switched off" in warnings[0]
-    assert model.config.precision == "bf16"  # what was asked for stays recorded
+    assert f"precision='{precision}'" in warnings[0] and "fp32" in warnings[0] and "switched off" in warnings[0]
+    assert model.config.precision == precision
+
+
+@pytest.mark.skipif(not INT8, reason="int8 products run only on a CPU of capabilities.INT8_CPUS")
+@pytest.mark.parametrize("rows,inputs", [(1, 64), (7, 130), (300, 64)])
+@pytest.mark.parametrize("values", ["signed", "positive", "negative", "tiny", "zero"])
+def test_an_int8_product_is_the_stated_scheme(rows, inputs, values):
+    """`kernels.int8.linear` computes what kernels/int8.py states, emulated here in float64: weights
+    per column to 127 levels, the call's activations to 255 levels of one scale with a zero point,
+    an exact integer sum, dequantized (+ bias): within fp32 rounding (7-bit activations, twice the
+    step, would be far off)."""
+    g = torch.Generator().manual_seed(rows * inputs)
+    x = {
+        "signed": torch.randn(rows, inputs, generator=g) * 3,
+        "positive": torch.rand(rows, inputs, generator=g),
+        "negative": -torch.rand(rows, inputs, generator=g) - 0.5,
+        "tiny": torch.randn(rows, inputs, generator=g) * 1e-4,
+        "zero": torch.zeros(rows, inputs),
+    }[values]
+    w, bias = torch.randn(inputs, 40, generator=g) * 0.1, torch.randn(40, generator=g)
+    got = int8.linear(x, int8.pack(w, bias)).double()
+    qw, w_scale = int8.quantize_columns(w)
+    xd = x.double()
+    low, high = min(float(xd.min()), 0.0), max(float(xd.max()), 0.0)
+    scale = max((high - low) / int8.LEVELS, int8.SMALLEST_SCALE) if high > low else 0.1
+    zero = min(max(round(-low / scale), 0), int8.LEVELS)
+    xq = torch.clamp(torch.round(xd / scale) + zero, 0, int8.LEVELS) - zero
+    want = (xq @ qw.double()) * scale * w_scale.double() + bias.double()
+    terms = (xq.abs() @ qw.double().abs()) * scale * w_scale.double() + bias.double().abs()
+    assert torch.all((got - want).abs() <= 1e-6 * terms + 1e-12), float((got - want).abs().max())
+
+
+def test_the_int8_probe_reads_the_cpu_flags():
+    """x86's VNNI flags (amx_int8, avx512_vnni, avx_vnni: `INT8_CPUS`) decide; the probe names what is missing."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        assert "not taken" in capabilities._probe_int8("Features\t: fp asimd bf16\n")
+        return
+    assert "none of the flags" in capabilities._probe_int8("flags\t\t: fpu avx2 avx512f avx512_bf16\n")
+    with_vnni = capabilities._probe_int8("flags\t\t: fpu avx2 avx512f avx512_vnni\n")
+    assert with_vnni is None or "quantized" in with_vnni or "Error" in with_vnni
+    assert capabilities._probe_int8("flags\t\t: fpu amx_int8 amx_tile\n") == with_vnni
+    assert capabilities._probe_int8("flags\t\t: fpu avx_vnni\n") == with_vnni
 
 
 def test_the_native_bf16_probe_reads_the_cpu_flags():
@@ -281,3 +399,18 @@ def test_an_invalid_precision_is_one_line_naming_the_setting():
 
     message = config_error_message(err.value)
     assert "\n" not in message and "precision" in message and "fp16" in message, message
+
+
+def test_what_the_products_compute_in_is_decided_by_precision_cpu_and_input_count(monkeypatch, caplog):
+    """`lstm_products`: fp32 stays fp32; int8 where the CPU takes it and the products have at least
+    `MIN_INPUTS` inputs (a small model's biLSTM runs exact fp32); bf16 where the CPU has it; each
+    fallback exact fp32 (with its one warning line, tested above)."""
+    from spacy_elmo.hf.lstm_implementations import lstm_products
+
+    assert lstm_products("fp32", "cpu", 4096) == "fp32"
+    assert lstm_products("int8", "cpu", int8.MIN_INPUTS) == ("int8" if INT8 else "fp32")
+    assert lstm_products("int8", "cpu", int8.MIN_INPUTS - 1) == "fp32"
+    assert lstm_products("bf16", "cpu", 16) == ("bf16" if NATIVE_BF16 else "fp32")
+    monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"int8", "native_bf16"})
+    with caplog.at_level(logging.WARNING, logger="spacy_elmo.kernels"):
+        assert lstm_products("int8", "cpu", 4096) == "fp32" and lstm_products("bf16", "cpu", 4096) == "fp32"
