@@ -128,6 +128,14 @@ MKL_PROJECTION_MAX_BYTES = 2**20
 #   reordered per call (same values; the reorder is ~5% of a 512-row product, and no copy is kept)
 PREPACKED_INPUT_MAX_ROWS = 128
 USE_PREPACKED = True
+# Under int8 and bf16 products, a one-row step's recurrent product and cell projection whose fp32
+# weight (one direction's) is at most this many bytes compute in fp32 (MKL, as the exact path):
+# one row of a cache-sized weight gains nothing from int8 or bf16, while the low-precision call's
+# fixed cost (quantizing or converting the row, torch's quantized linear serializing the two
+# direction threads) made small's batch-1 biLSTM ~1.7x slower than fp32 (small: 2 MiB and 0.5 MiB
+# weights; measured on the AMD EPYC of docs/performance.md). Original's 32 and 8 MiB weights keep
+# their low-precision products (int8 ~6x fp32 at one row there). fp32 is within every bound.
+LOW_PRECISION_ONE_ROW_MIN_BYTES = 4 * 2**20
 
 _DERIVED = DerivedWeights()
 
@@ -202,6 +210,12 @@ def _matmul(weights: LstmWeights, name: str, x: torch.Tensor, direction: int | N
     weight = _low_precision(weights, name, _product_dtype(weights, x))
     x = x.to(weight.dtype)
     return torch.bmm(x, weight) if direction is None else torch.mm(x, weight[direction])
+
+
+def _fp32_one_row(weights: LstmWeights) -> frozenset[str]:
+    """The recurrent weights whose one-row products stay fp32 under int8 or bf16 products."""
+    named = (("hidden_weight", weights.hidden_weight), ("proj_weight", weights.proj_weight))
+    return frozenset(name for name, w in named if w is not None and w[0].numel() * 4 <= LOW_PRECISION_ONE_ROW_MIN_BYTES)
 
 
 def parallel_directions(x: torch.Tensor, exact: bool) -> bool:
@@ -381,6 +395,7 @@ def run_layer_packed(
         packed_hidden=packed_hidden,
         packed_proj=packed_proj,
         mkl_proj=mkl_proj,
+        fp32_one_row=_fp32_one_row(weights) if int8 or bf16 else frozenset(),
         bf16_packed=bf16_packed,
         int8_packed=int8_packed,
     )
@@ -413,6 +428,7 @@ class _LayerRun(NamedTuple):
     packed_hidden: list | None
     packed_proj: list | None
     mkl_proj: bool  # the cell projection of a one-row step through MKL (MKL_PROJECTION_MAX_BYTES)
+    fp32_one_row: frozenset[str]  # weights whose one-row products stay fp32 (LOW_PRECISION_ONE_ROW_MIN_BYTES)
     bf16_packed: dict[str, list] | None  # oneDNN-prepacked bf16 weights per name and direction (bf16 on CPU)
     int8_packed: dict[str, list] | None  # packed int8 weights per name and direction (int8)
 
@@ -469,7 +485,7 @@ class _LayerRun(NamedTuple):
                 use_packed = onednn and n >= PREPACKED_MIN_ROWS
                 if use_packed:
                     gates = linear.binary(h, gates, packed_hidden, None, "add")
-                elif exact:
+                elif exact or (n == 1 and "hidden_weight" in self.fp32_one_row):
                     gates.addmm_(h, hidden_weight)
                 else:
                     gates.add_(self.product("hidden_weight", h, d))
@@ -489,7 +505,7 @@ class _LayerRun(NamedTuple):
                 if proj_weight is not None:
                     if onednn and not (n < PREPACKED_MIN_ROWS and self.mkl_proj):
                         projected = linear(m, packed_proj, None, "none", [], "")
-                    elif exact:
+                    elif exact or (n == 1 and "proj_weight" in self.fp32_one_row):
                         projected = torch.mm(m, proj_weight, out=h_new)
                     else:
                         projected = self.product("proj_weight", m, d)

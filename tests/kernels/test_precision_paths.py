@@ -19,7 +19,8 @@ char CNN, the batch's words for the linears, the whole batch's layer input for a
 input products, and for the recurrent products the a-priori bound on |ĥ| (the projection's clip,
 or Σ_k |Ŵ_p| since |m| ≤ 1, or 1).
 The int8 rows run with `kernels.int8.MIN_INPUTS` at 1, so that the test's small products (which
-would stay fp32) are int8 too.
+would stay fp32) are int8 too, and every row with `packed_lstm.LOW_PRECISION_ONE_ROW_MIN_BYTES` at 0,
+so that one-row recurrent products of its cache-sized weights are low-precision too.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from torch import nn
 
 from spacy_elmo import ElmoConfig, ElmoModel
 from spacy_elmo.hf.modeling_elmo import add_sentence_boundaries
-from spacy_elmo.kernels import Bf16Linear, Int8Linear, capabilities, int8
+from spacy_elmo.kernels import Bf16Linear, Int8Linear, capabilities, int8, packed_lstm
 from spacy_elmo.kernels.bf16 import product_bound
 
 FP32_SLACK = 1e-5  # of a tensor's scale: float32 rounding (~1e-7 per operation), far below bf16's 2^-8
@@ -250,6 +251,8 @@ def test_each_precision_is_within_its_stated_bound(
         monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"onednn"})
     if precision == "int8":
         monkeypatch.setattr(int8, "MIN_INPUTS", 1)  # the test's products are small: all int8 here
+    # and their one-row recurrent products low-precision too (cache-sized weights stay fp32 otherwise)
+    monkeypatch.setattr(packed_lstm, "LOW_PRECISION_ONE_ROW_MIN_BYTES", 0)
     config = _config(skip, cell_proj, cnn_proj, clip, efml)
     model = _model(config).set_precision(precision.split("-")[0])
     ids, mask, words = _inputs(batch, seed=1, config=config)
@@ -261,7 +264,9 @@ def test_each_precision_is_within_its_stated_bound(
     char_ids, full_mask, word_ids = add_sentence_boundaries(ids, mask, words, config.uses_char_lexicon)
     lengths = [int(full_mask[row].sum()) for row in range(batch)]
     rows = [(char_ids[row, :n], None if word_ids is None else word_ids[row, :n]) for row, n in enumerate(lengths)]
-    for row, (n, bounded) in enumerate(zip(lengths, _definition_with_bound(model, rows, NATIVE_BF16 or device == "cuda"))):
+    for row, (n, bounded) in enumerate(
+        zip(lengths, _definition_with_bound(model, rows, NATIVE_BF16 or device == "cuda"))
+    ):
         for k, (want, bound) in enumerate(bounded):
             got = out.hidden_states[k][row, :n].double().numpy()
             scale = numpy.abs(want).max()
@@ -414,3 +419,40 @@ def test_what_the_products_compute_in_is_decided_by_precision_cpu_and_input_coun
     monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"int8", "native_bf16"})
     with caplog.at_level(logging.WARNING, logger="spacy_elmo.kernels"):
         assert lstm_products("int8", "cpu", 4096) == "fp32" and lstm_products("bf16", "cpu", 4096) == "fp32"
+
+
+@pytest.mark.parametrize("precision", ["int8", "bf16"])
+@pytest.mark.parametrize("limit", [0, packed_lstm.LOW_PRECISION_ONE_ROW_MIN_BYTES])
+def test_one_row_products_of_cache_sized_weights_stay_fp32(precision, limit, monkeypatch):
+    """Under int8 and bf16, a step with one active row multiplies a recurrent weight of at most
+    `LOW_PRECISION_ONE_ROW_MIN_BYTES` in fp32 (small's batch 1 ran slower in low precision); steps
+    of several rows, and every step where the limit is 0, take the low-precision product. The
+    low-precision calls are counted by wrapping the real `_LayerRun.product` (it still computes)."""
+    if precision == "int8" and not INT8 or precision == "bf16" and not NATIVE_BF16:
+        pytest.skip(f"{precision} products are fp32 on this CPU (covered by the fallback test)")
+    monkeypatch.setattr(int8, "MIN_INPUTS", 1)
+    monkeypatch.setattr(packed_lstm, "LOW_PRECISION_ONE_ROW_MIN_BYTES", limit)
+    config = _config(True, True, False, True, False)  # a cell projection: both recurrent weights
+    model = _model(config).set_precision(precision)
+    calls: list[tuple[str, int]] = []
+    product = packed_lstm._LayerRun.product
+
+    def counted(self, name, x, d):
+        calls.append((name, x.shape[0]))
+        return product(self, name, x, d)
+
+    monkeypatch.setattr(packed_lstm._LayerRun, "product", counted)
+    for batch in (1, len(LENGTHS)):
+        calls.clear()
+        ids, mask, words = _inputs(batch, seed=1, config=config)
+        with torch.no_grad():
+            model(ids, mask, words)
+        recurrent = [(name, rows) for name, rows in calls if name != "input_weight"]
+        one_row = [call for call in recurrent if call[1] == 1]
+        if limit:
+            assert not one_row, one_row
+        else:
+            assert {name for name, _ in one_row} == {"hidden_weight", "proj_weight"}
+        if batch > 1:  # steps of several rows are low-precision whatever the limit
+            assert {name for name, rows in recurrent if rows > 1} == {"hidden_weight", "proj_weight"}
+        assert any(name == "input_weight" for name, _ in calls)
