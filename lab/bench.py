@@ -149,6 +149,23 @@ def fractions(result: dict, config, limits: dict) -> dict:
     return out
 
 
+def _speed(result: dict) -> float:
+    return result.get("pipe_words_per_s") or result.get("words_per_s") or 0.0
+
+
+def median_of(results: list[dict]) -> dict:
+    """The measurement of median speed among repeats of one job (the lower middle of an even count),
+    with every repeat's speed in `repeat_speeds`; a single measurement as it is."""
+    if len(results) == 1:
+        return results[0]
+    ordered = sorted(results, key=_speed)
+    return dict(ordered[(len(ordered) - 1) // 2], repeat_speeds=[round(_speed(r), 1) for r in results])
+
+
+def _repeats(row: dict) -> str:
+    return f"median of {len(row['repeat_speeds'])}: " + ", ".join(f"{v:.0f}" for v in row["repeat_speeds"])
+
+
 def _pct(value) -> str:
     return "" if value is None else f"{100 * value:.0f}%"
 
@@ -164,6 +181,13 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--min-seconds", type=float, default=4.0)
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="measure every job this many times, in rounds (each round's order the last's reversed); "
+        "a row is the measurement of median speed, the others' speeds kept beside it",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--models",
@@ -210,16 +234,20 @@ def main(argv=None) -> int:
         jobs += [(32, "cache")] if "cache" in extras else []
         if "pipe" in extras:  # nlp.pipe in fp32 and in each precision asked for
             jobs += [(32, "pipe")] + [(32, f"pipe-{e}") for e in extras if e in PRECISIONS]
-        for index, (batch, mode) in enumerate(jobs):
-            sources = [(None, "")] + ([(args.baseline, "baseline")] if args.baseline else [])
-            if index % 2:  # alternate which code goes first, so load changes hit both alike
-                sources.reverse()
-            for source, code in sources:
-                result = run_worker(directory, batch, mode, args, source)
-                result["arch"] = arch
-                result["code"] = code
-                rows.append(result)
-                print(json.dumps(result), flush=True)
+        measured: dict[tuple, list[dict]] = {}
+        for round_ in range(max(args.repeats, 1)):
+            # a shared machine's load drifts: each round runs the jobs in the other order
+            for index, (batch, mode) in enumerate(jobs if round_ % 2 == 0 else jobs[::-1]):
+                sources = [(None, "")] + ([(args.baseline, "baseline")] if args.baseline else [])
+                if index % 2:  # alternate which code goes first, so load changes hit both alike
+                    sources.reverse()
+                for source, code in sources:
+                    result = run_worker(directory, batch, mode, args, source)
+                    result["arch"] = arch
+                    result["code"] = code
+                    measured.setdefault((batch, mode, code), []).append(result)
+                    print(json.dumps(result), flush=True)
+        rows += [median_of(results) for results in measured.values()]
 
     after = machine.measure(args.quick)
     limits = {
@@ -265,8 +293,10 @@ def table_row(row: dict, fp32: dict | None = None, pipe_fp32: dict | None = None
             pipe_gain = row["pipe_words_per_s"] / pipe_fp32["pipe_words_per_s"]
             raw_gain = row["raw_words_per_s"] / pipe_fp32["raw_words_per_s"]
             note += f"; over fp32: nlp.pipe {pipe_gain:.2f}×, raw model {raw_gain:.2f}×"
+        if "repeat_speeds" in row:
+            note += "; " + _repeats(row)
         return [row["arch"], str(row["batch"]), mode, f"{row['pipe_words_per_s']:.0f}", *[""] * 5, rss, note]
-    notes = []
+    notes = [_repeats(row)] if "repeat_speeds" in row else []
     if fp32 is not None and row["mode"] in PRECISIONS and "words_per_s" in fp32:
         notes.append(f"{row['words_per_s'] / fp32['words_per_s']:.2f}× fp32")
     if "relative_error" in row:

@@ -122,3 +122,18 @@ def test_the_committed_tables_are_what_the_log_gives(tmp_path):
     assert written == (bench.RUNS.parent / "inference.md").read_text(encoding="utf-8")
     by_cpu = (tmp_path / "precision_by_cpu.md").read_text(encoding="utf-8")
     assert by_cpu == (bench.RUNS.parent / "precision_by_cpu.md").read_text(encoding="utf-8")
+
+
+def test_repeated_jobs_give_the_measurement_of_median_speed_with_every_repeats_speed():
+    """`--repeats`: of one job's measurements the row is the one of median speed (whole, so its
+    speed, errors and RSS belong together), every repeat's speed beside it and in the table's notes."""
+    results = [dict(ROW, words_per_s=s, max_abs_error=s / 1e6) for s in (900.0, 1300.0, 1100.0)]
+    row = bench.median_of(results)
+    assert row["words_per_s"] == 1100.0 and row["max_abs_error"] == 1100.0 / 1e6
+    assert row["repeat_speeds"] == [900.0, 1300.0, 1100.0]
+    assert bench.median_of(results[:2])["words_per_s"] == 900.0  # the lower middle of an even count
+    assert bench.median_of(results[:1]) is results[0]
+    assert bench.table_row(row)[-1].startswith("median of 3: 900, 1300, 1100; ")
+    pipe = dict(ROW, mode="pipe", pipe_words_per_s=50.0, raw_words_per_s=60.0, pipe_over_raw=50 / 60)
+    piped = bench.median_of([pipe, dict(pipe, pipe_words_per_s=70.0), dict(pipe, pipe_words_per_s=40.0)])
+    assert piped["pipe_words_per_s"] == 50.0 and bench.table_row(piped)[-1].endswith("median of 3: 50, 70, 40")
