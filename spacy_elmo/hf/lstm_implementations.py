@@ -111,7 +111,8 @@ def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
     bound (`lstm_products`), the layers run as `bilstm_fused`'s forward with bf16 products (bf16
     weights made once per replay, fp32 state, `kernels.fused_lstm`), as "packed" computes them on the
     CPU; eager would multiply the fp32 weights."""
-    products = lstm_products(bilstm.precision, tokens.device.type)
+    config = bilstm.config
+    products = lstm_products(bilstm.precision, tokens.device.type, min(config.projection_dim, config.lstm_dim))
     batch, steps, dim = tokens.shape
     rows, time = kernels.cuda_graphs.bucket(batch), kernels.cuda_graphs.bucket(steps)
     padded = tokens.new_zeros(rows, time, dim)
