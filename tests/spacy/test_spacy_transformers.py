@@ -33,7 +33,7 @@ def features(nlp, docs) -> list[numpy.ndarray]:
     """What the NER model reads for each token: its tok2vec's features (the ELMo mix, then the transformer's),
     before the parser's own projection of them."""
     layer = nlp.get_pipe("ner").model.get_ref("tok2vec").layers[0]
-    assert layer.name == "elmo-features"
+    assert layer.name.startswith("elmo-features|transformer-listener")
     return [numpy.asarray(x) for x in layer.predict(docs)]
 
 
