@@ -168,6 +168,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.slow
 def test_init_config_says_in_one_line_when_the_transformer_is_not_here(tmp_path, tiny_model_dir, tiny_bert_dir):
     """`init-config ner_elmo_trf --paths.transformer NAME`, as a user types it, offline (HF_HUB_OFFLINE=1) and
     with the hub unreachable: a name that is neither a folder nor a hub id in the local cache is one line and
