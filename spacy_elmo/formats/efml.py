@@ -491,7 +491,8 @@ def load_efml(path: str | Path, lang: str = "xx"):
     """(`ElmoModel` in eval mode, `ElmoTokenizer` with the model's lexicons) from an EFML directory.
 
     `lang`: the spaCy language whose tokenizer splits raw text for the HF tokenizer (EFML
-    directories do not say; "xx" is spaCy's multi-language tokenizer).
+    directories do not say; "xx" is spaCy's multi-language tokenizer). The model records the
+    directory (`converted_from`), so the card `save_pretrained` writes names it.
     """
     from ..hf.configuration_elmo import ElmoConfig
     from ..hf.modeling_elmo import ElmoModel
@@ -511,7 +512,13 @@ def load_efml(path: str | Path, lang: str = "xx"):
         char_vocab=char_lexicon,
         word_vocab=word_lexicon,
     )
+    model.converted_from = describe_efml(path)
     return model.eval(), tokenizer
+
+
+def describe_efml(path: str | Path) -> str:
+    """The directory as a model card names it (its name only, as `legacy.describe_legacy`)."""
+    return f"the ELMoForManyLangs directory `{Path(path).name}`"
 
 
 __all__ = [
@@ -525,6 +532,7 @@ __all__ = [
     "EfmlTokenEmbedder",
     "Entry",
     "check_efml_directory",
+    "describe_efml",
     "efml_to_elmo",
     "load_efml",
     "is_efml_directory",

@@ -227,8 +227,16 @@ def read_legacy_state_dict(config: ElmoConfig, weights_file: str | Path) -> dict
     return {name: torch.from_numpy(numpy.ascontiguousarray(value)) for name, value in state.items()}
 
 
+def describe_legacy(options_file: str | Path, weights_file: str | Path | None) -> str:
+    """The legacy files as a model card names them: file names only (a card may be published; the
+    folders they were read from are private)."""
+    weights = f" + `{Path(weights_file).name}`" if weights_file is not None else ""
+    return f"`{Path(options_file).name}`{weights}"
+
+
 def load_legacy(options_file: str | Path, weights_file: str | Path, **config_overrides):
-    """Builds an `ElmoModel` from legacy files (in eval mode); outputs match the reference implementation."""
+    """Builds an `ElmoModel` from legacy files (in eval mode); outputs match the reference implementation.
+    The model records the files (`converted_from`), so the card `save_pretrained` writes names them."""
 
     config = config_from_options(options_file, **config_overrides)
     model = ElmoModel(config)
@@ -238,6 +246,7 @@ def load_legacy(options_file: str | Path, weights_file: str | Path, **config_ove
         raise LegacyFormatError(
             f"{weights_file}: weights do not fit the model (missing {missing}, unexpected {result.unexpected_keys})"
         )
+    model.converted_from = describe_legacy(options_file, weights_file)
     return model.eval()
 
 
@@ -276,6 +285,7 @@ __all__ = [
     "weight_table",
     "open_weights",
     "check_legacy",
+    "describe_legacy",
     "read_legacy_state_dict",
     "load_legacy",
     "save_legacy",

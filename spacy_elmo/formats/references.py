@@ -136,8 +136,9 @@ class LegacyPair:
         return model, fit_tokenizer(model, tokenizer, source=str(self.options))
 
     def describe(self) -> str:
-        weights = f" + `{self.weights.name}`" if self.weights is not None else ""
-        return f"`{self.options.name}`{weights}"
+        from .legacy import describe_legacy
+
+        return describe_legacy(self.options, self.weights)
 
     def vocabulary_files(self) -> list[Path]:
         return [self.options.parent / "vocab.txt"]
@@ -167,7 +168,9 @@ class EfmlFolder:
         return model, fit_tokenizer(model, tokenizer, source=str(self.path))
 
     def describe(self) -> str:
-        return f"the ELMoForManyLangs directory `{self.path.name}`"
+        from .efml import describe_efml
+
+        return describe_efml(self.path)
 
     def vocabulary_files(self) -> list[Path]:
         return [self.path / "vocab.txt"]

@@ -5,7 +5,8 @@ a metadata header (library_name, tags, license when known), the architecture, th
 count, the training text with its size and held-out perplexity when known, and how to load the
 model with transformers and in spaCy. `model_directory.save_model_directory` calls it, so
 `save_pretrained` / `push_to_hub` give a complete, documented repository; `spacy-elmo convert` and
-`spacy-elmo pretrain` add what they know (the source files, the training run). The card's first line
+`spacy-elmo pretrain` add what they know (the source files, the training run), and a model built by
+`load_legacy` or `load_efml` names the files it was read from (`converted_from`). The card's first line
 is `CARD_MARK`: a README.md without it is the user's, and is kept (one logged line) instead of replaced.
 """
 

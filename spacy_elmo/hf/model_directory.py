@@ -115,8 +115,9 @@ def save_model_directory(
     """Writes a complete model directory (see the module docstring); returns its path.
 
     tokenizer: an `ElmoTokenizer` that fits `model` (default: `default_tokenizer`); card: settings
-    for `model_card.render_model_card` (license, language, source, training, reference), or False
-    for no README.md; save_kwargs: for `PreTrainedModel.save_pretrained` (e.g. max_shard_size).
+    for `model_card.render_model_card` (license, language, source, training, reference; the source is
+    by default the model's `converted_from`), or False for no README.md; save_kwargs: for
+    `PreTrainedModel.save_pretrained` (e.g. max_shard_size).
     """
     from transformers import PreTrainedModel
 
@@ -133,6 +134,7 @@ def save_model_directory(
     if card is not False:
         info: dict[str, Any] = dict(card or {})
         info.setdefault("language", tokenizer.lang)
+        info.setdefault("source", model.converted_from)
         write_model_card(directory, model, **info)
     _set_modes(directory, before)
     return directory

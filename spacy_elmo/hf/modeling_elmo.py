@@ -593,6 +593,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
     # save_pretrained / push_to_hub write a complete model directory (spacy_elmo.hf.model_directory)
     save_pretrained = model_directory.save_pretrained
     push_to_hub = model_directory.push_to_hub  # type: ignore[assignment]  # (adds tokenizer=, model_card=: not HF's signature)
+    # what a converter built this model from (`load_legacy`, `load_efml`: the files' names, as a model card
+    # shows them): the card's source when save_pretrained is given none; None for any other model
+    converted_from: str | None = None
     # a pretrained directory may carry the LM head; the encoder alone ignores it quietly
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
 

@@ -6,7 +6,8 @@ transformers reads anything: an existing folder is read as it is; a name shaped 
 does not exist fails at once (`no such directory: …`); a hub id (`owner/name`) that is not cached
 fails in one line, naming both readings, when HF_HUB_OFFLINE is set or the hub cannot be reached,
 after one request without retries (huggingface_hub would retry a dead network for half a minute).
-`formats.references.HubId` asks the same.
+`formats.references.HubId` asks the same. `locate_any_model(name)` asks it of a model of any kind that
+transformers reads (the transformer of a spacy-transformers config), whose hub id may have no owner.
 
 This is the one module that asks huggingface_hub about its cache and the hub (`try_to_load_from_cache`,
 `hf_hub_url`, `validate_repo_id`, names huggingface_hub 0.x and 1.x both have; offline mode and the one request
@@ -34,13 +35,15 @@ class ModelAbsentError(ModelNotFoundError):
     nor to be had from the hub. (A typo, or the leftover name in a saved pipeline's config.)"""
 
 
-def is_hub_id(reference: str) -> bool:
+def is_hub_id(reference: str, *, owner: bool = True) -> bool:
     """Whether `reference` is a well-formed hub id `owner/name` (not a path that looks local:
-    no leading `.`, `/` or `~`, exactly one slash)."""
+    no leading `.`, `/` or `~`, exactly one slash); `owner=False`: or a bare `name`, as transformers
+    takes the hub's oldest models (`roberta-base`)."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     text = str(reference)
-    if text.count("/") != 1 or text.startswith((".", "/", "~")) or "\\" in text:
+    slashes = (1,) if owner else (0, 1)
+    if text.count("/") not in slashes or text.startswith((".", "/", "~")) or "\\" in text:
         return False
     try:
         validate_repo_id(text)
@@ -139,17 +142,30 @@ def locate_hub_model(
         if cached:
             return {}
         raise absent(repo_id, "HF_HUB_OFFLINE is set" if hub_offline() else "local_files_only is set")
+    return ask_hub(repo_id, config, cached=cached, revision=revision, token=token)
+
+
+def ask_hub(
+    repo_id: str,
+    filename: str,
+    *,
+    cached: bool,
+    revision: str | None = None,
+    token=None,
+    layout: str = "an ELMo model in the HF layout",
+) -> dict[str, Any]:
+    """Asks the hub once (no retries) for `filename` of `repo_id`: {} when it is there,
+    `{"local_files_only": True}` when the hub cannot be reached but the repository is `cached`; else
+    `ModelAbsentError` / `ModelNotFoundError`, one line (`layout`: what a repository without the file is not)."""
     from huggingface_hub import hf_hub_url
     from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
 
     try:  # one request, no retries
-        ask_hub_once(hf_hub_url(repo_id, config, revision=revision), timeout=10, token=token)
+        ask_hub_once(hf_hub_url(repo_id, filename, revision=revision), timeout=10, token=token)
     except RepositoryNotFoundError:
         raise ModelAbsentError(f"no such directory: {repo_id}; no such model on the Hugging Face hub either") from None
     except EntryNotFoundError:
-        raise ModelNotFoundError(
-            f"{repo_id}: the hub repository has no {config} (not an ELMo model in the HF layout)"
-        ) from None
+        raise ModelNotFoundError(f"{repo_id}: the hub repository has no {filename} (not {layout})") from None
     except HfHubHTTPError as err:
         raise ModelNotFoundError(f"{repo_id}: the Hugging Face hub refused it: {str(err).splitlines()[0]}") from None
     except Exception as err:  # no network: DNS, refused connection, timeout, proxy
@@ -159,15 +175,37 @@ def locate_hub_model(
     return {}
 
 
+def locate_any_model(name: str) -> None:
+    """That `name` names a model of any kind as transformers' `from_pretrained` reads one (the `name`
+    of spacy-transformers' TransformerModel): an existing folder, or a hub id (`owner/name`, or a bare
+    `name`) whose config.json is in the local cache or on the hub (asked once, no retries). Where the
+    files are, only: what they hold is for the loader to check. Raises `ModelAbsentError` /
+    `ModelNotFoundError`, one line."""
+    text = os.fspath(name)
+    if Path(text).is_dir():
+        return
+    if Path(text).exists():
+        raise ModelNotFoundError(f"{text}: not a directory; a model is a folder (config.json and its weights)")
+    if not is_hub_id(text, owner=False):
+        raise ModelAbsentError(f"no such directory: {text}")
+    if cached_file(text, "config.json") is not None:
+        return
+    if hub_offline():
+        raise absent(text, "HF_HUB_OFFLINE is set")
+    ask_hub(text, "config.json", cached=False, layout="a transformers model")
+
+
 __all__ = [
     "ModelAbsentError",
     "ModelNotFoundError",
     "absent",
+    "ask_hub",
     "cache_folder",
     "cached_file",
     "check_cached_weights",
     "is_hub_id",
     "network_reason",
     "locate",
+    "locate_any_model",
     "locate_hub_model",
 ]

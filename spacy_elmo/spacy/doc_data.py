@@ -5,7 +5,8 @@ views) and similarity by its vectors.
 `DocBin(store_user_data=True)` and `nlp.pipe(n_process=2)` work) and with pickle. `span._.elmo`
 is an `ElmoDocData` of the span's tokens; `token._.elmo` an `ElmoTokenData`, [L+1, dim].
 `set_similarity_hooks` makes `doc/span/token.similarity` the cosine of their `.vector`s (the
-component's `doc.tensor`), without spaCy's warning about missing static vectors. spaCy does not
+component's `doc.tensor`), without spaCy's warning about missing static vectors, and an empty span's
+`.vector` zeros of the Doc's width (as an empty Doc's, which the component sets). spaCy does not
 serialize a Doc's hooks, so a Doc that comes back from bytes (`nlp.pipe(n_process=2)`,
 `Doc.from_bytes`, `DocBin`) gets them back by that one call.
 """
@@ -126,13 +127,32 @@ def vector_similarity(obj, other) -> float:
     return float(xp.dot(obj.vector, other.vector) / (obj.vector_norm * other.vector_norm))
 
 
+def span_vector(span) -> Floats1d:
+    """`span.vector` as spaCy computes it, the mean of its tokens' vectors; for an empty span, zeros of the
+    Doc's width (its `doc.tensor`'s, else its layers'), as the component gives an empty Doc, where spaCy
+    gives zeros of its static vectors' width (0 here), which do not stack with the other spans' vectors."""
+    if len(span):
+        return sum(token.vector for token in span) / len(span)
+    doc = span.doc
+    xp = get_array_module(doc.tensor)
+    if doc.tensor.ndim == 2:
+        width = doc.tensor.shape[1]
+    elif doc._.elmo is not None:  # a Doc read back without its tensor (a DocBin keeps the layers only)
+        width = doc._.elmo.width
+    else:
+        width = doc.vocab.vectors_length
+    return xp.zeros((width,), dtype="float32")
+
+
 def set_similarity_hooks(doc: Doc) -> Doc:
     """`doc.similarity`, `span.similarity` and `token.similarity` by `vector_similarity`: the vectors
     are the component's (doc.tensor), so spaCy's warning W007 (no static vectors) does not apply, and
     two tokens of the same text in different contexts are not taken as equal (spaCy's default gives
-    1.0). The component sets them; call this on a Doc that comes back from bytes, which drops hooks
-    (as the Docs of `nlp.pipe(texts, n_process=2)` do: docs/spacy.md). Returns `doc`."""
+    1.0); and `span.vector` by `span_vector` (an empty span's is as wide as the others). The component
+    sets them; call this on a Doc that comes back from bytes, which drops hooks (as the Docs of
+    `nlp.pipe(texts, n_process=2)` do: docs/spacy.md). Returns `doc`."""
     doc.user_hooks["similarity"] = vector_similarity
     doc.user_span_hooks["similarity"] = vector_similarity
     doc.user_token_hooks["similarity"] = vector_similarity
+    doc.user_span_hooks["vector"] = span_vector
     return doc

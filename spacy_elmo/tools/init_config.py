@@ -172,6 +172,34 @@ def _check_tokenizer(text: str) -> None:
         ) from None
 
 
+def _check_transformers(text: str) -> None:
+    """The transformer each spacy-transformers model of the config names (`[components.X.model] name`,
+    e.g. `${paths.transformer}`) is a local folder, or a hub id cached or on the hub (asked once):
+    else one line here, rather than transformers' tracebacks when training starts. What the folder
+    holds is for spacy-transformers to check, and its errors stay its own."""
+    from confection import Config
+
+    from ..hf.sources import ModelNotFoundError, locate_any_model
+
+    raw = Config().from_str(text, interpolate=False)
+    config = Config().from_str(text)
+    for name, component in config.get("components", {}).items():
+        model = component.get("model")
+        if not isinstance(model, dict) or not str(model.get("@architectures", "")).startswith(
+            "spacy-transformers.TransformerModel"
+        ):
+            continue
+        transformer = model.get("name")
+        if transformer is None:  # not given yet: spacy train asks for it
+            continue
+        given = re.fullmatch(r"\$\{(paths\.\w+)\}", str(raw["components"][name]["model"].get("name")))
+        setting = f"--{given.group(1)}" if given else f"[components.{name}.model] name"  # as the user set it
+        try:
+            locate_any_model(str(transformer))
+        except ModelNotFoundError as err:
+            raise ModelNotFoundError(f"{setting} {transformer!r}: {err}") from None
+
+
 def render_config(
     name: str, *, lang: str | None = None, gpu: bool = False, overrides: dict[str, Any] | None = None
 ) -> str:
@@ -205,6 +233,7 @@ def render_config(
         text = set_setting(text, dotted, value, must_exist=spacy_config)
     if spacy_config:
         _check_tokenizer(text)  # parses it too
+        _check_transformers(text)
     else:
         from ..training.settings import load_settings
 

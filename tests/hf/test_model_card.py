@@ -33,6 +33,8 @@ def test_save_pretrained_writes_a_card_whose_code_runs(tiny_model, tmp_path, mon
     assert card.data.license is None  # unknown: not guessed
     assert f"| parameters | {_params(tiny_model)} in the biLM |" in card.text
     assert "2 layers per direction, cell 64, projection 16" in card.text
+    # the fixture is load_legacy's: the card names the files it was converted from
+    assert "- Converted from the original ELMo files: `options.json` + `lm_weights.hdf5`." in card.text
     assert (out / "tokenizer_config.json").is_file()  # a complete directory: the tokenizer too
     # the card's own snippets (HF and spaCy) run on the directory it describes
     blocks = re.findall(r"```python\n(.*?)```", card.text, re.S)
@@ -40,6 +42,24 @@ def test_save_pretrained_writes_a_card_whose_code_runs(tiny_model, tmp_path, mon
     monkeypatch.chdir(tmp_path)
     for code in blocks:
         exec(compile(code, "README.md", "exec"), {})
+
+
+def test_the_card_names_what_a_converter_read_unless_told_otherwise(fixtures_dir, tmp_path):
+    """load_efml's model, as load_legacy's (above), records its source for the card; a source given to
+    save_pretrained wins; a model built from a config has none, and its card says so."""
+    from spacy_elmo.formats.efml import load_efml
+
+    model, tokenizer = load_efml(fixtures_dir / "efml_tiny")
+    model.save_pretrained(tmp_path / "efml", tokenizer=tokenizer)
+    card = _card(tmp_path / "efml").text
+    assert "- Converted from the original ELMo files: the ELMoForManyLangs directory `efml_tiny`." in card
+    assert str(fixtures_dir) not in card  # names only: the folders are private
+    model.save_pretrained(tmp_path / "told", tokenizer=tokenizer, model_card={"source": "`my.hdf5`"})
+    assert "- Converted from the original ELMo files: `my.hdf5`." in _card(tmp_path / "told").text
+    ElmoForBidirectionalLM(ElmoConfig(vocab_size=10, lstm_dim=8, projection_dim=4, filters=[[1, 4]])).save_pretrained(
+        tmp_path / "new"
+    )
+    assert "- Not recorded (this card was written by `save_pretrained`)." in _card(tmp_path / "new").text
 
 
 def test_lm_head_and_training_details(tmp_path):

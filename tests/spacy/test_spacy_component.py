@@ -24,7 +24,7 @@ from thinc.util import to_numpy
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
 from spacy_elmo import ElmoTokenizer
 from spacy_elmo.formats.references import load_model
-from spacy_elmo.spacy.doc_data import ElmoDocData
+from spacy_elmo.spacy.doc_data import ElmoDocData, set_similarity_hooks
 from spacy_elmo.spacy.layers.layer_cache import LayerCache
 from spacy_elmo.spacy.layers.segmentation import SentencesOrWindows, plan_segments, window_spans
 
@@ -229,6 +229,15 @@ def test_an_empty_docs_vector_has_the_models_width(nlp):
     vectors = numpy.stack([to_numpy(doc.vector) for doc in docs])
     assert vectors.shape == (3, 32) and not vectors[1].any() and vectors[0].any()
     assert docs[1].vector_norm == 0 and docs[1].similarity(docs[0]) == 0.0
+    # and so is an empty span's, of an empty Doc or not, also on a Doc read back from bytes (with the hooks)
+    again = set_similarity_hooks(Doc(nlp.vocab).from_bytes(docs[0].to_bytes(exclude=["user_hooks"])))
+    spans = [docs[0][1:3], docs[0][2:2], docs[1][0:0], again[1:1], again[1:3]]
+    vectors = numpy.stack([to_numpy(span.vector) for span in spans])
+    assert vectors.shape == (5, 32) and not vectors[1:4].any() and vectors[0].any()
+    numpy.testing.assert_array_equal(vectors[4], vectors[0])
+    assert docs[0][2:2].vector_norm == 0 and docs[0][2:2].similarity(docs[0][1:3]) == 0.0
+    (stored,) = DocBin(store_user_data=True, docs=[docs[0]]).get_docs(nlp.vocab)  # keeps the layers, not the tensor
+    assert set_similarity_hooks(stored)[1:1].vector.shape == (32,)
 
 
 def test_doc_serialization_pickle_and_docbin(nlp):

@@ -271,6 +271,34 @@ def test_grad_factor_zero_keeps_bilm_fixed_and_uses_cache(tiny_model_dir):
     assert elmo.cache.hits >= 2 * len(examples)
 
 
+def test_a_listener_given_docs_without_layers_asks_its_component(tiny_model_dir):
+    """`spacy debug model` updates and predicts with the analysed component alone, on Docs the `elmo` component
+    never ran on (as a user calling `nlp.get_pipe("tagger")(doc)` does): the listener then takes the layers from
+    the connected component's `predict`, the values `doc._.elmo` would hold, and sends no gradient back."""
+    from spacy_elmo.spacy.layers.listener import ElmoListener
+
+    nlp, examples = tagger_pipeline(tiny_model_dir, {"@architectures": "spacy-elmo.ElmoListener.v1", "dropout": 0.0})
+    optimizer = nlp.initialize(lambda: examples)
+    tagger = nlp.get_pipe("tagger")
+    listener = next(node for node in tagger.model.walk() if isinstance(node, ElmoListener))
+    texts = [text for text, _ in TAGGED]
+    annotated = list(nlp.pipe(texts))  # the same Docs in one batch: the same code path, bit for bit
+    for is_train in (False, True):
+        layers, backprop = listener([nlp.make_doc(text) for text in texts], is_train)
+        for got, doc in zip(layers, annotated):
+            numpy.testing.assert_array_equal(to_numpy(got), to_numpy(doc._.elmo.layers))
+        assert backprop(layers) == []
+    assert [t.tag_ for t in tagger(nlp.make_doc(texts[0]))] == [t.tag_ for t in nlp(texts[0])]
+
+    # updated alone, as `spacy debug model` updates it: the tagger learns, the biLM stays as it is
+    mix = scalar_mix(tagger.model)
+    s_before, bilm_before = mix.get_param("s").copy(), bilm_state(nlp)
+    for _ in range(3):
+        tagger.update(examples, sgd=optimizer)
+    assert numpy.abs(mix.get_param("s") - s_before).max() > 1e-4
+    assert max_change(bilm_before, bilm_state(nlp)) == 0.0
+
+
 def test_standalone_elmo_tok2vec_serializes_with_its_component(tiny_model_dir):
     nlp = spacy.blank("en")
     tok2vec = {

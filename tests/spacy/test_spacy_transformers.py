@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from helpers import (
     source_tree,
     spacy_transformers_missing,
 )  # tests/ is on sys.path (rootdir conftest)
+from spacy_elmo.tools.init_config import shipped_configs
 
 pytestmark = pytest.mark.skipif(spacy_transformers_missing() is not None, reason=str(spacy_transformers_missing()))
 
@@ -33,8 +35,38 @@ def features(nlp, docs) -> list[numpy.ndarray]:
     """What the NER model reads for each token: its tok2vec's features (the ELMo mix, then the transformer's),
     before the parser's own projection of them."""
     layer = nlp.get_pipe("ner").model.get_ref("tok2vec").layers[0]
-    assert layer.name == "elmo-features"
+    assert layer.name.startswith("elmo-features|transformer-listener")
     return [numpy.asarray(x) for x in layer.predict(docs)]
+
+
+def progress(shown: str) -> list[dict[str, float]]:
+    """The rows of `spacy train`'s progress table (ConsoleLogger), by column."""
+    lines = shown.splitlines()
+    header = next(re.split(r"\s{2,}", line.strip()) for line in lines if line.split()[:2] == ["E", "#"])
+    return [
+        dict(zip(header, map(float, line.split())))
+        for line in lines
+        if re.fullmatch(r"\s*\d+\s+\d+(\s+[\d.]+)+\s*", line) and len(line.split()) == len(header)
+    ]
+
+
+@pytest.mark.slow
+def test_the_short_run_the_trf_config_suggests_learns(tiny_model_dir, tiny_bert_dir, tmp_path):
+    """The overrides the config's header gives for a short run (a smoke test of a pipeline), as a user adds
+    them: within 40 steps the transformer trains and the NER model finds the training Docs' entities."""
+    (line,) = [line for line in shipped_configs()["ner_elmo_trf"].read_text().splitlines() if "warmup_steps 1" in line]
+    overrides = line.lstrip("# ").split()
+    assert overrides[0] == "--training.optimizer.learn_rate.warmup_steps", line
+    corpus = make_corpus(tmp_path / "train.spacy")
+    config = tmp_path / "ner_elmo_trf.cfg"
+    paths = ["--paths.elmo", tiny_model_dir, "--paths.transformer", tiny_bert_dir]
+    assert run(sys.executable, "-m", "spacy_elmo", "init-config", "ner_elmo_trf", config, *paths).returncode == 0
+    data = ["--paths.train", corpus, "--paths.dev", corpus]
+    steps = ["--training.max_steps", "40", "--training.eval_frequency", "20"]
+    trained = run(sys.executable, "-m", "spacy", "train", config, *data, *steps, *overrides)
+    assert trained.returncode == 0, (trained.stdout + trained.stderr)[-3000:]
+    last = progress(trained.stdout)[-1]
+    assert last["#"] == 40 and last["LOSS TRANS..."] > 0 and last["ENTS_F"] > 0, trained.stdout[-2000:]
 
 
 @pytest.mark.slow
@@ -48,6 +80,8 @@ def test_ner_elmo_trf_trains_saves_reloads_and_packages(tiny_model_dir, tiny_ber
     steps = ["--training.max_steps", "6", "--training.eval_frequency", "3"]
     trained = run(sys.executable, "-m", "spacy", "train", config, "--output", tmp_path / "out", *data, *steps)
     assert trained.returncode == 0, (trained.stdout + trained.stderr)[-3000:]
+    # what the config's header says a short run with its schedule shows: the rate is still near 0
+    assert {(row["LOSS TRANS..."], row["ENTS_F"]) for row in progress(trained.stdout)} == {(0.0, 0.0)}
 
     nlp = spacy.load(tmp_path / "out" / "model-last")
     assert nlp.pipe_names == ["transformer", "elmo", "ner"]

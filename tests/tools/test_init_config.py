@@ -4,6 +4,8 @@ wheel carries them, and `spacy-elmo init-config` writes one that spaCy's config 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -148,3 +150,71 @@ def test_init_config_names_a_missing_segmenter_package(tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert "spacy.zh.ChineseTokenizer (language 'zh') needs a package not installed here" in err and "jieba" in err
+
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+
+# more names, in one fresh process (huggingface_hub reads HF_HUB_OFFLINE and the cache's place when imported)
+_MORE = """
+import contextlib, io, json, sys
+from spacy_elmo.cli import main
+
+results = []
+for args in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        results.append((main(["init-config", "ner_elmo_trf", "-", *args]), err.getvalue()))
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.slow
+def test_init_config_says_in_one_line_when_the_transformer_is_not_here(tmp_path, tiny_model_dir, tiny_bert_dir):
+    """`init-config ner_elmo_trf --paths.transformer NAME`, as a user types it, offline (HF_HUB_OFFLINE=1) and
+    with the hub unreachable: a name that is neither a folder nor a hub id in the local cache is one line and
+    exit 2, nothing written, at once (transformers would print six tracebacks when training starts); a local
+    folder and a cached hub id, bare (as `roberta-base`) or with its owner, give the config."""
+    cache = tmp_path / "hub"
+    for repo in ("models--tiny-bert", "models--test-org--tiny-bert"):  # the hub cache's layout
+        shutil.copytree(tiny_bert_dir, cache / repo / "snapshots" / REVISION)
+        (cache / repo / "refs").mkdir()
+        (cache / repo / "refs" / "main").write_text(REVISION)
+    base = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
+    offline = {**base, "HF_HUB_OFFLINE": "1"}
+    unreachable = {**base, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}  # refused at once
+    elmo = ["--paths.elmo", str(tiny_model_dir)]
+    config = tmp_path / "trf.cfg"
+    config.write_text("# mine\n")
+
+    for transformer, env, why in [
+        ("roberta-base", offline, "as a Hugging Face hub id it is not in the local cache, and HF_HUB_OFFLINE is set"),
+        ("FacebookAI/roberta-base", unreachable, "not in the local cache, and the hub cannot be reached ("),
+    ]:
+        command = ["-m", "spacy_elmo", "init-config", "ner_elmo_trf", str(config), "--force", *elmo]
+        done = subprocess.run(
+            [sys.executable, *command, "--paths.transformer", transformer],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.startswith(f"error: --paths.transformer {transformer!r}: no such directory: {transformer}")
+        assert why in done.stderr and "Retrying in" not in done.stderr, done.stderr
+        assert config.read_text() == "# mine\n"  # nothing written
+
+    missing = str(tmp_path / "no-such-bert")
+    cases = [
+        [*elmo, "--paths.transformer", missing],
+        [*elmo, "--components.transformer.model.name", "roberta-base"],
+        *([*elmo, "--paths.transformer", name] for name in (str(tiny_bert_dir), "tiny-bert", "test-org/tiny-bert")),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", _MORE, json.dumps(cases)], capture_output=True, text=True, timeout=300, env=offline
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (gone, given), (override, _), *found = json.loads(done.stdout.splitlines()[-1])
+    assert (gone, given) == (2, f"error: --paths.transformer {missing!r}: no such directory: {missing}\n")
+    assert override == 2 and _.startswith("error: [components.transformer.model] name 'roberta-base': no such dir")
+    assert [code for code, _ in found] == [0, 0, 0], found

@@ -2,13 +2,19 @@
 
 spaCy's listener pattern (as `Tok2VecListener`): while the `elmo` component is updated, it hands
 every listener the batch's layers and a backprop callback (`receive`); the listener returns them
-for the same batch of Docs. Otherwise (prediction, or training with `elmo` frozen and in
-`annotating_components`) the layers are read from `doc._.elmo`, set by the component.
+for the same batch of Docs, and only then does a gradient reach the biLM. Otherwise (prediction,
+or training with `elmo` frozen and in `annotating_components`) the layers are read from
+`doc._.elmo`, set by the component. Docs that reach the listener without them (the component
+did not run on them: `spacy debug model`, which updates only the component it analyses, or a
+component's own `update` or `predict` called on fresh Docs) get them from the connected component's
+`predict`, the function that sets `doc._.elmo`, with its cache: the same values, and no gradient,
+as a frozen or annotating `elmo` gives.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import cast
 
 from spacy.tokens import Doc
 from thinc.api import Model
@@ -100,19 +106,26 @@ def listener_forward(model: ElmoListener, docs: list[Doc], is_train: bool) -> tu
             return upstream_backprop([d * factor for d in d_layers] if factor != 1.0 else d_layers)
 
         return outputs, backprop
-    outputs = []
-    for doc in docs:
+    found: list[Floats3d | None] = [None] * len(docs)
+    for i, doc in enumerate(docs):
         data = doc._.elmo
         if data is not None and len(data) == len(doc):
-            outputs.append(model.ops.asarray3f(data.layers, dtype=None))
-        elif is_train:
-            raise ValueError(
-                "ElmoListener: the Docs have no `doc._.elmo` layers. When the 'elmo' component is "
-                "in [training] frozen_components, also list it in [training] annotating_components."
-            )
-        else:  # e.g. a sample at initialization: the right shape, no information
-            outputs.append(model.ops.alloc3f(model.get_dim("nL"), len(doc), model.get_dim("nO")))
-    return outputs, no_gradient
+            found[i] = model.ops.asarray3f(data.layers, dtype=None)
+    missing = [i for i, layers in enumerate(found) if layers is None]
+    if missing and model._upstream is not None:
+        # what the component would store on these Docs (ElmoComponent.set_annotations keeps its predict's
+        # layers as they are); nothing flows back, as from layers read off the Docs
+        for i, layers in zip(missing, model._upstream.predict([docs[i] for i in missing])):
+            found[i] = model.ops.asarray3f(layers, dtype=None)
+    elif missing and is_train:
+        raise ValueError(
+            "ElmoListener: the Docs have no `doc._.elmo` layers and the listener is not connected to an "
+            "'elmo' component: add the 'elmo' component before this one in the pipeline."
+        )
+    elif missing:  # a listener outside a pipeline, given a sample to infer its shapes: no information
+        for i in missing:
+            found[i] = model.ops.alloc3f(model.get_dim("nL"), len(docs[i]), model.get_dim("nO"))
+    return cast(list[Floats3d], found), no_gradient
 
 
 def no_gradient(d_outputs) -> list[Doc]:  # module level, so it pickles

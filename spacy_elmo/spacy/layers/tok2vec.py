@@ -70,11 +70,17 @@ def build_elmo_features(
     a saved downstream model stores its thinc nodes in order, and thinc's combinators would add a
     node, so models trained with the v1 architectures would no longer load
     (tests/hf/test_serialization.py::test_downstream_models_trained_by_0_1_load_with_the_same_scores).
+
+    Its name holds its `tok2vec`'s, as thinc's `concatenate` names a node by its layers' names
+    ("elmo-features|transformer-listener"): `spacy debug model` finds which upstream component to
+    update (a `transformer`) by the listener's name in the name of the model's tok2vec.
     """
     layers: list[Model] = [source, mix]
+    name = "elmo-features"
     if tok2vec is not None:
         layers.append(tok2vec)
-    return Model("elmo-features", features_forward, init=features_init, layers=layers, dims={"nO": None})
+        name = f"{name}|{tok2vec.name}"
+    return Model(name, features_forward, init=features_init, layers=layers, dims={"nO": None})
 
 
 def features_init(model: Model, X: list[Doc] | None = None, Y=None) -> None:
