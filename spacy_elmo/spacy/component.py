@@ -292,12 +292,12 @@ class ElmoComponent(TrainablePipe):
             if layers.shape[1] != len(doc):
                 raise ValueError(f"elmo: {layers.shape[1]} token vectors for a Doc of {len(doc)} tokens")
             doc.tensor = xp.ascontiguousarray(xp.tensordot(weights, layers, axes=1), dtype="float32")
-            if not len(doc):  # spaCy's own: zeros of its static vectors' width (0), not the biLM's
-                doc.vector = xp.zeros((layers.shape[2],), dtype="float32")
-            if similarity_hooks:
-                set_similarity_hooks(doc)
             if self.store_layers:
                 doc._.elmo = ElmoDocData(layers)
+            if similarity_hooks:  # (an empty Doc's vector among them)
+                set_similarity_hooks(doc)
+            elif not len(doc):  # spaCy's own: zeros of its static vectors' width (0), not the biLM's
+                doc.vector = xp.zeros((layers.shape[2],), dtype="float32")
 
     # --- training -----------------------------------------------------------------------------------
 

@@ -148,11 +148,14 @@ def set_similarity_hooks(doc: Doc) -> Doc:
     """`doc.similarity`, `span.similarity` and `token.similarity` by `vector_similarity`: the vectors
     are the component's (doc.tensor), so spaCy's warning W007 (no static vectors) does not apply, and
     two tokens of the same text in different contexts are not taken as equal (spaCy's default gives
-    1.0); and `span.vector` by `span_vector` (an empty span's is as wide as the others). The component
-    sets them; call this on a Doc that comes back from bytes, which drops hooks (as the Docs of
-    `nlp.pipe(texts, n_process=2)` do: docs/spacy.md). Returns `doc`."""
+    1.0); and `span.vector` by `span_vector` (an empty span's, and an empty Doc's `vector`, as wide as
+    the others). The component sets them; call this on a Doc that comes back from bytes, which drops
+    hooks and an empty Doc's vector (as the Docs of `nlp.pipe(texts, n_process=2)` do: docs/spacy.md).
+    Returns `doc`."""
     doc.user_hooks["similarity"] = vector_similarity
     doc.user_span_hooks["similarity"] = vector_similarity
     doc.user_token_hooks["similarity"] = vector_similarity
     doc.user_span_hooks["vector"] = span_vector
+    if not len(doc):  # spaCy's own: zeros of its static vectors' width (0), which bytes bring back
+        doc.vector = span_vector(doc[0:0])
     return doc

@@ -238,6 +238,9 @@ def test_an_empty_docs_vector_has_the_models_width(nlp):
     assert docs[0][2:2].vector_norm == 0 and docs[0][2:2].similarity(docs[0][1:3]) == 0.0
     (stored,) = DocBin(store_user_data=True, docs=[docs[0]]).get_docs(nlp.vocab)  # keeps the layers, not the tensor
     assert set_similarity_hooks(stored)[1:1].vector.shape == (32,)
+    # an empty Doc read back from bytes (which keep no vector) is as wide as the others again
+    empty = set_similarity_hooks(Doc(nlp.vocab).from_bytes(docs[1].to_bytes(exclude=["user_hooks"])))
+    assert empty.vector.shape == (32,) and not empty.vector.any()
 
 
 def test_doc_serialization_pickle_and_docbin(nlp):
