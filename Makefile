@@ -82,5 +82,5 @@ main: install
 
 # the converted model goes to models/ (as in the README and docs/), which `make clean` leaves alone
 demo: install
-	$(BIN)/spacy-elmo convert tests/fixtures/allennlp_elmo/options.json tests/fixtures/allennlp_elmo/lm_weights.hdf5 models/fixture_elmo
+	$(BIN)/spacy-elmo convert tests/fixtures/allennlp_elmo/options.json tests/fixtures/allennlp_elmo/lm_weights.hdf5 models/fixture_elmo --overwrite
 	echo "The cat sat on the mat ." | $(BIN)/spacy-elmo embed models/fixture_elmo

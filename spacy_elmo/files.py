@@ -12,6 +12,13 @@
   (its process gone) is removed by the next run writing that output.
 - `made_folders`: the missing folders of an output path, made for a block and removed (when still
   empty) if it fails, so that a failed command leaves nothing behind.
+- `check_input_file` and `check_output`: what a command reads and writes, checked before any work.
+  `check_output` is the one overwrite policy of every command that writes (embed, convert,
+  init-config, probe, pretrain): an existing output is kept unless `overwrite` (`--overwrite`); a
+  folder where a file is expected, a file where a folder is, or a path through a file, is refused
+  in any case. That it can be written is shown by making its temporary (`start_temporary`), so the
+  OS's reason ("Permission denied", "Read-only file system") is the one given.
+- `user_path`: a message's paths as the user gave them: a temporary `.NAME.tmpPID` is shown as NAME.
 """
 
 from __future__ import annotations
@@ -21,15 +28,19 @@ import glob
 import os
 import re
 import shutil
-from collections.abc import Iterator, Sequence
+import stat
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 __all__ = [
+    "check_input_file",
+    "check_output",
     "check_writable",
     "made_folders",
     "resolve_files",
     "start_temporary",
     "temporary_sibling",
+    "user_path",
     "write_text_atomic",
 ]
 
@@ -107,16 +118,105 @@ def temporary_sibling(path: str | Path) -> Iterator[Path]:
             _remove(tmp)
 
 
-def start_temporary(tmp: Path, output: Path, *, folder: bool = False) -> None:
-    """Makes the (empty) temporary file or folder `tmp` of `output` now, before any work: an output
-    that cannot be written is one line at once, not after the work."""
+def start_temporary(tmp: Path, output: Path, *, folder: bool = False, what: str = "OUTPUT") -> None:
+    """Makes the (empty) temporary file or folder `tmp` of `output` (named `what` in errors) now,
+    before any work: an output that cannot be written is one line at once, not after the work. An
+    existing output folder, whose files are replaced one by one, must take a new file too."""
     try:
         if folder:
             tmp.mkdir()
         else:
             tmp.open("wb").close()
     except OSError as err:
-        raise OSError(f"{output}: cannot write there ({err.strerror or err})") from None
+        raise OSError(f"{what} {output}: cannot write there ({err.strerror or err})") from None
+    if folder and output.is_dir():
+        inside = output / tmp.name
+        try:
+            inside.open("wb").close()
+            inside.unlink()
+        except OSError as err:
+            raise OSError(f"{what} {output}: cannot write into this folder ({err.strerror or err})") from None
+
+
+_TEMPORARY = re.compile(r"\.([^/\s'\"]+)\.tmp\d+")
+
+
+def user_path(text: str | os.PathLike) -> str:
+    """`text` (a path, or a message naming paths) with each temporary `.NAME.tmpPID` shown as the
+    output NAME it stands for: messages name what the user gave."""
+    return _TEMPORARY.sub(r"\1", str(text))
+
+
+def _named(path: Path, what: str | None) -> str:
+    return f"{what} {path}" if what else str(path)
+
+
+def check_input_file(path: str | Path, what: str | None = None) -> Path:
+    """Before any work: `path` is a file (not a folder) that this process can open for reading (a
+    FIFO or a device is opened without waiting for a writer); `what` (e.g. "--vocab") names it in the
+    one-line `OSError` otherwise, which keeps the OS's reason ("Permission denied", "Not a
+    directory" for a path through a file)."""
+    path = Path(path)
+    named = _named(path, what)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{named}: no such file") from None
+    except OSError as err:
+        raise OSError(f"{named}: cannot read it ({err.strerror or err})") from None
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(f"{named}: is a directory, expected a file")
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+    except OSError as err:
+        raise OSError(f"{named}: cannot read it ({err.strerror or err})") from None
+    return path
+
+
+def _through_a_file(path: Path) -> Path | None:
+    """The nearest existing folder above `path` when it is not a folder (a path through a file)."""
+    there = next((p for p in path.parents if p.exists() or p.is_symlink()), None)
+    return there if there is not None and not there.is_dir() else None
+
+
+def check_output(
+    path: str | Path,
+    *,
+    overwrite: bool = False,
+    folder: bool = False,
+    holds: Iterable[str] | None = None,
+    what: str = "OUTPUT",
+) -> Path:
+    """The one overwrite policy (see the module docstring), before any work: `path` is a file to
+    write (a folder with `folder`); an existing one is refused unless `overwrite`. An output folder
+    is there already when it holds any of `holds` (the names the command writes there: other files
+    are left as they are), or anything at all when `holds` is None. A folder where a file is
+    expected, a file where a folder is, or a path through a file is refused in any case. One-line
+    `OSError`s naming `what` and `path`."""
+    path = Path(path)
+    named = _named(path, what)
+    blocking = _through_a_file(path)
+    if blocking is not None:
+        raise NotADirectoryError(f"{named}: cannot write there: {blocking} is a file, not a folder")
+    if folder and path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{named}: is a file, expected a folder")
+    if not folder and path.is_dir():
+        raise IsADirectoryError(f"{named}: is a directory, expected a file")
+    if overwrite or not (path.exists() or path.is_symlink()):
+        return path
+    if folder:
+        try:
+            names = sorted(os.listdir(path))
+        except OSError as err:
+            raise OSError(f"{named}: cannot read this folder ({err.strerror or err})") from None
+        found = names if holds is None else [name for name in holds if name in names]
+        if not found:
+            return path
+        shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+        raise FileExistsError(
+            f"{named} already holds {shown}; pass --overwrite to replace them, or choose another {what}"
+        )
+    raise FileExistsError(f"{named} exists; pass --overwrite to replace it, or choose another {what}")
 
 
 def check_writable(path: str | Path, what: str = "output") -> None:

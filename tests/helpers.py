@@ -1,5 +1,6 @@
 """Helpers the test folders share (tests/ is on sys.path: the rootdir conftest): the tiny pretraining config, the
-generated corpora the tests train on, and running a command as a user types it."""
+generated corpora the tests train on, and running a command as a user types it (`on_a_terminal`: with
+its stderr on a pseudo-terminal, where progress bars show)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import spacy
@@ -103,3 +105,31 @@ def spacy_transformers_missing() -> str | None:
         f"environment has transformers {transformers.__version__} (`make test-compat` runs it beside "
         "spacy-transformers 1.4.0)"
     )
+
+
+def on_a_terminal(*args) -> tuple[int, str, str]:
+    """Runs the console script with its stderr on a pseudo-terminal: (status, stdout, what the terminal got)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    terminal, child_end = pty.openpty()
+    # a terminal's size, 24 × 80 (a new pseudo-terminal has 0 × 0, and tqdm fits its bar into 0 columns)
+    fcntl.ioctl(child_end, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    script = Path(sys.executable).with_name("spacy-elmo")  # the console script, as a user runs it
+    child = subprocess.Popen([str(script), *map(str, args)], stdout=subprocess.PIPE, stderr=child_end, env=env)
+    os.close(child_end)
+    shown = b""
+    while True:
+        try:
+            data = os.read(terminal, 4096)
+        except OSError:  # EIO: the child closed its end
+            break
+        if not data:
+            break
+        shown += data
+    os.close(terminal)
+    out = child.stdout.read().decode()
+    return child.wait(timeout=300), out, shown.decode(errors="replace")

@@ -100,6 +100,29 @@ def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
     return rest, overrides
 
 
+def error_lines(err: BaseException) -> list[str]:
+    """The lines of a user's mistake: its message, or for an error straight from the OS the path and
+    the OS's reason (`[Errno 13] Permission denied: 'x'` → `x: Permission denied`); paths as the user
+    gave them (`files.user_path`: no temporary names)."""
+    from ..files import user_path
+
+    text = str(err)
+    if isinstance(err, OSError) and err.strerror and err.filename is not None and text.startswith("[Errno"):
+        target = err.filename2 if err.filename2 is not None else err.filename
+        text = f"{os.fsdecode(target)}: {err.strerror}"
+    return [user_path(line) for line in text.splitlines()] or [type(err).__name__]
+
+
+def _discard_stdout() -> None:
+    """Standard output's reader is gone: what Python would flush to it at exit goes nowhere (else
+    it reports the broken pipe once more, as "Exception ignored")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # (no file descriptor: a replaced sys.stdout)
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -115,10 +138,16 @@ def main(argv: list[str] | None = None) -> int:
                 from ..quiet import no_progress_bars
 
                 with no_progress_bars():
-                    return args.func(args)
-            return args.func(args)
+                    status = args.func(args)
+            else:
+                status = args.func(args)
+            sys.stdout.flush()  # (here, where a reader that went away ends the command quietly)
+            return status
+    except BrokenPipeError:  # the reader of the output stopped (`| head`): done, quietly
+        _discard_stdout()
+        return 0
     except (FileNotFoundError, ValueError, OSError) as err:  # the user's mistake (a missing model included)
-        for line in str(err).splitlines() or [type(err).__name__]:  # several problems: one line each
+        for line in error_lines(err):  # several problems: one line each
             print(f"error: {line}", file=sys.stderr)
         return USER_ERROR
     except Terminated:
@@ -129,4 +158,4 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-__all__ = ["Terminated", "build_parser", "main", "split_overrides"]
+__all__ = ["Terminated", "build_parser", "error_lines", "main", "split_overrides"]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from .arguments import add_command, add_no_progress
+from .arguments import add_command, add_no_progress, add_overwrite, contradiction
+
+PATHS = "(SOURCE | OPTIONS.json WEIGHTS.hdf5) OUTPUT"
 
 
 def run(args) -> int:
     """Any model reference (legacy options.json + weights, an ELMoForManyLangs directory, a URL, an
     HF directory or hub id) → a model directory (config.json, model.safetensors, tokenizer, card)."""
     if len(args.paths) not in (2, 3):
-        raise ValueError("convert takes SOURCE OUTPUT or OPTIONS.json WEIGHTS.hdf5 OUTPUT")
+        contradiction(f"convert takes {PATHS}, got {len(args.paths)} path{'s' * (len(args.paths) != 1)}")
     from ..tools.convert import convert
 
     *source, output = args.paths
@@ -23,25 +25,20 @@ def run(args) -> int:
 
 
 def add_to(sub) -> None:
-    p = add_command(sub, "convert", run, usage="spacy-elmo convert [-h] (SOURCE | OPTIONS.json WEIGHTS.hdf5) OUTPUT")
-    p.add_argument(
+    p = add_command(sub, "convert", run)
+    paths = p.add_argument(
         "paths",
         nargs="+",
-        metavar="PATH",
         help="SOURCE OUTPUT, where SOURCE is a legacy directory, an ELMoForManyLangs directory, a URL "
         "(an archive, or 'OPTIONS_URL,WEIGHTS_URL'), an HF directory or a hub id; "
         "or OPTIONS.json WEIGHTS.hdf5 OUTPUT",
     )
+    paths.usage = PATHS  # type: ignore[attr-defined]  # (arguments.HelpFormatter shows it so)
     p.add_argument(
         "--lang",
         help="spaCy language whose tokenizer splits raw text, saved with the tokenizer "
-        "(default: en; xx, spaCy's multi-language tokenizer, for ELMoForManyLangs)",
+        "(default: the source's own, else en; xx, spaCy's multi-language tokenizer, for ELMoForManyLangs)",
     )
     p.add_argument("--license", help="licence of the weights for the model card, e.g. apache-2.0")
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="write into an OUTPUT folder holding a model convert did not write, replacing its files "
-        "(convert's own earlier output is always replaced)",
-    )
+    add_overwrite(p, "the model files of an OUTPUT folder (other files there stay)")
     add_no_progress(p)

@@ -5,24 +5,43 @@ from __future__ import annotations
 import sys
 
 from ..precision import PRECISIONS
-from .arguments import USER_ERROR, add_command, add_device, add_no_progress
+from .arguments import (
+    add_command,
+    add_device,
+    add_no_progress,
+    add_number,
+    add_overwrite,
+    contradiction,
+    input_file_or_stdin,
+)
+
+DEFAULT_DIMS, DEFAULT_BATCH_SIZE, DEFAULT_LANG = 6, 32, "en"
 
 
 def run(args) -> int:
     """MODEL INPUT OUTPUT.hdf5: all layers per line (bilm-tf layout); MODEL alone: stdin → vectors on stdout."""
-    if args.input is not None or args.output is not None:
-        if args.input is None or args.output is None:
-            print("error: embed needs both INPUT and OUTPUT (or neither, to read stdin)", file=sys.stderr)
-            return USER_ERROR
+    files = args.input is not None or args.output is not None
+    if files and (args.input is None or args.output is None):
+        contradiction("embed needs both INPUT and OUTPUT (or neither, to read stdin)")
+    if files and args.dims is not None:
+        contradiction("--dims applies to printing vectors of standard input (embed MODEL) only")
+    if not files and (args.batch_size is not None or args.overwrite):
+        contradiction(
+            f"{'--batch-size' if args.batch_size is not None else '--overwrite'} applies to INPUT OUTPUT only"
+        )
+    if args.lang is not None and args.format != "text":
+        contradiction("--lang applies to --format text only (tokenized lines are split on whitespace)")
+    lang = args.lang or DEFAULT_LANG
+    if files:
         from ..tools.embed import dump_embeddings
 
         written = dump_embeddings(
             args.model,
             args.input,
             args.output,
-            batch_size=args.batch_size,
+            batch_size=args.batch_size or DEFAULT_BATCH_SIZE,
             data_format=args.format,
-            lang=args.lang,
+            lang=lang,
             progress=not args.no_progress,
             device=args.device,
             overwrite=args.overwrite,
@@ -34,9 +53,9 @@ def run(args) -> int:
 
     print_embeddings(
         args.model,
-        dims=args.dims,
+        dims=args.dims or DEFAULT_DIMS,
         data_format=args.format,
-        lang=args.lang,
+        lang=lang,
         device=args.device,
         precision=args.precision,
     )
@@ -45,23 +64,31 @@ def run(args) -> int:
 
 def add_to(sub) -> None:
     p = add_command(sub, "embed", run)
-    p.add_argument("model", help="HF directory, hub id, or legacy directory")
-    p.add_argument("input", nargs="?", help="UTF-8 text file, one sentence per line ('-' = stdin)")
-    p.add_argument("output", nargs="?", help="output .hdf5 (one dataset per line: [L+1, tokens, dim])")
-    p.add_argument("--dims", type=int, default=6, help="vector components to print (stdin mode)")
-    p.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass")
+    p.add_argument("model", metavar="MODEL", help="HF directory, hub id, or legacy directory")
+    p.add_argument(
+        "input",
+        nargs="?",
+        metavar="INPUT",
+        type=input_file_or_stdin,
+        help="UTF-8 text file, one sentence per line ('-' = stdin)",
+    )
+    p.add_argument(
+        "output", nargs="?", metavar="OUTPUT", help="output .hdf5 (one dataset per line: [L+1, tokens, dim])"
+    )
+    add_number(
+        p, "embed", "--dims", default=None, help="vector components to print (stdin mode)", shown_default=DEFAULT_DIMS
+    )
+    add_number(
+        p, "embed", "--batch-size", default=None, help="sentences per forward pass", shown_default=DEFAULT_BATCH_SIZE
+    )
     p.add_argument(
         "--format",
         choices=("tokenized", "text"),
         default="tokenized",
         help="tokenized: split lines on whitespace; text: spaCy tokenizer (--lang)",
     )
-    p.add_argument("--lang", default="en", help="spaCy language for --format text")
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an existing OUTPUT that embed did not write (its own earlier output is always replaced)",
-    )
+    p.add_argument("--lang", help=f"spaCy language for --format text (default: {DEFAULT_LANG})")
+    add_overwrite(p, "OUTPUT")
     p.add_argument(
         "--precision",
         choices=PRECISIONS,

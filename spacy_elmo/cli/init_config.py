@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ..tools.init_config import shipped_configs  # standard library only
-from .arguments import add_command
+from .arguments import add_command, add_overwrite
 
 
 def run(args) -> int:
@@ -21,7 +21,7 @@ def run(args) -> int:
         lang=args.lang,
         gpu=args.gpu,
         overrides=parse_overrides(args.overrides),
-        force=args.force,
+        overwrite=args.overwrite,
     )
     if str(args.output) != "-":
         print(f"Wrote {source.stem} to {args.output}", file=sys.stderr)
@@ -35,8 +35,10 @@ def add_to(sub) -> None:
         run,
         epilog="Settings to change, before or after the other arguments, as in spacy train: --paths.elmo DIR",
     )
-    p.add_argument("name", help=f"shipped config (with or without .cfg): {', '.join(shipped_configs())}")
-    p.add_argument("output", type=Path, help="where to write it (.cfg); '-' = stdout")
+    p.add_argument(
+        "name", metavar="NAME", help=f"shipped config (with or without .cfg): {', '.join(shipped_configs())}"
+    )
+    p.add_argument("output", metavar="OUTPUT", type=Path, help="where to write it (.cfg); '-' = stdout")
     p.add_argument(
         "--lang",
         "-l",
@@ -50,5 +52,5 @@ def add_to(sub) -> None:
         action="store_true",
         help="for a GPU: gpu_allocator = pytorch (spaCy configs), device = cuda (pretraining configs)",
     )
-    p.add_argument("--force", "-F", action="store_true", help="overwrite OUTPUT if it exists")
+    add_overwrite(p, "OUTPUT", "--force", "-F")  # (--force, -F: spacy init config's names)
     p.set_defaults(accepts_overrides=True)

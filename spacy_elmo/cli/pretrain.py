@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from .arguments import TERMINATED, Terminated, add_command, add_no_progress
+from .arguments import TERMINATED, Terminated, add_command, add_no_progress, add_overwrite, input_file
 
 
 def run_pretrain(args) -> int:
@@ -35,6 +35,7 @@ def _train(args, init_from=None) -> int:
             resume=args.resume,
             init_from=init_from,
             progress=not args.no_progress,
+            overwrite=args.overwrite,
         )
     except TrainingDiverged as err:
         print(f"error: {err}", file=sys.stderr)
@@ -55,9 +56,15 @@ def _train(args, init_from=None) -> int:
 
 
 def _training_args(p) -> None:
-    p.add_argument("config", type=Path, help="pretraining config (spacy-elmo init-config pretrain_small ...)")
+    p.add_argument(
+        "config",
+        metavar="CONFIG",
+        type=input_file,
+        help="pretraining config (spacy-elmo init-config pretrain_small ...)",
+    )
     p.add_argument("--output", "-o", type=Path, required=True, help="output directory (checkpoints, metrics, model)")
     p.add_argument("--resume", action="store_true", help="continue from the output directory's last checkpoint")
+    add_overwrite(p, "an earlier run's files in --output (its checkpoints, metrics and model), starting over")
     add_no_progress(p)
     p.set_defaults(accepts_overrides=True)
 
@@ -78,5 +85,7 @@ def add_to(sub) -> None:
         run_finetune,
         epilog="Config overrides, before or after the other arguments: --paths.train domain.txt",
     )
-    p.add_argument("model", help="pretrained model directory (with vocab.txt and LM head, or any ELMo)")
+    p.add_argument(
+        "model", metavar="MODEL", help="pretrained model directory (with vocab.txt and LM head, or any ELMo)"
+    )
     _training_args(p)

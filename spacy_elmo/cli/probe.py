@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .arguments import add_command, add_device, add_no_progress
+from .arguments import add_command, add_device, add_no_progress, add_number, add_overwrite, input_file
 
 
 def run(args) -> int:
@@ -24,6 +24,7 @@ def run(args) -> int:
         progress=not args.no_progress,
         output=args.output,
         plot=args.plot,
+        overwrite=args.overwrite,
         command=["spacy-elmo", *args.argv],
     )
     return 0
@@ -31,9 +32,9 @@ def run(args) -> int:
 
 def add_to(sub) -> None:
     p = add_command(sub, "probe", run)
-    p.add_argument("model", help="HF directory, hub id, or legacy directory")
-    p.add_argument("train", type=Path, help=".spacy DocBin to fit the probes on")
-    p.add_argument("dev", type=Path, help=".spacy DocBin to score them on")
+    p.add_argument("model", metavar="MODEL", help="HF directory, hub id, or legacy directory")
+    p.add_argument("train", metavar="TRAIN", type=input_file, help=".spacy DocBin to fit the probes on")
+    p.add_argument("dev", metavar="DEV", type=input_file, help=".spacy DocBin to score them on")
     p.add_argument(
         "--task",
         nargs="+",
@@ -41,13 +42,14 @@ def add_to(sub) -> None:
         choices=("pos", "upos", "ner-type"),
         help="pos: token.tag_; upos: token.pos_; ner-type: entity type of tokens inside entities",
     )
-    p.add_argument(
-        "--max-sentences", type=int, default=0, help="read at most this many sentences of each file (0 = all)"
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of the probes' initialization")
-    p.add_argument("--l2", type=float, default=1e-4, help="l2 penalty on the classifier weights")
-    p.add_argument("--max-iter", type=int, default=100, help="L-BFGS iterations per probe")
+    add_number(p, "probe", "--max-sentences", default=0, help="read at most this many sentences of each file")
+    add_number(p, "probe", "--seed", default=0, help="seed of the probes' initialization")
+    add_number(p, "probe", "--l2", default=1e-4, help="l2 penalty on the classifier weights")
+    add_number(p, "probe", "--max-iter", default=100, help="L-BFGS iterations per probe")
     p.add_argument("--output", type=Path, help="write the scores (and provenance) as JSON")
-    p.add_argument("--plot", type=Path, help="write a PNG of accuracy by layer")
+    p.add_argument(
+        "--plot", type=Path, help="write a plot of accuracy by layer (PNG, or the suffix's format); needs matplotlib"
+    )
+    add_overwrite(p, "--output and --plot")
     add_device(p)
     add_no_progress(p)

@@ -13,12 +13,13 @@ at which files exist):
   model.safetensors + tokenizer files);
 - `HubId`: `owner/name` where no such local path exists, a Hugging Face hub repository.
 
-Each kind has `check()`, cheap (no weights read, no download, no network), and
-`load(lang=..., progress=..., **kwargs) -> (ElmoModel, ElmoTokenizer)`, which checks first and fits
-the tokenizer to the model (`fit_tokenizer`, the one place that check is made for a loaded biLM).
-Each also answers what the commands ask of a model instead of re-reading its text: `describe()`
-(what a model card says it was converted from) and `vocabulary_files()` (where a `vocab.txt` may
-be, for `spacy-elmo similar`). Every
+Each kind has `str()`, the text as the user gave it (what messages name), `check()`, cheap (no
+weights read, no download, no network), and `load(lang=..., progress=..., **kwargs) -> (ElmoModel,
+ElmoTokenizer)`, which checks first and fits the tokenizer to the model (`fit_tokenizer`, the one
+place that check is made for a loaded biLM). Each also answers what the commands ask of a model
+instead of re-reading its text: `describe()` (what a model card says it was converted from),
+`vocabulary_files()` (where a `vocab.txt` may be, for `spacy-elmo similar`) and `lstm_layers()` (L,
+from the config without the weights, where it is at hand: the bound of `similar --layer`). Every
 problem is one line: `ModelNotFoundError`, or its subclass
 `ModelAbsentError` when nothing is at the reference (no such file or folder; a hub id not in the
 local cache while offline); legacy files that are there but broken raise `LegacyFormatError` and a
@@ -31,6 +32,7 @@ A new format is one new kind here (its reader in its own module, as `legacy` and
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,9 +94,16 @@ class UrlReference:
     def describe(self) -> str:
         return self.url
 
+    def __str__(self) -> str:
+        return self.url
+
     def vocabulary_files(self) -> list[Path]:
         """Those of the local reference it becomes (fetched if not cached)."""
         return self.local(progress=False).vocabulary_files()
+
+    def lstm_layers(self) -> int | None:
+        """Unknown until downloaded (None): the load tells."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -140,8 +149,17 @@ class LegacyPair:
 
         return describe_legacy(self.options, self.weights)
 
+    def __str__(self) -> str:
+        return str(self.options) if self.weights is None else f"{self.options},{self.weights}"
+
     def vocabulary_files(self) -> list[Path]:
         return [self.options.parent / "vocab.txt"]
+
+    def lstm_layers(self) -> int | None:
+        """The biLSTM's layers, L (options.json's lstm.n_layers), read without the weights."""
+        from .legacy import config_from_options
+
+        return config_from_options(self.options).num_layers
 
 
 @dataclass(frozen=True)
@@ -172,8 +190,18 @@ class EfmlFolder:
 
         return describe_efml(self.path)
 
+    def __str__(self) -> str:
+        return str(self.path)
+
     def vocabulary_files(self) -> list[Path]:
         return [self.path / "vocab.txt"]
+
+    def lstm_layers(self) -> int | None:
+        """The biLSTM's layers, L (the architecture's encoder.n_layers), read without the weights."""
+        from .efml import read_architecture
+        from .efml_config import EfmlArchitecture
+
+        return EfmlArchitecture.read(*read_architecture(self.path)).encoder.n_layers
 
 
 @dataclass(frozen=True)
@@ -197,6 +225,10 @@ class HfFolder:
             raise ModelAbsentError(f"no such directory: {self.text}")
         if not path.is_dir():
             raise ModelNotFoundError(f"{path}: is a file; {_EXPECTED}")
+        try:
+            os.listdir(path)
+        except OSError as err:  # (what it holds cannot be told: say so, not which file it lacks)
+            raise ModelNotFoundError(f"{path}: cannot read this folder ({err.strerror or err})") from None
         config = path / "config.json"
         if not config.is_file():
             raise ModelNotFoundError(_not_a_model_folder(path))
@@ -205,7 +237,7 @@ class HfFolder:
 
     def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
         """kwargs go to `ElmoModel.from_pretrained`; the tokenizer is the folder's (the UTF-8 one
-        for a folder without tokenizer files)."""
+        for a folder without tokenizer files), its spaCy language `lang` when given."""
         from ..hf.modeling_elmo import ElmoModel
         from ..hf.tokenization_elmo import ElmoTokenizer
 
@@ -215,17 +247,26 @@ class HfFolder:
         tokenizer = None
         if settings.is_file():
             try:
-                tokenizer = ElmoTokenizer.from_pretrained(self.text)
+                tokenizer = ElmoTokenizer.from_pretrained(self.text, **_lang_setting(lang))
             except (OSError, ValueError, TypeError) as err:  # its own errors name the file already
                 text = " ".join(str(err).split()) or type(err).__name__
                 raise ModelNotFoundError(text if text.startswith(self.text) else f"{settings}: {text}") from None
-        return model, fit_tokenizer(model, tokenizer, source=self.text)
+        return model, fit_tokenizer(model, tokenizer, source=self.text, lang=lang)
 
     def describe(self) -> str:
         return f"`{self.path.name}`"
 
+    def __str__(self) -> str:
+        return self.text
+
     def vocabulary_files(self) -> list[Path]:
         return [self.path / "vocab.txt"]
+
+    def lstm_layers(self) -> int | None:
+        """The biLSTM's layers, L (config.json's num_layers), read without the weights."""
+        from ..hf.model_directory import read_config
+
+        return read_config(self.path).num_layers
 
 
 @dataclass(frozen=True)
@@ -249,7 +290,7 @@ class HubId:
 
     def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
         """kwargs go to `ElmoModel.from_pretrained`; the tokenizer is the repository's (the UTF-8
-        one for a repository without tokenizer files)."""
+        one for a repository without tokenizer files), its spaCy language `lang` when given."""
         from ..hf.modeling_elmo import ElmoModel
         from ..hf.tokenization_elmo import ElmoTokenizer
 
@@ -259,19 +300,29 @@ class HubId:
         model = ElmoModel.from_pretrained(self.repo_id, **kwargs).eval()
         try:
             tokenizer = ElmoTokenizer.from_pretrained(
-                self.repo_id, local_files_only=kwargs.get("local_files_only", False)
+                self.repo_id, local_files_only=kwargs.get("local_files_only", False), **_lang_setting(lang)
             )
         except OSError:  # a hub repository without tokenizer files
             tokenizer = None
-        return model, fit_tokenizer(model, tokenizer, source=self.repo_id)
+        return model, fit_tokenizer(model, tokenizer, source=self.repo_id, lang=lang)
 
     def describe(self) -> str:
+        return self.repo_id
+
+    def __str__(self) -> str:
         return self.repo_id
 
     def vocabulary_files(self) -> list[Path]:
         """The repository's vocab.txt, where the local hub cache has it."""
         found = sources.cached_file(self.repo_id, "vocab.txt")
         return [found] if found is not None else []
+
+    def lstm_layers(self) -> int | None:
+        """The biLSTM's layers, L, where the local hub cache has its config.json (else None: the load tells)."""
+        from ..hf.model_directory import read_config
+
+        cached = sources.cached_file(self.repo_id, "config.json")
+        return None if cached is None else read_config(cached.parent).num_layers
 
 
 ModelReference = UrlReference | LegacyPair | EfmlFolder | HfFolder | HubId
@@ -341,15 +392,27 @@ def _check_elmo_config(config: Path) -> None:
         raise ModelNotFoundError(f"{config}: not an ELMo model (model_type {model_type!r}, expected 'elmo')")
 
 
-def fit_tokenizer(model, tokenizer=None, *, source: str | None = None):
+def _lang_setting(lang: str | None) -> dict:
+    return {} if lang is None else {"lang": lang}
+
+
+def fit_tokenizer(model, tokenizer=None, *, source: str | None = None, lang: str | None = None):
     """The tokenizer a loaded biLM runs with: `tokenizer` (default: the UTF-8 one, for a model
-    without a character or word lexicon), checked against the model's config. The one check that a
-    tokenizer fits a biLM: every kind's `load` makes it, and so does the spaCy layer for a biLM
-    handed to it (`set_elmo_model`). A misfit is one line: `ModelNotFoundError` naming `source` (the
-    files the pair was read from), or `ValueError` without one (objects handed over)."""
+    without a character or word lexicon, in spaCy language `lang` when given), checked against the
+    model's config. The one check that a tokenizer fits a biLM: every kind's `load` makes it, and so
+    does the spaCy layer for a biLM handed to it (`set_elmo_model`). A misfit is one line:
+    `ModelNotFoundError` naming `source` (the files the pair was read from), or `ValueError`
+    without one (objects handed over)."""
     from ..hf.model_directory import default_tokenizer
+    from ..hf.tokenization_elmo import ElmoTokenizer
 
     try:
+        if (
+            tokenizer is None
+            and lang is not None
+            and not (model.config.char_vocab_size or model.config.word_vocab_size)
+        ):
+            tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token, lang=lang)
         tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model)
         tokenizer.check_model(model.config)
     except ValueError as err:
@@ -364,8 +427,8 @@ def load_pretrained(
 ):
     """(`ElmoModel` in eval mode, `ElmoTokenizer`) for a model reference (see the module docstring).
 
-    lang: the spaCy language of the tokenizer for references that do not record one (legacy and
-    EFML files: default "en" and "xx"). kwargs go to `ElmoModel.from_pretrained` (HF folders and
+    lang: the spaCy language of the tokenizer (default: the one the reference records; legacy and
+    EFML files record none: "en" and "xx"). kwargs go to `ElmoModel.from_pretrained` (HF folders and
     hub ids). A reference that names no model fails at once with one line (`ModelNotFoundError`).
     """
     return parse_reference(reference).load(lang=lang, progress=progress, **kwargs)

@@ -194,8 +194,25 @@ class ElmoConfig(PreTrainedConfig):
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
         """As `PreTrainedConfig.from_dict`, ignoring a run-time field a config.json may carry
-        (files written by 0.1.0 saved `lstm_implementation`); keyword arguments still set it."""
-        return super().from_dict({k: v for k, v in config_dict.items() if k not in RUNTIME_FIELDS}, **kwargs)
+        (files written by 0.1.0 saved `lstm_implementation`); keyword arguments still set it. An
+        invalid value read from a file (AutoConfig and AutoModel pass its folder as `name_or_path`)
+        is one `ElmoConfigError` line naming the file and the field."""
+        saved = {k: v for k, v in config_dict.items() if k not in RUNTIME_FIELDS}
+        try:
+            return super().from_dict(saved, **kwargs)
+        except CONFIG_ERRORS as err:
+            source = kwargs.get("name_or_path")
+            if source is None or isinstance(err, ElmoConfigError) or _valid(cls, saved):
+                raise  # (the arguments' value, not the file's: their own one line)
+            raise ElmoConfigError(f"{source}: invalid config.json: {config_error_message(err)}") from None
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, **kwargs):  # type: ignore[override]
+        """As `PreTrainedConfig.from_pretrained`; an invalid config.json is one `ElmoConfigError`
+        line naming the file and the field."""
+        return super().from_pretrained(
+            pretrained_model_name_or_path, name_or_path=pretrained_model_name_or_path, **kwargs
+        )
 
     def to_dict(self) -> dict:
         """The saved fields (without the run-time `lstm_implementation`, nor `precision` when fp32)."""
@@ -286,6 +303,23 @@ class ElmoConfig(PreTrainedConfig):
         return options
 
 
+class ElmoConfigError(ValueError):
+    """A config.json (or options read into a config) holds an invalid value: one line naming the
+    file and the field."""
+
+
+CONFIG_ERRORS = (StrictDataclassClassValidationError, StrictDataclassFieldValidationError, ValueError, TypeError)
+
+
+def _valid(cls, values: dict) -> bool:
+    """Whether `values` (a config.json's) make a valid config by themselves."""
+    try:
+        cls(**values)  # (what PreTrainedConfig.from_dict makes of them)
+    except CONFIG_ERRORS:
+        return False
+    return True
+
+
 def config_error_message(err: BaseException) -> str:
     """One line for a config validation error: "field 'x': ..." or the cross-field reason."""
     while not isinstance(err, (StrictDataclassFieldValidationError, StrictDataclassClassValidationError)):
@@ -316,6 +350,12 @@ def read_json_object(path: Path, error: type[Exception]) -> dict:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise error(f"{path}: not valid JSON ({err})") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a directory, expected a JSON file") from None
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except OSError as err:  # the OS's reason (Permission denied, ...)
+        raise error(f"{path}: cannot read it ({err.strerror or err})") from None
     if not isinstance(data, dict):
         raise error(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
@@ -323,6 +363,7 @@ def read_json_object(path: Path, error: type[Exception]) -> dict:
 
 __all__ = [
     "ElmoConfig",
+    "ElmoConfigError",
     "LstmImplementation",
     "ON_PRECISION_SET",
     "Precision",

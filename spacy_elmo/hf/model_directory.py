@@ -47,6 +47,7 @@ from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDa
 
 from .. import compat
 from ..compat import CONFIG_KEYS_OF_EITHER_LINE, base_config_fields
+from ..files import check_input_file
 from ..precision import check_precision
 from ..quiet import quiet_hf
 from .configuration_elmo import ElmoConfig, config_error_message, read_json_object
@@ -323,6 +324,10 @@ def read_safetensors_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]
     if not path.is_file():
         raise _not_a_file(path, "the weights")
     try:
+        check_input_file(path)  # (safetensors reports an unreadable file as "No such file or directory")
+    except OSError as err:
+        raise ElmoLoadError(str(err)) from None
+    try:
         with safe_open(str(path), framework="pt") as handle:
             return {
                 name: (piece.get_dtype(), tuple(piece.get_shape()))
@@ -371,17 +376,60 @@ def read_config(directory: Path) -> ElmoConfig:
     except (StrictDataclassClassValidationError, StrictDataclassFieldValidationError, ValueError, TypeError) as err:
         if isinstance(err, ElmoLoadError):
             raise
-        raise ElmoLoadError(f"{path}: invalid config.json: {config_error_message(err)}") from None
+        raise ElmoLoadError(f"{directory}: invalid config.json: {config_error_message(err)}") from None
 
 
-def check_directory(directory, model_class) -> None:
+# the tensors that count what config.json counts: {field: (pattern of their names, what they are)}
+COUNTED_TENSORS = {
+    "num_layers": (re.compile(r"^encoder\.layers\.(\d+)\."), "LSTM layers"),
+    "n_highway": (re.compile(r"^token_encoder\.highways\.(\d+)\."), "highway layers"),
+    "filters": (re.compile(r"^token_encoder\.convolutions\.(\d+)\."), "convolutions"),
+}
+
+
+def _check_counts(config: ElmoConfig, names, weights, config_file) -> None:
+    """The layers, highway layers and convolutions the weights hold are those config.json counts."""
+    counts = {"num_layers": config.num_layers, "n_highway": config.n_highway, "filters": len(config.filters)}
+    for field, (pattern, what) in COUNTED_TENSORS.items():
+        found = {int(m.group(1)) for name in names if (m := pattern.match(name))}
+        held = max(found) + 1 if found else 0
+        if held != counts[field]:
+            raise ElmoLoadError(
+                f"{weights}: holds {held} {what}, field '{field}' of {config_file} says {counts[field]} "
+                "(do config.json and the weights belong together?)"
+            )
+
+
+def unexpected_tensors(weights, config_file, names: Sequence[str]) -> ElmoLoadError:
+    return ElmoLoadError(
+        f"{weights}: holds tensor(s) {sorted(names)[:4]} that {config_file} does not describe "
+        "(do config.json and the weights belong together?)"
+    )
+
+
+def _same_sizes(config: ElmoConfig, other: ElmoConfig) -> bool:
+    return all(getattr(config, f) == getattr(other, f) for f in CONFIG_FIELDS - RUNTIME_CONFIG_FIELDS)
+
+
+def check_directory(
+    directory, model_class, variant: str | None = None, config: ElmoConfig | None = None, *, tokenizer: bool = True
+) -> None:
     """The cheap check of a local model directory (see the module docstring): no tensor is read;
     the names and shapes config.json implies come from `model_class` built on the meta device.
-    `ElmoLoadError`, one line naming the file."""
+    Every tensor config.json describes is there, of its shape, and every tensor there is described
+    (the optional ones, `_optional_weights` and `_keys_to_ignore_on_load_unexpected`: scalar mixes and
+    the LM head, may be absent and may be more than config.json describes). `ElmoLoadError`, one
+    line naming the file. `config`: the one the model is built from, when given (AutoModel's, read
+    from the folder's config.json: errors name the file when they agree); `tokenizer`: check the
+    tokenizer's files too (the model alone does not read them)."""
     directory = Path(directory)
-    config = read_config(directory)
-    tensors = check_weights(directory)
-    for name in TOKENIZER_FILES:
+    config_file: Path | str = directory / "config.json"
+    if config is None:
+        config = read_config(directory)
+    elif not (Path(config_file).is_file() and _same_sizes(config, read_config(directory))):
+        config_file = "the config given"
+    tensors = check_weights(directory, variant)
+    for name in TOKENIZER_FILES if tokenizer else ():
         path = directory / name
         if path.is_dir():
             raise _not_a_file(path, "a tokenizer file")
@@ -401,10 +449,16 @@ def check_directory(directory, model_class) -> None:
         bare = name[len(prefix) :] if name.startswith(prefix) and name not in expected else name
         found[bare] = entry
     optional = tuple(getattr(model_class, "_optional_weights", ()))
+    files = sorted({path for path, _ in tensors.values()})
+    weights = files[0] if len(files) == 1 else directory / _with_variant(WEIGHTS_INDEX, variant)
+    bare_names = [name[len(prefix) :] if name.startswith(prefix) else name for name in found]
+    _check_counts(config, bare_names, weights, config_file)
     missing = [name for name in expected if name not in found and not name.startswith(optional)]
     if missing:
-        files = sorted({path for path, _ in tensors.values()})
-        raise tensors_missing(files[0] if len(files) == 1 else directory / WEIGHTS_INDEX, missing)
+        raise tensors_missing(weights, missing)
+    extra = [name for name in found if name not in expected and not name.startswith(optional)]
+    if extra:
+        raise unexpected_tensors(weights, config_file, extra)
     wrong = [
         (name, found[name][1], shape) for name, shape in expected.items() if name in found and found[name][1] != shape
     ]
@@ -451,6 +505,8 @@ ONLY_AT: dict[str, tuple[tuple[Any, ...], str]] = {
 }
 # the fields an ElmoConfig adds to HF's; the base fields (output_hidden_states, return_dict, ...) are not read
 CONFIG_FIELDS = frozenset(f.name for f in dataclasses.fields(ElmoConfig)) - base_config_fields()
+# those that change how the model computes, not which tensors it has
+RUNTIME_CONFIG_FIELDS = frozenset({"lstm_implementation", "precision"})
 
 
 def check_loading_arguments(what: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
@@ -482,19 +538,35 @@ def check_loading_arguments(what: str, args: Sequence[Any], kwargs: dict[str, An
 
 
 def load_strict(
-    load: Callable[..., Any], source: str, optional_weights: Sequence[str], variant: str | None = None
+    load: Callable[..., Any],
+    source: str,
+    optional_weights: Sequence[str],
+    variant: str | None = None,
+    *,
+    model_class=None,
+    arguments: dict[str, Any] | None = None,
 ) -> tuple[Any, dict]:
     """(model, loading info) from `load(output_loading_info=True, ignore_mismatched_sizes=True)`
     (HF's `from_pretrained`: safetensors, `weights_only=True`), made strict: a bad config.json,
-    tensors missing (other than those under the `optional_weights` prefixes) or mis-shaped, and
-    NaN/inf weights raise `ElmoLoadError` naming `source` or its weights file; so do weights files
-    that are not whole safetensors (checked from their headers first when `source` is a local folder)."""
+    tensors missing (other than those under the `optional_weights` prefixes), mis-shaped or not
+    described by the config, and NaN/inf weights raise `ElmoLoadError` naming `source` or its weights
+    file; so do weights files that are not whole safetensors. A local folder passes the cheap checks
+    first, before any weight is read (`check_directory` for `model_class`, its config.json against
+    its weights; without a `model_class`, or where the loading `arguments` give a config or change
+    its sizes, the weights' headers alone: the loading info is checked after)."""
     from safetensors import SafetensorError
     from transformers.utils import logging as hf_logging
 
     check_config_file(source)
     if Path(source).is_dir():
-        check_weights(Path(source), variant)
+        arguments = arguments or {}
+        given = arguments.get("config")
+        sized = set(arguments) & (CONFIG_FIELDS - RUNTIME_CONFIG_FIELDS)  # (checked in the loading info)
+        if model_class is not None and not sized and (given is not None or (Path(source) / "config.json").is_file()):
+            config = given if isinstance(given, ElmoConfig) else None
+            check_directory(source, model_class, variant, config=config, tokenizer=False)
+        else:
+            check_weights(Path(source), variant)
 
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # its LOAD REPORT table: the errors below say it in one line
@@ -528,6 +600,9 @@ def load_strict(
     missing = [k for k in info["missing_keys"] if not k.startswith(tuple(optional_weights))]
     if missing:
         raise tensors_missing(weights, missing)
+    extra = [k for k in info.get("unexpected_keys", ()) if not k.startswith(tuple(optional_weights))]
+    if extra:
+        raise unexpected_tensors(weights, "the config", extra)
     bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
     if bad:
         raise ElmoLoadError(f"{weights}: weights contain NaN/inf values in {bad[:8]}")
@@ -549,6 +624,7 @@ __all__ = [
     "check_directory",
     "shapes_mismatch",
     "tensors_missing",
+    "unexpected_tensors",
     "ignore_patterns",
     "check_loading_arguments",
     "load_strict",

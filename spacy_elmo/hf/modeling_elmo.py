@@ -620,7 +620,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
         load = functools.partial(
             super().from_pretrained, pretrained_model_name_or_path, **compat.loading_arguments(kwargs)
         )
-        model, info = model_directory.load_strict(load, source, cls._optional_weights, kwargs.get("variant"))
+        model, info = model_directory.load_strict(
+            load, source, cls._optional_weights, kwargs.get("variant"), model_class=cls, arguments=kwargs
+        )
         return (model, info) if want_info else model
 
     @torch.no_grad()

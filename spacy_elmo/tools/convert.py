@@ -2,9 +2,9 @@
 directory, a URL, an HF directory or hub id) → a model directory (config.json, model.safetensors,
 tokenizer, model card naming where the weights came from).
 
-OUTPUT is checked before the model is read: a file there, or a folder holding a model or files that
-convert did not write (its model card's `CARD_MARK` tells its own earlier output), is refused in one
-line unless `overwrite`. The directory is written into a temporary folder beside OUTPUT
+OUTPUT is checked before the model is read (`files.check_output`, the one overwrite policy of the
+commands): a file there is refused, and so is a folder holding the files of a model directory
+(`MODEL_FILES`) unless `overwrite`. The directory is written into a temporary folder beside OUTPUT
 (`files.temporary_sibling`, removed on failure, Ctrl-C and SIGTERM) and moved into place when
 complete: renamed, or, into an existing folder, file by file (each keeps the mode of the file it
 replaces; other files stay, and so does a README.md convert did not write).
@@ -17,7 +17,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..files import made_folders, start_temporary, temporary_sibling
+from ..files import check_output, made_folders, start_temporary, temporary_sibling
 from ..formats.references import parse_reference
 from ..hf.model_card import CARD_MARK, CARD_NAME
 from ..hf.model_directory import save_model_directory
@@ -46,12 +46,17 @@ def convert(
     overwrite: bool = False,
 ):
     """Reads `source` (one reference, or OPTIONS.json and WEIGHTS.hdf5) and writes it to `output` as a
-    model directory; returns the model. `lang`: the spaCy language of the tokenizer saved with it;
-    `overwrite`: write into a folder holding files convert did not write (see the module docstring)."""
+    model directory; returns the model. `lang`: the spaCy language of the tokenizer saved with it
+    (None: the source's own, else "en"); `overwrite`: replace the model files of an existing OUTPUT
+    folder (see the module docstring)."""
     if len(source) == 2:
         check_legacy_order(Path(source[0]), Path(source[1]))
     output = Path(output)
-    check_output(output, overwrite)  # before any work
+    check_output(output, overwrite=overwrite, folder=True, holds=MODEL_FILES)  # before any work
+    if lang is not None:
+        from .init_config import language_class
+
+        language_class(lang)
     reference = parse_reference(",".join(source))
     reference.check()  # cheap: no weights read, no network
     with made_folders(output.parent), temporary_sibling(output) as tmp:
@@ -75,21 +80,6 @@ def written_by_convert(folder: Path) -> bool:
         return card.is_file() and CARD_MARK in card.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
-
-
-def check_output(output: Path, overwrite: bool = False) -> None:
-    """Refuses, in one line, an OUTPUT that is a file, or a folder holding files of a model directory
-    that convert did not write (unless `overwrite`)."""
-    if output.exists() and not output.is_dir():
-        raise FileExistsError(f"{output}: is a file; convert writes a model folder there: choose another OUTPUT")
-    if not output.is_dir() or overwrite or written_by_convert(output):
-        return
-    found = [name for name in MODEL_FILES if (output / name).exists()]
-    if found:
-        raise FileExistsError(
-            f"{output} holds a model that spacy-elmo convert did not write ({', '.join(found)}); "
-            "pass --overwrite to replace it, or choose another OUTPUT"
-        )
 
 
 def _move_into_place(tmp: Path, output: Path) -> None:
@@ -136,4 +126,4 @@ def describe_source(source: list[str]) -> str:
     return parse_reference(",".join(source)).describe()
 
 
-__all__ = ["MODEL_FILES", "check_legacy_order", "check_output", "convert", "written_by_convert"]
+__all__ = ["MODEL_FILES", "check_legacy_order", "convert", "written_by_convert"]

@@ -13,9 +13,9 @@ process embeds the lines i with i mod world_size == rank into OUTPUT's sibling
 those datasets, so readers see one file with the usual layout (keep the files together).
 
 Every file embed writes carries the root attribute `written_by = "spacy-elmo embed"` (`WRITTEN_BY`).
-An existing OUTPUT (or rank file) without it is refused before any work, in one line, unless
-`overwrite`: rerunning embed replaces its own earlier output, never an unrelated file that happens to
-sit at that path.
+An existing OUTPUT (or rank file) is refused before any work, in one line, unless `overwrite`
+(`files.check_output`, the one overwrite policy of the commands); a refused or failed run leaves it
+as it was.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from pathlib import Path
 import torch
 
 from ..devices import Distributed, pick_device
-from ..files import made_folders, start_temporary, temporary_sibling
+from ..files import check_output, made_folders, start_temporary, temporary_sibling
 from ..precision import Precision, check_precision
 from ..text_input import TextError, check_text_input, make_tokenizer, read_lines, stdin_bytes
+from .options import OPTIONS
 
 
 def _count_lines(path: Path) -> int:
@@ -54,17 +55,6 @@ def written_by_embed(path: Path) -> bool:
         return False
 
 
-def check_output(path: Path, overwrite: bool = False) -> None:
-    """Refuses, in one line, to write over what embed did not write (a directory: always)."""
-    if path.is_dir():
-        raise IsADirectoryError(f"{path}: is a directory; OUTPUT names the .hdf5 file to write")
-    if path.exists() and not overwrite and not written_by_embed(path):
-        raise FileExistsError(
-            f"{path} exists and spacy-elmo embed did not write it; pass --overwrite to replace it, "
-            "or choose another OUTPUT"
-        )
-
-
 def rank_file(output: Path, rank: int, world_size: int) -> Path:
     return output.with_name(f"{output.stem}.rank{rank}-of-{world_size}{output.suffix or '.hdf5'}")
 
@@ -88,12 +78,13 @@ def dump_embeddings(
     The input must be UTF-8 text with at least one non-empty line (`TextError` otherwise, naming
     the file and line); `device` is "auto" (CUDA when available), "cpu" or "cuda"; `precision`
     ("fp32" | "bf16" | "int8", `ElmoModel.set_precision`) replaces the model's own (None: as saved,
-    fp32 unless its config.json records another). An existing `output_path` that embed did not
-    write is refused (`FileExistsError`) unless `overwrite`."""
+    fp32 unless its config.json records another). An existing `output_path` is refused
+    (`FileExistsError`) unless `overwrite`."""
     import h5py
 
     from ..formats.references import parse_reference
 
+    OPTIONS["embed"]["--batch-size"].check(batch_size, "batch_size")
     chosen = _check_precision(precision)  # before any work
     procs = Distributed.from_env(device)  # the same torchrun/device set-up as pretraining
     world, rank, torch_device = procs.world_size, procs.rank, procs.device
@@ -103,22 +94,23 @@ def dump_embeddings(
     # (cheap: no weights read, no network), what there is to read, and that the output can be
     # written (its temporary file is made now)
     for path in {output, target}:
-        check_output(path, overwrite)
+        check_output(path, overwrite=overwrite)
     reference = parse_reference(model_ref)
     reference.check()
     check_text_input(input_path)
+    tokenize = make_tokenizer(data_format, lang)
     with made_folders(output.parent), temporary_sibling(target) as tmp:
         start_temporary(tmp, target)
         model, tokenizer = reference.load()
         model = _with_precision(model.to(torch_device).eval(), chosen)
-        tokenize = make_tokenizer(data_format, lang)
         from_stdin = str(input_path) == "-"
         bar = None
         if progress and rank == 0:  # only a shown bar needs the line count (a second pass over the file)
             from tqdm import tqdm
 
             total = None if from_stdin else _count_lines(Path(input_path))
-            bar = tqdm(total=total, unit="line", dynamic_ncols=True, mininterval=1.0)
+            # (shown on a terminal only: disable=None)
+            bar = tqdm(total=total, unit="line", dynamic_ncols=True, mininterval=1.0, disable=None)
         written = 0
         where = "<stdin>" if from_stdin else str(input_path)
         file = None if from_stdin else open(input_path, "rb")  # (standard input stays open)
@@ -199,6 +191,7 @@ def print_embeddings(
     first `dims` components of its words' vectors (the mean of the layers) on standard output."""
     from ..formats.references import parse_reference
 
+    OPTIONS["embed"]["--dims"].check(dims, "dims")
     chosen = _check_precision(precision)  # before any work
     reference = parse_reference(model_ref)
     reference.check()  # cheap: no weights read, no network
@@ -238,4 +231,4 @@ def _link_shards(output: Path, world: int) -> None:
         os.replace(tmp, output)
 
 
-__all__ = ["WRITTEN_BY", "check_output", "dump_embeddings", "print_embeddings", "rank_file", "written_by_embed"]
+__all__ = ["WRITTEN_BY", "dump_embeddings", "print_embeddings", "rank_file", "written_by_embed"]

@@ -248,23 +248,27 @@ def write_config(
     lang: str | None = None,
     gpu: bool = False,
     overrides: dict[str, Any] | None = None,
-    force: bool = False,
+    overwrite: bool = False,
 ) -> Path:
     """`spacy-elmo init-config`: `render_config`'s text written to `output` ('-': standard output),
-    its folders made; an existing file is kept unless `force`. Returns the shipped config used."""
-    from ..files import made_folders, write_text_atomic
+    its folders made; an existing file is kept unless `overwrite` (`files.check_output`, checked
+    before the config is rendered). Returns the shipped config used."""
+    import os
 
-    text = render_config(name, lang=lang, gpu=gpu, overrides=overrides)
+    from ..files import check_output, made_folders, start_temporary, temporary_sibling
+
     if str(output) == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(render_config(name, lang=lang, gpu=gpu, overrides=overrides))
         return find_config(name)
-    output = Path(output)
-    if output.is_dir():
-        raise IsADirectoryError(f"{output}: is a directory; OUTPUT names the .cfg file to write")
-    if output.exists() and not force:
-        raise ValueError(f"{output} exists; pass --force to overwrite it")
-    with made_folders(output.parent):
-        write_text_atomic(output, text)
+    output = check_output(output, overwrite=overwrite)
+    with made_folders(output.parent), temporary_sibling(output) as tmp:
+        start_temporary(tmp, output)  # (writable: before the config is rendered)
+        text = render_config(name, lang=lang, gpu=gpu, overrides=overrides)
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, output)
     return find_config(name)
 
 

@@ -31,6 +31,8 @@ from typing import Any
 
 import torch
 
+from .options import OPTIONS
+
 TASKS = ("pos", "upos", "ner-type")
 LABEL_SOURCE = {
     "pos": "fine-grained tags (token.tag_)",
@@ -47,6 +49,8 @@ __all__ = [
     "probe_tasks",
     "probe_and_report",
     "plot_probe",
+    "plot_format",
+    "check_settings",
 ]
 
 
@@ -57,12 +61,17 @@ def read_examples(path: str | Path, task: str, max_sentences: int = 0) -> list[t
 
     if task not in TASKS:
         raise ValueError(f"unknown probe task {task!r}: choose from {', '.join(TASKS)}")
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such DocBin file")
+    from ..files import check_input_file
+
+    path = check_input_file(path)
     vocab = spacy.blank("xx").vocab
     examples = []
-    for doc in DocBin().from_disk(path).get_docs(vocab):
+    try:
+        docs = DocBin().from_disk(path)
+    except Exception as err:  # zlib's, msgpack's and spaCy's errors for a file that is not a DocBin
+        reason = " ".join(str(err).split()).split(". ")[0] or type(err).__name__
+        raise ValueError(f"{path}: not a spaCy DocBin (.spacy) file ({reason})") from None
+    for doc in docs.get_docs(vocab):
         sentences = doc.sents if doc.has_annotation("SENT_START") else [doc[:]]
         for sent in sentences:
             words = [t.text for t in sent]
@@ -212,8 +221,9 @@ def probe_tasks(
     from ..devices import pick_device
     from ..formats.references import parse_reference
 
-    torch.manual_seed(seed)
     tasks = list(tasks)
+    check_settings(tasks, max_sentences, seed, l2, max_iter)
+    torch.manual_seed(seed)
     reference = parse_reference(model_ref)
     reference.check()  # a wrong reference fails before the data is read
     data = {
@@ -235,6 +245,36 @@ def probe_tasks(
     return result
 
 
+def check_settings(tasks: Sequence[str], max_sentences: int, seed: int, l2: float, max_iter: int) -> None:
+    """The probes' settings in their declared ranges (`options.OPTIONS["probe"]`), before any work."""
+    ranges = OPTIONS["probe"]
+    ranges["--max-sentences"].check(max_sentences, "max_sentences")
+    ranges["--seed"].check(seed, "seed")
+    ranges["--l2"].check(l2, "l2")
+    ranges["--max-iter"].check(max_iter, "max_iter")
+    unknown = [task for task in tasks if task not in TASKS]
+    if unknown or not tasks:
+        raise ValueError(f"task: expected one or more of {', '.join(TASKS)}, got {list(tasks)}")
+
+
+def plot_format(plot: Path) -> str:
+    """The image format a plot is written in (its suffix; none: png), checked before any work:
+    matplotlib is installed and writes it."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ValueError(
+            f"--plot {plot}: needs matplotlib, which is not installed (pip install 'spacy-elmo[plot]')"
+        ) from None
+    image_format = plot.suffix.lstrip(".").lower() or "png"
+    supported = Figure().canvas.get_supported_filetypes()
+    if image_format not in supported:
+        raise ValueError(
+            f"--plot {plot}: matplotlib writes no .{image_format} files; choose one of {', '.join(sorted(supported))}"
+        )
+    return image_format
+
+
 def probe_and_report(
     model_ref,
     train,
@@ -248,38 +288,55 @@ def probe_and_report(
     progress: bool = False,
     output: Path | None = None,
     plot: Path | None = None,
+    overwrite: bool = False,
     *,
     command: Sequence[str],
 ) -> dict:
     """`spacy-elmo probe`: `probe_tasks`, one line of scores per task on standard output, then the
     result with its provenance as JSON (`output`) and a plot of it (`plot`), each when asked for.
-    `command`: the command line its provenance records (the caller's: the library reads no argv)."""
+    Before any work: the settings, the outputs (an existing one is kept unless `overwrite`; each
+    temporary is made, so an unwritable one is refused now), matplotlib for `plot`. `command`: the
+    command line its provenance records (the caller's: the library reads no argv)."""
+    import contextlib
     import json
 
-    from ..files import check_writable, made_folders, temporary_sibling, write_text_atomic
+    from ..files import check_output, made_folders, start_temporary, temporary_sibling
     from ..provenance import Provenance
 
-    for path, what in ((output, "--output"), (plot, "--plot")):  # before any work
-        if path is not None:
-            check_writable(path, what)
+    tasks = list(tasks)
+    check_settings(tasks, max_sentences, seed, l2, max_iter)
+    outputs = {what: Path(path) for what, path in (("--output", output), ("--plot", plot)) if path is not None}
+    for what, path in outputs.items():
+        check_output(path, overwrite=overwrite, what=what)
+    if len(outputs) == 2 and outputs["--output"].resolve() == outputs["--plot"].resolve():
+        raise ValueError(f"--output and --plot name the same file ({output}): give each its own")
+    image_format = plot_format(outputs["--plot"]) if "--plot" in outputs else None
     prov = Provenance(command, seed=seed)
-    result = probe_tasks(
-        model_ref, train, dev, tasks, max_sentences, seed, l2, max_iter, device=device, progress=progress
-    )
-    for task, scores in result["tasks"].items():
-        cells = "  ".join(f"L{e['layer']} {e['accuracy']:.2f}" for e in scores["layers"])
-        print(
-            f"{task}: {cells}  mix {scores['mix']['accuracy']:.2f}  (majority {scores['majority_accuracy']:.2f}; "
-            f"{scores['train_tokens']:,} train / {scores['dev_tokens']:,} dev tokens)"
+    with contextlib.ExitStack() as stack:
+        temporaries = {}
+        for what, path in outputs.items():
+            stack.enter_context(made_folders(path.parent))
+            temporaries[what] = tmp = stack.enter_context(temporary_sibling(path))
+            start_temporary(tmp, path, what=what)
+        result = probe_tasks(
+            model_ref, train, dev, tasks, max_sentences, seed, l2, max_iter, device=device, progress=progress
         )
-    if output is not None:
-        result["provenance"] = prov.record()
-        with made_folders(output.parent):
-            write_text_atomic(output, json.dumps(result, indent=2) + "\n")
-    if plot is not None:
-        with made_folders(plot.parent), temporary_sibling(plot) as tmp:
-            plot_probe(result, tmp, image_format=plot.suffix.lstrip(".") or "png")
-            os.replace(tmp, plot)
+        for task, scores in result["tasks"].items():
+            cells = "  ".join(f"L{e['layer']} {e['accuracy']:.2f}" for e in scores["layers"])
+            print(
+                f"{task}: {cells}  mix {scores['mix']['accuracy']:.2f}  (majority {scores['majority_accuracy']:.2f}; "
+                f"{scores['train_tokens']:,} train / {scores['dev_tokens']:,} dev tokens)"
+            )
+        if "--output" in temporaries:
+            result["provenance"] = prov.record()
+            with open(temporaries["--output"], "w", encoding="utf-8") as handle:
+                handle.write(json.dumps(result, indent=2) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+        if "--plot" in temporaries:
+            plot_probe(result, temporaries["--plot"], image_format=image_format)
+        for what, tmp in temporaries.items():  # both written: into place
+            os.replace(tmp, outputs[what])
     return result
 
 

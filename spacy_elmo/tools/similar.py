@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from ..training.vocabulary import SPECIAL_TOKENS, Vocabulary
+from .options import OPTIONS
 
 
 def nearest_words(
@@ -36,8 +37,17 @@ def nearest_words(
     (`vocab_file`, else the model's vocab.txt) by context-independent vectors, or, given a `corpus`,
     among its words by their layer-`layer` vectors averaged over it. The biLM runs on `device`."""
     from ..devices import pick_device
+    from ..files import check_input_file
     from ..formats.references import parse_reference
 
+    ranges = OPTIONS["similar"]  # (named as `spacy-elmo similar` names them)
+    for option, value in (
+        ("-n", n),
+        ("--layer", layer),
+        ("--min-count", min_count),
+        ("--max-sentences", max_sentences),
+    ):
+        ranges[option].check(value, option)
     reference = parse_reference(model_ref)
     reference.check()  # first (cheap): a wrong model reference is the likelier mistake
     if corpus is None:
@@ -47,10 +57,12 @@ def nearest_words(
         return most_similar(model, word, vocab, n, tokenizer=tokenizer)
     from ..text_input import check_text_files
 
-    if not corpus.is_file():
-        raise FileNotFoundError(f"--corpus {corpus}: no such file")
-    check_text_files([corpus], "--corpus")
+    check_text_files([check_input_file(corpus, "--corpus")], "--corpus")
+    known = reference.lstm_layers()  # the bound of `layer`, from the config (None: known once loaded)
+    if known is not None:
+        ranges["--layer"].check(layer, "--layer", high=known)
     model, tokenizer = reference.load()
+    ranges["--layer"].check(layer, "--layer", high=model.config.num_layers)
     model = model.to(pick_device(device))
     sentences = read_sentences(corpus, max_sentences)
     words, vectors = contextual_word_vectors(model, sentences, layer, min_count, progress=progress, tokenizer=tokenizer)
@@ -63,14 +75,16 @@ def nearest_words(
 def find_vocab(model_ref, vocab_file: str | Path | None = None) -> Vocabulary:
     """`vocab_file`, else the model's `vocab.txt` (where its reference says one may be:
     `ModelReference.vocabulary_files`, e.g. in an HF or legacy directory)."""
+    from ..files import check_input_file
     from ..formats.references import parse_reference
 
     if vocab_file is not None:
-        return Vocabulary.load(vocab_file)
-    for path in parse_reference(model_ref).vocabulary_files():
+        return Vocabulary.load(check_input_file(vocab_file, "--vocab"))
+    reference = parse_reference(model_ref)
+    for path in reference.vocabulary_files():
         if path.is_file():
             return Vocabulary.load(path)
-    raise FileNotFoundError(f"{model_ref} has no vocab.txt; pass the word list with --vocab FILE")
+    raise FileNotFoundError(f"{reference} has no vocab.txt; pass the word list with --vocab FILE")
 
 
 @torch.no_grad()
@@ -118,8 +132,8 @@ def contextual_word_vectors(
     `progress`: a bar counting sentences on stderr (when it is a terminal); `tokenizer`: the model's."""
     from ..hf.model_directory import default_tokenizer
 
-    if not 0 <= layer < model.num_layers:
-        raise ValueError(f"layer must be in 0..{model.num_layers - 1} for this model, got {layer}")
+    OPTIONS["similar"]["--layer"].check(layer, "layer", high=model.config.num_layers)
+    OPTIONS["similar"]["--min-count"].check(min_count, "min_count")
     tokenizer = tokenizer if tokenizer is not None else default_tokenizer(model)
     device = next(model.parameters()).device
     width = 2 * model.config.projection_dim

@@ -301,7 +301,7 @@ def check_writable(output: Path) -> None:
             os.fsync(handle.fileno())
         probe.unlink()
     except OSError as err:
-        raise PretrainError(f"cannot write to output directory {output}: {err.strerror or err}") from None
+        raise PretrainError(f"--output {output}: cannot write there ({err.strerror or err})") from None
 
 
 def check_free_space(output: Path, needed_bytes: int) -> None:

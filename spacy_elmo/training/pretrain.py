@@ -109,7 +109,14 @@ def train(run: Run, *, progress: bool = True) -> dict:
     if main and progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=t.max_steps or None, initial=run.state.step, unit="step", dynamic_ncols=True, mininterval=1.0)
+        bar = tqdm(  # (on a terminal only: disable=None; never into a log file)
+            total=t.max_steps or None,
+            initial=run.state.step,
+            unit="step",
+            dynamic_ncols=True,
+            mininterval=1.0,
+            disable=None,
+        )
     if main:
         run.metrics.write(
             {
@@ -219,9 +226,18 @@ def export(run: Run, final: dict) -> None:
 
 
 def pretrain(
-    config_path, output, overrides: dict | None = None, *, resume: bool = False, init_from=None, progress: bool = True
+    config_path,
+    output,
+    overrides: dict | None = None,
+    *,
+    resume: bool = False,
+    init_from=None,
+    progress: bool = True,
+    overwrite: bool = False,
 ) -> dict:
-    """Runs `spacy-elmo pretrain`: returns the final metrics (held-out perplexity when paths.heldout is set)."""
+    """Runs `spacy-elmo pretrain`: returns the final metrics (held-out perplexity when paths.heldout is set).
+    An output directory holding an earlier run's files is refused unless `resume` (continue it) or
+    `overwrite` (start over; `start.choose_start`)."""
     overrides = dict(overrides or {})
     if init_from is not None:
         overrides["paths.init_from"] = str(init_from)
@@ -230,7 +246,7 @@ def pretrain(
     created = [p for p in (Path(output), *Path(output).parents) if not p.exists()]  # deepest first
     try:
         try:
-            run = build_run(settings, output, resume=resume)
+            run = build_run(settings, output, resume=resume, overwrite=overwrite)
         except Exception:  # refused on its settings or data: leave no empty folder behind
             for folder in created:
                 with contextlib.suppress(OSError):  # not empty, or another process removed it

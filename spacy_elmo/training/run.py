@@ -19,14 +19,14 @@ from typing import Any
 import torch
 
 from ..devices import Distributed
-from ..files import resolve_files
+from ..files import check_output, resolve_files
 from ..hf.configuration_elmo import config_error_message
 from ..provenance import threads as thread_variables
 from ..text_input import check_text_files, make_tokenizer
 from .batches import Corpus
 from .checkpoints import Checkpoints, MetricsLog, TrainState, check_free_space, check_writable
 from .settings import PretrainError, PretrainSettings
-from .start import FromElmo, FromLanguageModel, Resume, Start, choose_start, pretrained_start
+from .start import FromElmo, FromLanguageModel, Resume, Start, choose_start, clear_earlier_run, pretrained_start
 from .text import iter_sequences
 from .vocabulary import Vocabulary, build_char_lexicon, unigram_perplexity
 
@@ -90,9 +90,11 @@ class Run:
         )
 
 
-def build_run(settings: PretrainSettings, output: str | Path, *, resume: bool = False) -> Run:
+def build_run(settings: PretrainSettings, output: str | Path, *, resume: bool = False, overwrite: bool = False) -> Run:
     """Checks the output directory, the data and the start, then builds the run (in this order, so
-    a refused run fails before any slow work). Sets torch's thread count to `system.threads`."""
+    a refused run fails before any slow work, and leaves the output as it was); a new run in an
+    output holding an earlier one's files (`overwrite`, or `resume` of one without a checkpoint)
+    removes them first. Sets torch's thread count to `system.threads`."""
     output = Path(output)
     system, training, data = settings.system, settings.training, settings.data
     if system.threads:
@@ -104,6 +106,7 @@ def build_run(settings: PretrainSettings, output: str | Path, *, resume: bool = 
         raise PretrainError(str(err)) from None
     checkpoints = Checkpoints(output / "checkpoints", training.keep_checkpoints)
     metrics = MetricsLog(output / "metrics.jsonl", dist.is_main)
+    check_output(output, overwrite=True, folder=True, what="--output")  # a folder (what it holds: choose_start)
     check_writable(output)  # before any slow work
     chosen = choose_start(
         settings,
@@ -114,6 +117,7 @@ def build_run(settings: PretrainSettings, output: str | Path, *, resume: bool = 
         is_main=dist.is_main,
         threads=threads,
         device_type=dist.device.type,
+        overwrite=overwrite,
     )
     tokenize = make_tokenizer(data.format, data.lang)
     if settings.paths.train is None:
@@ -126,6 +130,9 @@ def build_run(settings: PretrainSettings, output: str | Path, *, resume: bool = 
         check_text_files(heldout_files, "paths.heldout")
 
     start = pretrained_start(settings, chosen)
+    if not isinstance(start, Resume) and dist.is_main:
+        clear_earlier_run(output)  # (what choose_start let a new run replace)
+    dist.barrier()
     text = _Text(settings, tokenize, train_files, heldout_files, metrics, dist.is_main)
     vocab = _vocabulary(start, output, text)
     model_config, char_lexicon = _model_config(start, settings, vocab, text)

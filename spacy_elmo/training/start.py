@@ -8,19 +8,55 @@
 - `FromElmo`: fine-tuning any biLM `load_pretrained` reads (`paths.init_from`): its encoder and
   tokenizer, with a new LM head over a vocabulary of the training text.
 
-`choose_start` also refuses what cannot start: checkpoints without `--resume`, a resume whose data
-settings or thread count differ from the checkpoint's.
+`choose_start` also refuses what cannot start: an output directory holding an earlier run's files
+(`RUN_FILES`: checkpoints, metrics, a model, ...) without `--resume` (continue it) or `--overwrite`
+(start over: `clear_earlier_run` removes them once the data and the start are checked), both at
+once, a resume whose data settings or thread count differ from the checkpoint's. This is the one
+overwrite policy of the commands (`files.check_output`), with `--resume` beside it.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..hf.model_directory import TOKENIZER_FILES, WEIGHTS_FILE, WEIGHTS_INDEX
 from .checkpoints import Checkpoints, MetricsLog
 from .settings import PretrainError, PretrainSettings, check_resumable
+
+# what a run writes in its output directory (a README.md it did not write is kept, so it is not here)
+RUN_FILES = (
+    "checkpoints",
+    "metrics.jsonl",
+    "vocab.txt",
+    "pretrain.cfg",
+    "pretrain_summary.json",
+    "legacy",
+    "config.json",
+    WEIGHTS_FILE,
+    WEIGHTS_INDEX,
+    *TOKENIZER_FILES,
+)
+# what a run stopped before its first checkpoint leaves: `--resume` starts such a run over
+SCRATCH_FILES = ("checkpoints", "metrics.jsonl", "vocab.txt")
+
+
+def earlier_run_files(output: Path) -> list[str]:
+    """The names of `RUN_FILES` that `output` holds (an earlier run's, or a model's)."""
+    return [name for name in RUN_FILES if (output / name).exists()]
+
+
+def clear_earlier_run(output: Path) -> None:
+    """Removes an earlier run's files (`RUN_FILES`) from `output`: a new run starts over there."""
+    for name in earlier_run_files(output):
+        path = output / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 @dataclass(frozen=True)
@@ -67,21 +103,36 @@ def choose_start(
     is_main: bool,
     threads: dict,
     device_type: str,
+    overwrite: bool = False,
 ) -> Fresh | Resume:
-    """Resume (the latest checkpoint, checked against these settings) or a new run (its metrics log
-    emptied). `FromLanguageModel` / `FromElmo` are chosen later by `pretrained_start`, once the data is checked."""
-    checkpoint = checkpoints.latest()
-    if checkpoint is not None and not resume:
+    """Resume (the latest checkpoint, checked against these settings) or a new run, which
+    `clear_earlier_run` gives an empty output once the data and the start are checked (see the
+    module docstring). `FromLanguageModel` / `FromElmo` are chosen later by `pretrained_start`,
+    once the data is checked. Nothing is written here."""
+    if resume and overwrite:
+        raise PretrainError("--resume continues the run in the output directory, --overwrite starts it over: give one")
+    init_from = settings.paths.init_from
+    if init_from is not None and Path(str(init_from)).resolve() == output.resolve():
         raise PretrainError(
-            f"{output} already holds checkpoints ({checkpoint.name}); pass --resume to continue "
-            "that run, or choose another output directory"
+            f"paths.init_from ({init_from}) is the output directory: write the new model to another one"
         )
-    if checkpoint is not None:
+    checkpoint = checkpoints.latest()
+    if checkpoint is not None and resume:
         _check_resumable(settings, checkpoints, checkpoint, threads, device_type)
         return Resume(checkpoint)
+    earlier = earlier_run_files(output)
+    if checkpoint is not None and not overwrite:
+        raise PretrainError(
+            f"--output {output} already holds checkpoints ({checkpoint.name}); pass --resume to continue "
+            "that run, or --overwrite to start it over, or choose another output directory"
+        )
+    if earlier and not overwrite and not (resume and set(earlier) <= set(SCRATCH_FILES)):
+        raise PretrainError(
+            f"--output {output} already holds {', '.join(earlier)} (an earlier run's or a model's); pass "
+            "--overwrite to replace them, or choose another output directory"
+        )
     if resume and is_main:
         print(f"--resume: no checkpoint in {output}, starting a new run", file=sys.stderr)
-    metrics.truncate_after(-1)  # a fresh run starts a fresh log
     return Fresh()
 
 
@@ -136,4 +187,15 @@ def _has_lm_head(path: Path) -> bool:
         return "lm_head.weight" in handle.keys()
 
 
-__all__ = ["Start", "Fresh", "Resume", "FromLanguageModel", "FromElmo", "choose_start", "pretrained_start"]
+__all__ = [
+    "RUN_FILES",
+    "Start",
+    "Fresh",
+    "Resume",
+    "FromLanguageModel",
+    "FromElmo",
+    "choose_start",
+    "clear_earlier_run",
+    "earlier_run_files",
+    "pretrained_start",
+]

@@ -203,8 +203,8 @@ def test_help_shows_defaults_and_device_choices(capsys):
     from spacy_elmo.cli import build_parser
 
     commands = build_parser()._subparsers._group_actions[0].choices
-    embed = commands["embed"].format_help()
-    assert "(default: 32)" in embed and "(default: tokenized)" in embed and "(default: auto)" in embed
+    embed = " ".join(commands["embed"].format_help().split())
+    assert "default: 32]" in embed and "(default: tokenized)" in embed and "(default: auto)" in embed
     assert "(default: None)" not in embed and "(default: False)" not in embed
     for name in ("embed", "similar", "probe"):
         assert "--device {auto,cpu,cuda}" in commands[name].format_help()

@@ -1,5 +1,6 @@
 """Quiet, tidy runs: optional scalar-mix weights load without transformers' LOAD REPORT,
---no-progress hides transformers' bars too, and a run refused on its settings leaves no empty folder."""
+--no-progress hides transformers' bars too, the training bar shows on a terminal only, and a run refused on
+its settings leaves no empty folder."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from helpers import on_a_terminal  # tests/ is on sys.path
 from spacy_elmo import ElmoModel
 from spacy_elmo.cli import main
 
@@ -36,11 +38,15 @@ def test_no_progress_hides_transformers_bars(tmp_path, capfd):
     assert main(args + ["--output", str(tmp_path / "quiet"), "--no-progress"]) == 0
     err = capfd.readouterr().err
     assert "it/s]" not in err and "step/s" not in err and "Writing model shards" not in err, err
-    assert main(args + ["--output", str(tmp_path / "shown")]) == 0
+    assert main(args + ["--output", str(tmp_path / "piped")]) == 0
     err = capfd.readouterr().err
-    # the training bar shows; transformers' own bars (loading, writing shards) never do
-    assert "step/s" in err and "Writing model shards" not in err and "Loading weights" not in err, err
+    # stderr is no terminal (a log, CI): no bar, without --no-progress too
+    assert "step/s" not in err and "Writing model shards" not in err and "Loading weights" not in err, err
     assert hf_logging.is_progress_bar_enabled()  # the command leaves the global setting as it found it
+    # on a terminal the training bar shows; transformers' own bars (loading, writing shards) never do
+    status, _, shown = on_a_terminal(*args, "--output", tmp_path / "shown")
+    assert status == 0 and "step/s" in shown, shown
+    assert "Writing model shards" not in shown and "Loading weights" not in shown, shown
 
 
 def test_refused_run_leaves_no_empty_output_folder(tmp_path, capsys):

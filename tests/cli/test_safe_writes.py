@@ -1,9 +1,10 @@
-"""What the commands write, and what they check first, as a user runs them: no command overwrites a
-model or file it did not write (`convert` refuses a folder holding another model, as `embed` and
-`init-config` refuse); a temporary output is removed on SIGTERM as on Ctrl-C (real signals to the
-console script), and what a run killed with `kill -9` left is removed by the next run; input and
-output are checked before the model loads (a model that breaks only when read shows the order), and
-a decoding error later in the input still leaves no output."""
+"""What the commands write, and what they check first, as a user runs them: no command overwrites an
+existing output without `--overwrite` (`convert` refuses a folder holding a model, its own earlier
+output included, as `embed` and `init-config` refuse a file; other files in the folder stay); a
+temporary output is removed on SIGTERM as on Ctrl-C (real signals to the console script), and what a run
+killed with `kill -9` left is removed by the next run; input and output are checked before the model
+loads (a model that breaks only when read shows the order), and a decoding error later in the input
+still leaves no output."""
 
 from __future__ import annotations
 
@@ -28,6 +29,14 @@ def everything(folder: Path) -> dict[str, bytes | None]:
     return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None) for p in sorted(folder.rglob("*"))}
 
 
+def status(args: list[str]) -> int:
+    """`main`'s exit status, also where argparse refuses an argument (it exits, as on the command line)."""
+    try:
+        return main(args)
+    except SystemExit as stop:
+        return int(stop.code or 0)
+
+
 def one_error_line(capsys) -> str:
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
@@ -35,7 +44,7 @@ def one_error_line(capsys) -> str:
     return lines[0]
 
 
-# --- convert writes only over its own output ----------------------------------------------------------------
+# --- convert replaces a model only with --overwrite ----------------------------------------------------------
 
 
 @pytest.fixture
@@ -55,8 +64,8 @@ def test_convert_refuses_a_folder_holding_a_model_it_did_not_write(allennlp_dir,
     assert main(["convert", str(allennlp_dir), str(saved_bert), "--no-progress"]) == 2
     line = one_error_line(capsys)
     assert line == (
-        f"error: {saved_bert} holds a model that spacy-elmo convert did not write (config.json, model.safetensors); "
-        "pass --overwrite to replace it, or choose another OUTPUT"
+        f"error: OUTPUT {saved_bert} already holds config.json, model.safetensors; "
+        "pass --overwrite to replace them, or choose another OUTPUT"
     )
     assert everything(saved_bert) == before  # not a byte changed, no temporary left
     assert [p.name for p in saved_bert.parent.iterdir()] == ["my_model"]
@@ -66,12 +75,17 @@ def test_convert_refuses_a_folder_holding_a_model_it_did_not_write(allennlp_dir,
     assert (saved_bert / "vocab.txt").read_bytes() == before["vocab.txt"]
 
 
-def test_convert_replaces_its_own_output_and_keeps_the_users_files(allennlp_dir, tmp_path, capsys):
+def test_convert_replaces_its_own_output_with_overwrite_and_keeps_the_users_files(allennlp_dir, tmp_path, capsys):
     out = tmp_path / "elmo"
     assert main(["convert", str(allennlp_dir), str(out), "--no-progress"]) == 0
     (out / "vocab.txt").write_text("cat\ndog\n")  # the user's word list, for `similar`
     os.chmod(out / "config.json", 0o600)
-    assert main(["convert", str(allennlp_dir), str(out), "--no-progress", "--license", "apache-2.0"]) == 0
+    before = everything(out)
+    assert main(["convert", str(allennlp_dir), str(out), "--no-progress", "--license", "apache-2.0"]) == 2
+    assert "pass --overwrite" in one_error_line(capsys) and everything(out) == before  # its own output too
+    assert (
+        main(["convert", str(allennlp_dir), str(out), "--no-progress", "--license", "apache-2.0", "--overwrite"]) == 0
+    )
     assert "apache-2.0" in (out / "README.md").read_text()  # rewritten: its own earlier output
     assert (out / "vocab.txt").read_text() == "cat\ndog\n" and (out / "config.json").stat().st_mode & 0o777 == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elmo"]  # no temporary folder beside it
@@ -82,7 +96,7 @@ def test_convert_onto_a_file_is_one_clear_line(allennlp_dir, tmp_path, capsys):
     target.write_text("my notes\n")
     assert main(["convert", str(allennlp_dir), str(target), "--no-progress"]) == 2
     line = one_error_line(capsys)
-    assert line == f"error: {target}: is a file; convert writes a model folder there: choose another OUTPUT"
+    assert line == f"error: OUTPUT {target}: is a file, expected a folder"
     assert "Errno" not in line and target.read_text() == "my notes\n"
 
 
@@ -193,16 +207,17 @@ def test_embed_checks_input_and_output_before_the_model_loads(breaks_when_read, 
     out = tmp_path / "out" / "layers.hdf5"
     cases = {
         "input not UTF-8": ([latin1, out], f"{latin1}, line 1: not UTF-8"),
-        "input a folder": ([tmp_path, out], f"{tmp_path}: is a directory, expected a text file"),
-        "input missing": ([tmp_path / "none.txt", out], f"{tmp_path / 'none.txt'}: no such file"),
-        "output a folder": ([text, tmp_path], f"{tmp_path}: is a directory; OUTPUT names the .hdf5 file"),
+        "input a folder": ([tmp_path, out], f"argument INPUT: {tmp_path}: is a directory, expected a file"),
+        "input missing": ([tmp_path / "none.txt", out], f"argument INPUT: {tmp_path / 'none.txt'}: no such file"),
+        "output a folder": ([text, tmp_path], f"OUTPUT {tmp_path}: is a directory, expected a file"),
         "output under a file": (
             [text, tmp_path / "a_file" / "layers.hdf5"],
-            f"{tmp_path / 'a_file'}: cannot write there: {tmp_path / 'a_file'} is a file, not a folder",
+            f"OUTPUT {tmp_path / 'a_file' / 'layers.hdf5'}: cannot write there: {tmp_path / 'a_file'} is a file, "
+            "not a folder",
         ),
     }
     for case, (paths, message) in cases.items():
-        assert main(["embed", model, *map(str, paths), "--no-progress"]) == 2, case
+        assert status(["embed", model, *map(str, paths), "--no-progress"]) == 2, case
         line = one_error_line(capsys)
         assert line.startswith(f"error: {message}"), (case, line)
         assert not (tmp_path / "out").exists()
@@ -231,8 +246,8 @@ def test_a_decoding_error_later_in_the_input_leaves_no_output(tiny_model_dir, tm
 def test_convert_checks_its_output_before_the_model_loads(breaks_when_read, tmp_path, capsys):
     (tmp_path / "a_file").write_text("not a folder\n")
     for output, message in (
-        (tmp_path / "a_file", f"{tmp_path / 'a_file'}: is a file; convert writes a model folder there"),
-        (tmp_path / "a_file" / "elmo", f"{tmp_path / 'a_file'}: cannot write there"),
+        (tmp_path / "a_file", f"OUTPUT {tmp_path / 'a_file'}: is a file, expected a folder"),
+        (tmp_path / "a_file" / "elmo", f"OUTPUT {tmp_path / 'a_file' / 'elmo'}: cannot write there"),
     ):
         assert main(["convert", str(breaks_when_read), str(output), "--no-progress"]) == 2
         assert one_error_line(capsys).startswith(f"error: {message}")

@@ -152,8 +152,8 @@ def test_options_contradicting_weights(tmp_path, allennlp_dir):
         # values are checked by ElmoConfig: the field, what it expects and what it found, on one line
         (lambda o: o["char_cnn"].update(activation="gelu"), r"activation.*'relu'.*'tanh'.*gelu"),
         (lambda o: o["char_cnn"].update(n_characters=300), r"n_characters.*261.*262.*300"),
-        (lambda o: o["lstm"].update(dim="wide"), r"lstm_dim.*int.*wide"),
-        (lambda o: o["lstm"].update(projection_dim=100), r"projection_dim.*100.*lstm_dim.*64"),
+        (lambda o: o["lstm"].update(dim="wide"), r"field 'lstm\.dim'.*int.*wide"),
+        (lambda o: o["lstm"].update(projection_dim=100), r"lstm\.projection_dim.*100.*lstm\.dim.*64"),
         # the structure the loader needs is checked here
         (lambda o: o.pop("lstm"), r"missing section 'lstm'"),
         (lambda o: o["lstm"].pop("projection_dim"), r"missing field 'lstm.projection_dim'"),

@@ -64,7 +64,7 @@ _FACES = textwrap.dedent("""
         "from_pretrained": lambda name: ElmoModel.from_pretrained(name),
         "load_model": lambda name: load_model(name),
         "add_pipe + first Doc": first_doc,
-        "spacy-elmo convert": lambda name: main(["convert", name, "converted", "--no-progress"]),
+        "spacy-elmo convert": lambda name: main(["convert", name, name.replace("/", "_"), "--no-progress"]),
     }
     results = {}
     for name in ("models/fixure_elmo", "test-org/tiny-elmo", "test-org/damaged-elmo"):

@@ -1,7 +1,8 @@
 """The docs run: every python block of README.md and docs/*.md runs (blocks of one file in order,
 sharing names, in a fresh folder holding tests/fixtures/allennlp_elmo, converted to models/fixture_elmo,
 and the ELMoForManyLangs fixture as models/efml_zh), every
-ini block parses and names registered architectures, and every `spacy-elmo X` command exists.
+ini block parses and names registered architectures (every command the pages name exists and parses:
+tests/project/test_documented_commands.py).
 A block that cannot run offline is marked by an HTML comment `<!-- no-test ... -->` just before it."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 import spacy
 from confection import Config
 
-from spacy_elmo.cli import build_parser, main
+from spacy_elmo.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -99,17 +100,6 @@ def test_config_blocks_parse(doc):
                 assert not (isinstance(value, str) and re.search(r"\s#", value)), (
                     f"{doc.name}: {key} = {value!r}: put the comment on its own line"
                 )
-
-
-def test_documented_commands_exist():
-    subcommands = set(build_parser()._subparsers._group_actions[0].choices)
-    for doc in DOCS:
-        for code, _ in blocks(doc, "bash"):
-            for used in re.findall(r"(?:spacy-elmo|-m spacy_elmo)\s+([\w-]+)", code):
-                assert used in subcommands, f"{doc.name}: `spacy-elmo {used}` is not a command"
-            # an unquoted glob is expanded by the shell into several arguments
-            unquoted = re.findall(r"(?<=\s)([^'\"\s]*[*?][^'\"\s]*)", code)
-            assert not unquoted, f"{doc.name}: quote the glob(s) {unquoted}"
 
 
 LINKED = [*DOCS, ROOT / "results" / "README.md"]  # the user's pages and the experiment's report

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
+from helpers import on_a_terminal
 from spacy_elmo import ElmoConfig, ElmoForBidirectionalLM, ElmoModel, ElmoTokenizer
 from spacy_elmo.cli import main
 from spacy_elmo.tools.similar import most_similar
@@ -142,7 +143,8 @@ def test_embed_stdin_mode_still_works(lm_dir, monkeypatch, capsys):
     assert main(["embed", str(lm_dir), "--dims", "2"]) == 0
     out = capsys.readouterr().out
     assert "layers: (3, 6, 32)" in out and "cat" in out
-    assert main(["embed", str(lm_dir), "only_input.txt"]) == 2
+    assert main(["embed", str(lm_dir), str(lm_dir / "vocab.txt")]) == 2  # INPUT without OUTPUT
+    assert "needs both INPUT and OUTPUT" in capsys.readouterr().err
 
 
 def test_similar_ranks_vocabulary_words_by_cosine(lm_dir, capsys):
@@ -201,7 +203,7 @@ def test_similar_in_context_averages_each_words_layer_vectors(lm_dir, input_file
     assert main(["similar", str(lm_dir), "kitten", "--corpus", str(input_file)]) == 2
     assert "does not occur" in capsys.readouterr().err
     assert main(["similar", str(lm_dir), "cat", "--corpus", str(input_file), "--layer", "7"]) == 2
-    assert "layer must be in 0..2" in capsys.readouterr().err
+    assert "--layer: expected an integer from 0 to 2" in capsys.readouterr().err
 
 
 def test_contextual_vectors_cover_more_words_than_the_initial_table(lm_dir):
@@ -233,77 +235,49 @@ def spacy_elmo(*args, **kwargs) -> subprocess.CompletedProcess:
     )
 
 
-def test_embed_refuses_a_file_it_did_not_write_before_any_work(lm_dir, input_file, tmp_path):
+def test_embed_refuses_an_existing_output_before_any_work(lm_dir, input_file, tmp_path):
     notes = tmp_path / "notes.hdf5"
     notes.write_text("my notes\n")
     # a model that does not exist: the refusal comes first, so nothing was loaded or read
     done = spacy_elmo("embed", tmp_path / "no_such_model", input_file, notes)
     assert done.returncode == 2 and done.stderr == (
-        f"error: {notes} exists and spacy-elmo embed did not write it; pass --overwrite to replace it, "
-        "or choose another OUTPUT\n"
+        f"error: OUTPUT {notes} exists; pass --overwrite to replace it, or choose another OUTPUT\n"
     )
     assert notes.read_text() == "my notes\n"
     other = tmp_path / "other.hdf5"  # HDF5, but someone else's
     with h5py.File(other, "w") as handle:
         handle["x"] = [1, 2, 3]
     done = spacy_elmo("embed", lm_dir, input_file, other, "--no-progress")
-    assert done.returncode == 2 and f"error: {other} exists" in done.stderr
+    assert done.returncode == 2 and f"error: OUTPUT {other} exists" in done.stderr
     with h5py.File(other, "r") as handle:
         assert list(handle.keys()) == ["x"]
-    # --overwrite replaces it; the file embed wrote is then its own, which a rerun replaces without asking
+    # --overwrite replaces it; embed's own output is kept as well unless --overwrite (one policy)
     done = spacy_elmo("embed", lm_dir, input_file, notes, "--overwrite", "--no-progress")
     assert done.returncode == 0, done.stderr
-    assert spacy_elmo("embed", lm_dir, input_file, notes, "--no-progress").returncode == 0
+    written = notes.read_bytes()
+    done = spacy_elmo("embed", lm_dir, input_file, notes, "--no-progress")
+    assert done.returncode == 2 and "pass --overwrite" in done.stderr and notes.read_bytes() == written
     with h5py.File(notes, "r") as handle:
         assert handle.attrs["written_by"] == "spacy-elmo embed" and len(handle.keys()) == len(LINES)
 
 
-def test_no_progress_hides_the_bar_but_not_the_result(lm_dir, input_file, tmp_path):
+def test_embed_shows_progress_on_a_terminal_only(lm_dir, input_file, tmp_path):
     out = tmp_path / "layers.hdf5"
     quiet = spacy_elmo("embed", lm_dir, input_file, out, "--no-progress")
     assert quiet.returncode == 0 and quiet.stderr == f"Wrote the layers of {len(LINES)} lines to {out}\n"
-    shown = spacy_elmo("embed", lm_dir, input_file, out)
-    assert (
-        shown.returncode == 0
-        and "line/s]" in shown.stderr
-        and f"Wrote the layers of {len(LINES)} lines" in (shown.stderr)
-    )
+    piped = spacy_elmo("embed", lm_dir, input_file, out, "--overwrite")  # stderr is a pipe (a log, CI): no bar
+    assert piped.returncode == 0 and piped.stderr == f"Wrote the layers of {len(LINES)} lines to {out}\n"
+    status, _, shown = on_a_terminal("embed", lm_dir, input_file, out, "--overwrite")
+    assert status == 0 and "line/s]" in shown and f"Wrote the layers of {len(LINES)} lines" in shown, shown
     quiet = spacy_elmo("similar", lm_dir, "cat", "--corpus", input_file, "-n", "2", "--no-progress")
     assert quiet.returncode == 0 and quiet.stderr == "" and len(quiet.stdout.splitlines()) == 2
 
 
-def _on_a_terminal(*args) -> tuple[int, str, str]:
-    """Runs the console script with its stderr on a pseudo-terminal: (status, stdout, what the terminal got)."""
-    import fcntl
-    import pty
-    import struct
-    import termios
-
-    terminal, child_end = pty.openpty()
-    # a terminal's size, 24 × 80 (a new pseudo-terminal has 0 × 0, and tqdm fits its bar into 0 columns)
-    fcntl.ioctl(child_end, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    child = subprocess.Popen([str(SPACY_ELMO), *map(str, args)], stdout=subprocess.PIPE, stderr=child_end, env=env)
-    os.close(child_end)
-    shown = b""
-    while True:
-        try:
-            data = os.read(terminal, 4096)
-        except OSError:  # EIO: the child closed its end
-            break
-        if not data:
-            break
-        shown += data
-    os.close(terminal)
-    out = child.stdout.read().decode()
-    return child.wait(timeout=300), out, shown.decode(errors="replace")
-
-
 def test_similar_corpus_shows_progress_on_a_terminal_only(lm_dir, input_file):
     args = ("similar", lm_dir, "cat", "--corpus", input_file, "-n", "2")
-    status, out, shown = _on_a_terminal(*args)
+    status, out, shown = on_a_terminal(*args)
     assert status == 0 and len(out.splitlines()) == 2 and "sentence/s]" in shown, shown
-    status, out, shown = _on_a_terminal(*args, "--no-progress")
+    status, out, shown = on_a_terminal(*args, "--no-progress")
     assert status == 0 and len(out.splitlines()) == 2 and "sentence" not in shown, shown
     piped = spacy_elmo(*args)  # stderr is a pipe (a log, CI): no bar
     assert piped.returncode == 0 and piped.stderr == "" and len(piped.stdout.splitlines()) == 2

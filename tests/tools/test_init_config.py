@@ -71,7 +71,7 @@ def test_init_config_writes_a_config_spacy_loads(name, tmp_path, tiny_model_dir,
     nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
     assert ("elmo" in nlp.pipe_names) == ("elmo" in name)
     assert main(["init-config", name, str(out)]) == 2  # no silent overwrite
-    assert "exists; pass --force" in capsys.readouterr().err
+    assert "exists; pass --overwrite" in capsys.readouterr().err
     assert main(["init-config", name, str(out), "--force"]) == 0
 
 
