@@ -8,7 +8,8 @@ the dataset or field, and what was expected.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,6 +19,7 @@ import torch
 from huggingface_hub.errors import StrictDataclassError
 
 from ..hf.configuration_elmo import ElmoConfig, read_json_object
+from ..hf.fp32_weights import check_unchanged, stamps
 from ..hf.modeling_elmo import ElmoModel
 
 
@@ -227,6 +229,29 @@ def read_legacy_state_dict(config: ElmoConfig, weights_file: str | Path) -> dict
     return {name: torch.from_numpy(numpy.ascontiguousarray(value)) for name, value in state.items()}
 
 
+@dataclass(frozen=True)
+class LegacyFiles:
+    """The legacy pair a model was loaded from: where its fp32 weights are read back from once a low
+    precision released them (`hf.fp32_weights.WeightsFiles`), the files checked unchanged."""
+
+    options: Path
+    weights: Path
+    seen: tuple
+
+    @classmethod
+    def of(cls, options_file: str | Path, weights_file: str | Path) -> LegacyFiles:
+        paths = (Path(options_file), Path(weights_file))
+        return cls(*paths, stamps(paths))
+
+    def describe(self) -> str:
+        return f"{self.options} + {self.weights}"
+
+    def read(self, names: Sequence[str]) -> dict[str, torch.Tensor]:
+        check_unchanged((self.options, self.weights), self.seen)
+        state = read_legacy_state_dict(config_from_options(self.options), self.weights)
+        return {name: state[name] for name in names}
+
+
 def load_legacy(options_file: str | Path, weights_file: str | Path, **config_overrides):
     """Builds an `ElmoModel` from legacy files (in eval mode); outputs match the reference implementation."""
 
@@ -238,6 +263,7 @@ def load_legacy(options_file: str | Path, weights_file: str | Path, **config_ove
         raise LegacyFormatError(
             f"{weights_file}: weights do not fit the model (missing {missing}, unexpected {result.unexpected_keys})"
         )
+    model.attach_weights_files(LegacyFiles.of(options_file, weights_file))
     return model.eval()
 
 
@@ -270,6 +296,7 @@ def save_legacy(model, directory: str | Path) -> tuple[Path, Path]:
 
 
 __all__ = [
+    "LegacyFiles",
     "LegacyFormatError",
     "read_options",
     "config_from_options",
