@@ -377,9 +377,9 @@ def part_inference(ctx) -> None:
     import torch
 
     from lab import flops
-    from lab.bench import config_for
+    from lab.bench import ensure_model
     from lab.bench_worker import make_sentences, output_errors
-    from spacy_elmo import ElmoModel
+    from spacy_elmo import load_legacy
     from spacy_elmo.characters import batch_to_char_ids
 
     s, device, box = ctx.settings["inference"], ctx.device, ctx.box
@@ -390,11 +390,15 @@ def part_inference(ctx) -> None:
     batches: dict[tuple, list] = {}
     references: dict[tuple, object] = {}
 
+    # the seeded weights written to files and loaded from them, as users load a model: a precision switch
+    # reads back the fp32 weights bf16 released (docs/hf.md, "Memory")
+    saved = tempfile.TemporaryDirectory(prefix="spacy_elmo_gpu_models_")
+
     def model_for(arch):
         if arch not in models:
             models.clear()  # one model on the device at a time
-            torch.manual_seed(s["weights_seed"])
-            model = ElmoModel(config_for(arch)).to(device).eval()
+            folder = ensure_model(arch, s["weights_seed"], Path(saved.name))
+            model = load_legacy(folder / "options.json", folder / "lm_weights.hdf5").to(device).eval()
             model.disable_token_cache()
             models[arch] = model
         return models[arch]
@@ -483,6 +487,8 @@ def part_inference(ctx) -> None:
         rows.append(row)
         update(ctx.out, "inference", {"rows": rows})
         print(f"inference: {_row_line(row)}", flush=True)
+    models.clear()
+    saved.cleanup()
 
 
 def _row_line(row: dict) -> str:

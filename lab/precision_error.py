@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,16 +68,16 @@ def measure_fixture(name: str) -> dict:
     from spacy_elmo import ElmoTokenizer, load_legacy
     from spacy_elmo.kernels.capabilities import int8_available, native_bf16_available
 
-    if name == ORIGINAL:
-        from lab.bench import config_for
-        from spacy_elmo import ElmoModel
+    saved = tempfile.TemporaryDirectory(prefix="spacy_elmo_precision_error_")
+    if name == ORIGINAL:  # its seeded weights written to files, as the bench's: a precision switch reads them back
+        from lab.bench import ensure_model
 
-        torch.manual_seed(0)
-        model = ElmoModel(config_for("original")).eval()
+        folder = ensure_model("original", 0, Path(saved.name))
+        options, weights = folder / "options.json", folder / "lm_weights.hdf5"
         sentences = ROOT / FIXTURES["AllenNLP"][2]
     else:
         options, weights, sentences = (ROOT / part for part in FIXTURES[name])
-        model = load_legacy(options, weights).eval()
+    model = load_legacy(options, weights).eval()
     batch = ElmoTokenizer()(_sentences(sentences))
     found = {}
     with torch.no_grad():
@@ -89,6 +90,7 @@ def measure_fixture(name: str) -> dict:
                 found[precision] = _error(model(**batch).hidden_states, exact, batch["attention_mask"])
         finally:
             model.set_precision("fp32")
+            saved.cleanup()
     return found
 
 

@@ -7,8 +7,9 @@ needs a gradient (training) is fp32 whatever the precision says; pretraining has
 `training.precision`.
 
 A value is checked once, where it enters (`ElmoModel.set_precision`, the `elmo` component's
-`precision`, `spacy-elmo embed --precision`); from there it travels typed (`Precision`) and is bound
-to the model's kernels (`modeling_elmo.bind_precision`), never checked or copied again. The
+`precision`, `spacy-elmo embed --precision`); from there it travels typed (`Precision`), is stored
+once, in the model's `config.precision`, and bound (`modeling_elmo.bind_precision`: the decider
+`kernels.products.decide_product` answers once per product), never checked or copied again. The
 standard library only: the command line imports this to list the choices.
 """
 

@@ -45,7 +45,7 @@ The mapping (`weight_table`, applied by `efml_to_elmo`), to our layout:
 
 import pickle
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -53,6 +53,7 @@ from typing import NamedTuple
 import torch
 
 from ..hf.configuration_elmo import read_json_object
+from ..hf.fp32_weights import check_unchanged, stamps
 from .efml_config import (
     KNOWN_ARCHITECTURES,
     EfmlArchitecture,
@@ -487,6 +488,31 @@ def efml_to_elmo(
     return config, state, char_lexicon, word_lexicon
 
 
+@dataclass(frozen=True)
+class EfmlFiles:
+    """The ELMoForManyLangs directory a model was loaded from: where its fp32 weights are read back
+    from once a low precision released them (`hf.fp32_weights.WeightsFiles`), its weight files
+    checked unchanged."""
+
+    path: Path
+    seen: tuple
+
+    WEIGHT_FILES = ("token_embedder.pkl", "encoder.pkl")
+
+    @classmethod
+    def of(cls, path: str | Path) -> "EfmlFiles":
+        directory = Path(path)
+        return cls(directory, stamps([directory / name for name in cls.WEIGHT_FILES]))
+
+    def describe(self) -> str:
+        return str(self.path)
+
+    def read(self, names: Sequence[str]) -> dict[str, torch.Tensor]:
+        check_unchanged([self.path / name for name in self.WEIGHT_FILES], self.seen)
+        state = efml_to_elmo(read_efml(self.path))[1]
+        return {name: state[name] for name in names}
+
+
 def load_efml(path: str | Path, lang: str = "xx"):
     """(`ElmoModel` in eval mode, `ElmoTokenizer` with the model's lexicons) from an EFML directory.
 
@@ -506,6 +532,7 @@ def load_efml(path: str | Path, lang: str = "xx"):
         raise RuntimeError(
             f"{path}: mapped weights do not fit the model (missing {missing}, unexpected {result.unexpected_keys})"
         )
+    model.attach_weights_files(EfmlFiles.of(path))
     tokenizer = ElmoTokenizer(
         max_characters_per_token=model.config.max_characters_per_token,
         lang=lang,
@@ -522,6 +549,7 @@ def describe_efml(path: str | Path) -> str:
 
 
 __all__ = [
+    "EfmlFiles",
     "CHAR_SPECIALS",
     "KNOWN_ARCHITECTURES",
     "WORD_SPECIALS",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -20,6 +21,7 @@ from huggingface_hub.errors import StrictDataclassError
 
 from ..files import check_input_file
 from ..hf.configuration_elmo import ElmoConfig, config_error_message, read_json_object
+from ..hf.fp32_weights import check_unchanged, stamps
 from ..hf.modeling_elmo import ElmoModel
 
 
@@ -358,6 +360,29 @@ def describe_legacy(options_file: str | Path, weights_file: str | Path | None) -
     return f"`{Path(options_file).name}`{weights}"
 
 
+@dataclass(frozen=True)
+class LegacyFiles:
+    """The legacy pair a model was loaded from: where its fp32 weights are read back from once a low
+    precision released them (`hf.fp32_weights.WeightsFiles`), the files checked unchanged."""
+
+    options: Path
+    weights: Path
+    seen: tuple
+
+    @classmethod
+    def of(cls, options_file: str | Path, weights_file: str | Path) -> LegacyFiles:
+        paths = (Path(options_file), Path(weights_file))
+        return cls(*paths, stamps(paths))
+
+    def describe(self) -> str:
+        return f"{self.options} + {self.weights}"
+
+    def read(self, names: Sequence[str]) -> dict[str, torch.Tensor]:
+        check_unchanged((self.options, self.weights), self.seen)
+        state = read_legacy_state_dict(config_from_options(self.options), self.weights)
+        return {name: state[name] for name in names}
+
+
 def load_legacy(options_file: str | Path, weights_file: str | Path, **config_overrides):
     """Builds an `ElmoModel` from legacy files (in eval mode); outputs match the reference implementation.
     The model records the files (`converted_from`), so the card `save_pretrained` writes names them."""
@@ -371,6 +396,7 @@ def load_legacy(options_file: str | Path, weights_file: str | Path, **config_ove
             f"{weights_file}: weights do not fit the model (missing {missing}, unexpected {result.unexpected_keys})"
         )
     model.converted_from = describe_legacy(options_file, weights_file)
+    model.attach_weights_files(LegacyFiles.of(options_file, weights_file))
     return model.eval()
 
 
@@ -403,6 +429,7 @@ def save_legacy(model, directory: str | Path) -> tuple[Path, Path]:
 
 
 __all__ = [
+    "LegacyFiles",
     "LegacyFormatError",
     "read_options",
     "config_from_options",

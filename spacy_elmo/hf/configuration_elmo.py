@@ -27,10 +27,11 @@ RUNTIME_FIELDS = ("lstm_implementation",)
 # How inference computes (`spacy_elmo.precision`: the one list and the one check): an opt-in
 # quantization recorded in config.json like HF's `quantization_config`, saved unless "fp32" (so fp32
 # directories stay as they were) and bound again by `from_pretrained`: loading never changes it.
-# Weights stay fp32 in every case (HF's `dtype` is the weights' storage type, a different thing).
-# The model binds it when it is built and whenever it is set (`ElmoModel.set_precision`, or
-# `config.precision = ...`, which the callbacks in ON_PRECISION_SET pass on to the models built on
-# this config).
+# Saved weights stay fp32 in every case (HF's `dtype` is the weights' storage type, a different thing).
+# This field is the one store of a model's precision: the model binds it when it is built or loaded
+# and when `ElmoModel.set_precision` sets it, the one way to change a built model's precision.
+# Setting `config.precision` on a config whose model exists changes what is saved (and what a model
+# built from it computes in), not the model: no registry of models, no callbacks.
 
 # A character lexicon (`char_vocab_size` > 0) reserves ids 0-6 (see `spacy_elmo.characters`)
 LEXICON_RESERVED_IDS = 7
@@ -42,10 +43,6 @@ UTF8_CHAR_ROWS = 262  # id 0 pads a whole token, 1-256 are the bytes, 257-261 th
 # the config before it looks up a model or tokenizer class. A callback, not an import: this module
 # knows nothing of the model.
 ON_FIRST_CONFIG: list[Callable[[], None]] = []
-
-# Called with the config after its `precision` is set (the model module registers the binding of
-# the models built on it). A callback, as above: this module knows nothing of the model.
-ON_PRECISION_SET: list[Callable[["ElmoConfig"], None]] = []
 
 
 def _first_config_made() -> None:
@@ -158,14 +155,6 @@ class ElmoConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         _first_config_made()
-
-    def __setattr__(self, name: str, value) -> None:
-        """As a dataclass's (and @strict validates it first); setting `precision` binds it in the
-        models built on this config (`ON_PRECISION_SET`)."""
-        super().__setattr__(name, value)
-        if name == "precision":
-            for callback in ON_PRECISION_SET:
-                callback(self)
 
     def __setstate__(self, state: dict) -> None:
         """Unpickling makes a config without `__post_init__`: in a fresh process it may be the first."""
@@ -365,7 +354,6 @@ __all__ = [
     "ElmoConfig",
     "ElmoConfigError",
     "LstmImplementation",
-    "ON_PRECISION_SET",
     "Precision",
     "PRECISIONS",
     "check_precision",

@@ -7,9 +7,10 @@ signature, `(bilstm, tokens, mask, state, return_state) -> (layers, final state 
 computes the same function: the definition, `ElmoBiLstm.run_layers` in `modeling_elmo.py` (the
 "eager" entry). The others run it faster through `kernels/`.
 
-The model's bound inference precision (`bilstm.precision`, `spacy_elmo.precision`) is an input of
-the resolver, and `lstm_products` is the one place that says what it means for the LSTM's products
-on a device (the `packed` kernel computes bf16 and int8 products; the others are exact).
+The resolver chooses by what it reads (the choice, gradients, mode, autocast, device), not by the
+inference precision: how each product of the LSTM computes is bound to its layers when the precision
+is (`ElmoLstmLayer.bind_products`, the decider `kernels.products.decide_product`), and the `packed`
+kernel computes their bf16 and int8 products (`cuda_graphs` the bf16 ones; the others are exact).
 
 This module imports nothing from the model (the model imports it): an adapter reaches the network
 through the `bilstm` it is given, and builds states of the type of the `state` it is given (the
@@ -21,11 +22,10 @@ from __future__ import annotations
 import torch
 
 from .. import kernels
-from ..precision import Precision
 
 
 def resolve_lstm_implementation(
-    choice: str, *, needs_grad: bool, training: bool, autocast: bool, device_type: str, precision: Precision = "fp32"
+    choice: str, *, needs_grad: bool, training: bool, autocast: bool, device_type: str
 ) -> str:
     """The kernel for a choice of `config.lstm_implementation` (a pure function of its arguments).
 
@@ -35,8 +35,8 @@ def resolve_lstm_implementation(
     `kernels.fused_lstm`), or "eager" under autocast on other devices. The inference kernel
     is "packed" on the CPU and "cuda_graphs" on CUDA, where the recurrent loop's launches, not its
     arithmetic, bound a batch: on an H200 it was faster than "packed" and "eager" at every batch
-    size, precision and architecture measured (bench/results/gpu_h200_a10544b). The bound
-    `precision` does not change that choice: both compute its products (`lstm_products`),
+    size, precision and architecture measured (bench/results/gpu_h200_a10544b). The inference
+    precision does not change that choice: both compute the products as the layers bound them,
     autocast's dtype rules under autocast, and a gradient makes them fp32 (the training kernels).
     An explicit choice that cannot run here raises `RuntimeError`.
     """
@@ -59,21 +59,6 @@ def resolve_lstm_implementation(
     return choice
 
 
-def lstm_products(precision: Precision, device_type: str, inputs: int) -> Precision:
-    """What matrix products of at least `inputs` inputs (K) compute in at inference for a bound
-    `precision` on a device (the `packed` kernel's, and the char CNN's): int8 where the CPU
-    multiplies int8 faster than fp32 (`kernels.int8_products`, by the table
-    `kernels.capabilities.INT8_CPUS`) and the products have at least `kernels.int8.MIN_INPUTS`
-    inputs (the model's shape: fewer are no faster in int8, and stay fp32); bf16 where the device
-    multiplies bf16 natively (`kernels.bf16_products`). A CPU without them gets one warning line,
-    once, and fp32."""
-    if precision == "int8":
-        return "int8" if kernels.int8.takes_int8(inputs) and kernels.int8_products(device_type) else "fp32"
-    if precision == "bf16":
-        return "bf16" if kernels.bf16_products(device_type) else "fp32"
-    return "fp32"
-
-
 # --- the biLSTM kernels: one signature (bilstm, tokens, mask, state, return_state) → (layers, final state)
 
 
@@ -89,11 +74,9 @@ def bilstm_fused(bilstm, tokens, mask, state, return_state):
 
 def bilstm_packed(bilstm, tokens, mask, state, return_state):
     """`bilstm_eager` over a packed, length-sorted batch, in place, without autograd (`kernels.packed_lstm`),
-    its products in the bound precision (`lstm_products`)."""
-    config = bilstm.config  # every product has at least min(projection_dim, lstm_dim) inputs
-    products = lstm_products(bilstm.precision, tokens.device.type, min(config.projection_dim, config.lstm_dim))
+    each product as its layer bound it (`ElmoLstmLayer.kernel_weights`)."""
     layers, final = kernels.bilstm_packed(
-        [layer.kernel_weights(products) for layer in bilstm.layers],
+        [layer.kernel_weights() for layer in bilstm.layers],
         tokens,
         mask,
         state.h,
@@ -108,11 +91,10 @@ def bilstm_packed(bilstm, tokens, mask, state, return_state):
 def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
     """`bilstm_eager` replayed from a CUDA graph captured per bucketed (batch, steps): extra rows are
     empty and extra steps padding, which leave the real rows' values unchanged. With bf16 products
-    bound (`lstm_products`), the layers run as `bilstm_fused`'s forward with bf16 products (bf16
-    weights made once per replay, fp32 state, `kernels.fused_lstm`), as "packed" computes them on the
-    CPU; eager would multiply the fp32 weights."""
-    config = bilstm.config
-    products = lstm_products(bilstm.precision, tokens.device.type, min(config.projection_dim, config.lstm_dim))
+    bound (`ElmoLstmLayer.bind_products`), the layers run as `bilstm_fused`'s forward with bf16
+    products (bf16 weights made once per replay, fp32 state, `kernels.fused_lstm`), as "packed"
+    computes them on the CPU; eager would multiply the fp32 weights."""
+    bf16 = any(p.rows.dtype == "bf16" for layer in bilstm.layers for p in layer.weight_products().values())
     batch, steps, dim = tokens.shape
     rows, time = kernels.cuda_graphs.bucket(batch), kernels.cuda_graphs.bucket(steps)
     padded = tokens.new_zeros(rows, time, dim)
@@ -131,12 +113,12 @@ def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
         torch.is_autocast_enabled("cuda"),
         kernels.autocast_dtype("cuda"),
         tuple(p.data_ptr() for p in bilstm.parameters()),
-        products,
+        bf16,
     )
 
     def run(x, m, h0, c0):
         start = type(state)(h0, c0)
-        if products == "bf16":
+        if bf16:
             layers, final = bilstm.run_layers(x, m, start, return_state, fused=True, product_dtype=torch.bfloat16)
         else:
             layers, final = bilstm_eager(bilstm, x, m, start, return_state)
@@ -159,7 +141,6 @@ LSTM_IMPLEMENTATIONS = {
 __all__ = [
     "LSTM_IMPLEMENTATIONS",
     "resolve_lstm_implementation",
-    "lstm_products",
     "bilstm_eager",
     "bilstm_fused",
     "bilstm_packed",

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import functools
 import os
-import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple, cast
 
 import torch
@@ -38,9 +38,9 @@ from transformers.utils import ModelOutput
 from .. import compat, kernels
 from ..characters import WORD_BOS, WORD_EOS, WORD_UNK, sentence_boundaries
 from ..precision import Precision, check_precision
-from . import model_directory, sources
-from .configuration_elmo import ON_PRECISION_SET, ElmoConfig
-from .lstm_implementations import LSTM_IMPLEMENTATIONS, lstm_products, resolve_lstm_implementation
+from . import fp32_weights, model_directory, sources
+from .configuration_elmo import ElmoConfig
+from .lstm_implementations import LSTM_IMPLEMENTATIONS, resolve_lstm_implementation
 from .model_directory import ElmoLoadError
 
 
@@ -210,8 +210,9 @@ class Highway(nn.Module):
 
     def __init__(self, dim: int):
         super().__init__()
-        self.transform = nn.Linear(dim, dim)
-        self.gate = nn.Linear(dim, dim)
+        # (nn.Linear whose product the inference precision binds: `kernels.ProductLinear`)
+        self.transform = kernels.ProductLinear(dim, dim)
+        self.gate = kernels.ProductLinear(dim, dim)
         self.gate.is_highway_gate = True  # type: ignore[assignment]  # a flag, not a tensor or module: _init_weights starts it near the identity
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -242,17 +243,24 @@ class ElmoCharacterEncoder(nn.Module):
         has_words = config.word_embedding_dim > 0
         # bilm-tf has no projection when the filters already give projection_dim features
         self.projection = (
-            nn.Linear(config.n_filters, config.projection_dim)
+            kernels.ProductLinear(config.n_filters, config.projection_dim)
             if config.n_filters != config.projection_dim or has_words
             else nn.Identity()
         )
         self.word_embedding = nn.Embedding(config.word_vocab_size, config.word_embedding_dim) if has_words else None
         self.word_projection = (
-            nn.Linear(config.word_embedding_dim, config.projection_dim, bias=False) if has_words else None
+            kernels.ProductLinear(config.word_embedding_dim, config.projection_dim, bias=False) if has_words else None
         )
         self.widest_filter = max(width for width, _ in config.filters)
-        # the inference precision bound to the char CNN's product (`bind_precision`)
-        self.precision: Precision = "fp32"
+        # how the char CNN's product over the widest windows computes at inference (`bind_products`)
+        self.products: kernels.Product = kernels.products.EXACT
+
+    def bind_products(self, precision: str, device_type: str, capabilities: kernels.Capabilities) -> None:
+        """Asks the decider how the char CNN's product (`char_embedding_dim · widest_filter` inputs)
+        computes under `precision` on `device_type` (the linears ask for theirs)."""
+        inputs = self.char_embedding.embedding_dim * self.widest_filter
+        self.products = kernels.decide_product(precision, device_type, inputs, capabilities=capabilities)
+        kernels.char_cnn.drop_widest(self)
 
     def forward(
         self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None, unique: bool = True
@@ -287,8 +295,8 @@ class ElmoCharacterEncoder(nn.Module):
         windows (`kernels.pooled_convolutions`: the same sums, faster to train; under bf16 autocast
         the products take autocast's bf16, as the convolutions would). At inference on a CPU, in
         fp32, all of them run as one product over the widest filter's windows where the ids leave
-        room for them (`kernels.pooled_widest_windows`: the same sums; its products in the bound
-        precision, `lstm_implementations.lstm_products`)."""
+        room for them (`kernels.pooled_widest_windows`: the same sums; its product as bound,
+        `bind_products`)."""
         chars = self.char_embedding(char_ids)
         convolutions = cast(list[nn.Conv1d], self.convolutions)
         if self._convolutions_as_products(chars):
@@ -296,9 +304,8 @@ class ElmoCharacterEncoder(nn.Module):
                 chars, [c.weight for c in convolutions], [c.bias for c in convolutions]
             )
         elif self._one_product(char_ids, chars):
-            products = lstm_products(self.precision, chars.device.type, chars.shape[-1] * self.widest_filter)
             weights, biases = [c.weight for c in convolutions], [c.bias for c in convolutions]
-            return self.activation(kernels.pooled_widest_windows(chars, weights, biases, self, products))
+            return self.activation(kernels.pooled_widest_windows(chars, weights, biases, self, self.products))
         else:
             chars = chars.transpose(1, 2)
             # max-pool over character positions, then the activation (as bilm-tf)
@@ -333,16 +340,22 @@ class ElmoCharacterEncoder(nn.Module):
         return self.projection(x)
 
 
-class ElmoLstmLayer(nn.Module):
+class ElmoLstmLayer(kernels.ConvertsWeights):
     """One LSTM layer for both directions at once, with cell clipping and a projected (clipped) output.
 
     Parameters are stacked over the two directions (index 0 forward, 1 backward) and kept in TF
     orientation (x·W) with TF gate order i, j, f, o, so both directions run as one batched matmul.
+    At inference its products compute as bound (`bind_products`); the `packed` kernel reads the
+    weights converted for low-precision ones (`kernels.ConvertsWeights`).
     """
 
     def __init__(self, input_dim: int, config: ElmoConfig):
         super().__init__()
+        self.converted = {}
+        self.products: dict[str, kernels.RowProducts] = {}  # per weight; absent: exact (unbound)
+        self.device_type = "cpu"  # the device its products are bound for
         hidden, proj = config.lstm_dim, config.projection_dim
+        self.input_dim, self.hidden_dim, self.proj_dim = input_dim, hidden, proj
         self.has_projection = proj != hidden
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip if self.has_projection else None
@@ -359,12 +372,53 @@ class ElmoLstmLayer(nn.Module):
         bias[:, 2 * hidden : 3 * hidden] += self.forget_bias
         return bias
 
-    def kernel_weights(self, products: Precision = "fp32") -> kernels.LstmWeights:
+    def shape_of(self, name: str) -> tuple[int, ...]:
+        """The [2, K, N] shape of a weight, held or released."""
+        hidden, proj = self.hidden_dim, self.proj_dim
+        return {"input_weight": (2, self.input_dim, 4 * hidden), "hidden_weight": (2, proj, 4 * hidden),
+                "proj_weight": (2, hidden, proj)}[name]  # fmt: skip
+
+    def bind_products(self, precision: str, device_type: str, capabilities: kernels.Capabilities) -> None:
+        """Asks the decider how each of this layer's products computes under `precision` on
+        `device_type` (a recurrent one by its step's rows: one, or several); drops the derived
+        copies made for the previous answer. The layer's products go by the fewest inputs any of them
+        has (int8 takes all or none of them, as since int8 was added)."""
+        inputs = min(self.input_dim, self.proj_dim, self.hidden_dim)
+        first = kernels.decide_product(precision, device_type, inputs, capabilities=capabilities)
+        self.products = {"input_weight": kernels.RowProducts(first, first)}  # (blocks of rows: never one)
+        for name in self.weight_names()[1:]:
+            _, k, n = self.shape_of(name)
+            self.products[name] = kernels.row_products(precision, device_type, inputs, k * n * 4, capabilities)
+        self.device_type = device_type
+        self.drop_converted()
+        kernels.packed_lstm.drop_derived(self)  # prepacked fp32 or autocast copies: rebuilt as needed
+
+    def weight_names(self) -> list[str]:
+        return ["input_weight", "hidden_weight"] + (["proj_weight"] if self.has_projection else [])
+
+    def weight_products(self) -> Mapping[str, kernels.RowProducts]:
+        return {name: self.products.get(name, kernels.products.EXACT_ROWS) for name in self.weight_names()}
+
+    def weight_xw(self, name: str) -> torch.Tensor:
+        return getattr(self, name).detach()
+
+    def releasable(self) -> list[str]:
+        """Only on a CPU: the `packed` kernel reads the converted weights (CUDA's read fp32 ones)."""
+        return super().releasable() if self.device_type == "cpu" else []
+
+    def kernel_weights(self) -> kernels.LstmWeights:
         """This layer's tensors for the kernels (plain tensors; the layer keys their caches), with
-        the matrix products in `products` (`lstm_implementations.lstm_products` decides it)."""
+        how its products compute (`bind_products`) and the converted weights the low-precision ones
+        read (made here, on the calling thread, where the layer keeps its fp32 weights)."""
+        tensors: dict[str, torch.Tensor] = {}
+        for name in self.weight_names():
+            held = self._parameters.get(name)  # a released weight by its shape only (a meta tensor)
+            tensors[name] = held if held is not None else torch.empty(self.shape_of(name), device="meta")
+        products = self.weight_products()
+        converted = {name: self.converted_form(name) for name, p in products.items() if p.one_row.low or p.rows.low}
         return kernels.LstmWeights(
-            self.input_weight, self.hidden_weight, self.proj_weight, self.gate_bias().detach(),
-            self.cell_clip, self.proj_clip, owner=self, int8=products == "int8", bf16=products == "bf16",
+            tensors["input_weight"], tensors["hidden_weight"], tensors.get("proj_weight"), self.gate_bias().detach(),
+            self.cell_clip, self.proj_clip, owner=self, products=products, converted=converted,
         )  # fmt: skip
 
     def forward(
@@ -442,8 +496,6 @@ class ElmoBiLstm(nn.Module):
         self.layers = nn.ModuleList(ElmoLstmLayer(config.projection_dim, config) for _ in range(config.num_layers))
         self.use_skip_connections = config.use_skip_connections
         self.dropout = nn.Dropout(config.dropout)
-        # the inference precision bound to the biLSTM (`bind_precision`), an input to the kernel resolver
-        self.precision: Precision = "fp32"
 
     def zero_state(self, batch: int, like: torch.Tensor) -> ElmoState:
         cfg = self.config
@@ -463,7 +515,6 @@ class ElmoBiLstm(nn.Module):
         return resolve_lstm_implementation(
             self.config.lstm_implementation, needs_grad=needs_grad, training=self.training,
             autocast=torch.is_autocast_enabled(tokens.device.type), device_type=tokens.device.type,
-            precision=self.precision,
         )  # fmt: skip
 
     def forward(
@@ -480,6 +531,11 @@ class ElmoBiLstm(nn.Module):
         `LSTM_IMPLEMENTATIONS[self.implementation(...)]`; all of them compute `run_layers`.
         """
         implementation = self.implementation(tokens, initial_state)
+        if implementation != "packed" and any(layer.converted for layer in self.layers):  # (not via ElmoModel)
+            raise RuntimeError(
+                f"lstm_implementation {implementation!r} computes from the biLSTM's fp32 weights, released when "
+                f"it was bound to {self.config.precision} in eval mode (`packed` reads the converted ones)"
+            )
         state = initial_state if initial_state is not None else self.zero_state(tokens.shape[0], tokens)
         return LSTM_IMPLEMENTATIONS[implementation](self, tokens, mask, state, return_state)
 
@@ -521,40 +577,14 @@ class ElmoBiLstm(nn.Module):
         return layers, final
 
 
-# --- inference precision (`spacy_elmo.precision`): bound once, when the model is built or it is set ---
-_LINEAR_CLASSES = {"fp32": kernels.Fp32Linear, "bf16": kernels.Bf16Linear, "int8": kernels.Int8Linear}
-_LINEARS = (nn.Linear, *_LINEAR_CLASSES.values())
-
-
+# --- inference precision (`spacy_elmo.precision`): `config.precision`, bound when it is set ---
 def bind_precision(model: nn.Module, precision: Precision) -> nn.Module:
-    """Binds a checked `precision` to every biLM inside `model` (in place) and records it in their
-    configs: the biLSTMs' `precision` (the kernel resolver's input, `lstm_implementations`) and the
-    class of the highway / projection linears. Nothing re-reads it per call.
-
-    The LSTM layers' products change through the `packed` kernel (which `auto` picks for
-    inference); int8 takes linears of at least `kernels.int8.MIN_INPUTS` inputs, bf16 all. Parameters
-    stay fp32 (state dicts, saved files and `save_legacy` are unchanged); derived weight copies and
-    the token cache are dropped."""
+    """Every biLM inside `model` computes inference in the checked `precision`: recorded in its
+    `config.precision` and bound (`ElmoModel.set_precision`, for a value checked where it entered)."""
     for module in model.modules():
-        if isinstance(module, ElmoBiLstm):
-            module.precision = precision
-        elif isinstance(module, ElmoCharacterEncoder):
-            module.precision = precision
-            kernels.char_cnn.drop_widest(module)
-        elif isinstance(module, ElmoLstmLayer):
-            kernels.packed_lstm.drop_derived(module)  # prepacked fp32 or bf16 copies: rebuilt as needed
-            kernels.int8.drop_int8(module)
-        elif type(module) in _LINEARS:
-            linear = cast(nn.Linear, module)
-            kernels.bf16.drop_bf16(linear)
-            kernels.int8.drop_int8(linear)
-            wanted = "fp32" if precision == "int8" and not kernels.int8.takes_int8(linear.in_features) else precision
-            linear.__class__ = _LINEAR_CLASSES[wanted]  # in place: the same parameters
-    for module in model.modules():
-        if isinstance(module, ElmoModel) and module.token_cache is not None:
-            module.token_cache.clear()
-        if isinstance(module, ElmoPreTrainedModel) and module.config.precision != precision:
-            module.config.precision = precision  # (its callback finds the models here bound already)
+        if isinstance(module, ElmoModel):
+            module.config.precision = precision
+            module._bind_precision(explicit=True)
     return model
 
 
@@ -564,18 +594,25 @@ def apply_precision(model: nn.Module, precision: str) -> nn.Module:
     return bind_precision(model, check_precision(precision))
 
 
-# every ElmoModel alive, so that setting `config.precision` binds the models built on that config
-_MODELS: weakref.WeakSet = weakref.WeakSet()
-
-
-def _bind_config_precision(config: ElmoConfig) -> None:
-    """`config.precision` was set: the models built on `config` compute in it from now on."""
-    for model in list(_MODELS):
-        if model.config is config and model.encoder.precision != config.precision:
-            bind_precision(model, config.precision)
-
-
-ON_PRECISION_SET.append(_bind_config_precision)
+def _weights_files(name, kwargs: dict) -> list:
+    """The safetensors files `from_pretrained(name, **kwargs)` read: a local folder's, or the hub
+    snapshot's in the local cache ([] where there are none: a state dict, pickled weights)."""
+    if name is None:
+        return []
+    subfolder = kwargs.get("subfolder") or ""
+    folder = Path(os.fspath(name)) / subfolder
+    if not folder.is_dir():
+        config = f"{subfolder}/config.json" if subfolder else "config.json"
+        cached = sources.cached_file(
+            os.fspath(name), config, cache_dir=kwargs.get("cache_dir"), revision=kwargs.get("revision")
+        )
+        if cached is None:
+            return []
+        folder = cached.parent
+    try:
+        return model_directory.weights_files(folder, kwargs.get("variant"))
+    except ElmoLoadError:
+        return []
 
 
 class ElmoPreTrainedModel(PreTrainedModel):
@@ -607,7 +644,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
         never read from the file). An argument it does not honour raises a one-line `TypeError` /
         `ValueError` before anything is read (`model_directory.check_loading_arguments`), and so
         does a name of no model (`sources.locate`: no such folder; a hub id not cached when the hub
-        cannot be asked)."""
+        cannot be asked). The loaded biLM binds its `config.precision` (eval mode: a low precision
+        releases the fp32 weights it converts, which it reads back from these files when needed)."""
         model_directory.check_loading_arguments(f"{cls.__name__}.from_pretrained", args, kwargs)
         # a folder that is not there, or a hub id neither cached nor to be had: one line, no retries
         kwargs.update(sources.locate(pretrained_model_name_or_path, **kwargs))
@@ -623,6 +661,13 @@ class ElmoPreTrainedModel(PreTrainedModel):
         model, info = model_directory.load_strict(
             load, source, cls._optional_weights, kwargs.get("variant"), model_class=cls, arguments=kwargs
         )
+        files = _weights_files(pretrained_model_name_or_path, kwargs)
+        for prefix, module in model.named_modules():
+            if isinstance(module, ElmoModel):
+                names = fp32_weights.weight_names(module)
+                found = fp32_weights.SafetensorsFiles.find(files, names, prefix + "." if prefix else "")
+                module.attach_weights_files(found, "its weights were not loaded from safetensors files")
+                module._bind_precision(explicit=True)
         return (model, info) if want_info else model
 
     @torch.no_grad()
@@ -671,8 +716,9 @@ class ElmoModel(ElmoPreTrainedModel):
             for _ in range(config.num_output_representations)
         )
         self.post_init()
-        bind_precision(self, config.precision)  # (from a config or config.json; checked by ElmoConfig)
-        _MODELS.add(self)
+        self._fp32_state = fp32_weights.Fp32State()
+        self._bound: tuple[str, str] | None = None  # (precision, device type) the products are bound for
+        self._bind_precision(explicit=False)  # (from a config or config.json; checked by ElmoConfig)
 
     @property
     def num_layers(self) -> int:
@@ -682,17 +728,96 @@ class ElmoModel(ElmoPreTrainedModel):
     def set_precision(self, precision: str) -> ElmoModel:
         """Inference in `precision`: "fp32" (exact, the default), "bf16" (bf16 products, fp32 state
         and outputs, on a device with native bf16; elsewhere one warning line, then fp32) or "int8"
-        (dynamic quantization, CPU). Checked, bound to the kernels (`bind_precision`) and recorded
-        in `config.precision`, so `save_pretrained` saves it and `from_pretrained` binds it again;
-        `from_pretrained(path, precision=...)` sets it while loading, and `model.config.precision =
-        ...` binds it too. Error bounds: `kernels.bf16`, `kernels.int8`, docs/performance.md."""
+        (dynamic quantization, CPU). Checked, recorded in `config.precision` (so `save_pretrained`
+        saves it and `from_pretrained` binds it again; `from_pretrained(path, precision=...)` sets it
+        while loading) and bound: the one way to change a built model's precision (setting
+        `model.config.precision` changes what is saved, not how the model computes).
+
+        In eval mode, bf16 and int8 release the fp32 weights they convert (`hf.fp32_weights`: what
+        needs them later reads them back from the model's files, or refuses in one line where it
+        has none). Error bounds: `kernels.bf16`, `kernels.int8`, docs/performance.md."""
         apply_precision(self, precision)
         return self
 
-    def __setstate__(self, state) -> None:
-        """A copy (`copy.deepcopy`, unpickling) is bound as its original was, and follows its config."""
-        super().__setstate__(state)
-        _MODELS.add(self)
+    def _bind_precision(self, *, explicit: bool) -> None:
+        """Binds `config.precision` to this biLM on the device its weights are on: the decider
+        (`kernels.products.decide_product`) answers once for each product (the char CNN's, every
+        linear's, each LSTM weight's), and in eval mode a low precision releases the fp32 weights
+        it converted (`fp32_weights.release`; `explicit`: a precision was set, not only eval()).
+        Nothing re-reads it per call."""
+        device_type = self.token_encoder.char_embedding.weight.device.type
+        if device_type == "meta":  # (transformers builds on meta, then loads: `from_pretrained` binds)
+            return
+        key = (self.config.precision, device_type)
+        if key != self._bound:
+            if self._bound is not None:  # a converted weight cannot become another precision's
+                what = f"set_precision({self.config.precision!r})"
+                fp32_weights.restore(self, self._fp32_state, what, self._bound[0])
+            capabilities = kernels.device_capabilities(*key)
+            for module in self.modules():
+                if isinstance(module, (ElmoCharacterEncoder, ElmoLstmLayer, kernels.ProductLinear)):
+                    module.bind_products(*key, capabilities)
+            if self.token_cache is not None:
+                self.token_cache.clear()
+            self._bound = key
+        if not self.training and key[0] != "fp32":
+            fp32_weights.release(self, self._fp32_state, explicit=explicit)
+
+    def attach_weights_files(self, files: fp32_weights.WeightsFiles | None, why: str = "") -> None:
+        """Where this biLM's fp32 weights, as they are now, can be read back from once a low precision
+        released them (its loaders call it: `from_pretrained`, `load_legacy`, `load_efml`); None: from
+        nowhere, for `why` (one line's end): weights released already are read back first and kept
+        (e.g. a biLM read from bytes through a temporary folder)."""
+        if files is None and self._bound is not None:
+            fp32_weights.restore(self, self._fp32_state, "detaching its files", self._bound[0])
+        fp32_weights.attach(self, self._fp32_state, files, why)
+
+    def train(self, mode: bool = True) -> ElmoModel:
+        """As `nn.Module.train`; training reads released fp32 weights back first (from the model's
+        files; one line where it has none), and eval mode at a low precision releases them while
+        they are still their files' (`fp32_weights`)."""
+        state = getattr(self, "_fp32_state", None)  # (None while __init__ runs)
+        if mode and state is not None and self._bound is not None:
+            fp32_weights.restore(self, state, "train()", self._bound[0])
+        super().train(mode)
+        if not mode and state is not None and self._bound is not None and self._bound[0] != "fp32":
+            fp32_weights.release(self, state, explicit=False)
+        return self
+
+    def _apply(self, fn, recurse: bool = True):
+        """`nn.Module.to` / `cuda` / `half` / ...: released fp32 weights are read back first where the
+        parameters move or change dtype (the converted ones belong to the device they were made
+        for), and the precision is bound again for a new device."""
+        state = getattr(self, "_fp32_state", None)
+        if state is not None and fp32_weights.is_released(state) and self._bound is not None:
+            probe = self.token_encoder.char_embedding.weight
+            with torch.no_grad():
+                moves = fn(probe) is not probe
+            if moves:
+                fp32_weights.restore(self, state, "moving or casting the model", self._bound[0])
+        result = super()._apply(fn, recurse)
+        if state is not None and self._bound is not None:
+            self._bind_precision(explicit=False)
+        return result
+
+    def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
+        """As `nn.Module.state_dict`, with any released fp32 weights read back from the model's files
+        (so `save_pretrained` and a pipeline's `to_disk` save fp32 weights); the model is unchanged."""
+        state = super().state_dict(*args, destination=destination, prefix=prefix, keep_vars=keep_vars)
+        if self._bound is None or not fp32_weights.is_released(self._fp32_state):
+            return state
+        what = "state_dict (saving the model)"
+        released = fp32_weights.read_released(self, self._fp32_state, what, self._bound[0])
+        entries = {key: state.pop(key) for key in [key for key in state if key.startswith(prefix)]}
+        entries.update((prefix + name, tensor) for name, tensor in released.items())
+        for module_name, module in self.named_modules():  # in nn.Module.state_dict's order
+            here = prefix + (module_name + "." if module_name else "")
+            persistent = [n for n in module._buffers if n not in module._non_persistent_buffers_set]
+            for key in [here + n for n in module._parameters] + [here + n for n in persistent]:
+                if key in entries:
+                    state[key] = entries.pop(key)
+        state.update(entries)
+        return state
 
     def embed_tokens(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Context-independent token vectors x_k for [..., max_chars] character ids (and [...] word
@@ -790,6 +915,11 @@ class ElmoModel(ElmoPreTrainedModel):
         tokens[full_mask] = real
         if initial_state is not None:
             initial_state = ElmoState(*initial_state)
+        if fp32_weights.is_released(self._fp32_state) and self._bound is not None:
+            implementation = self.encoder.implementation(tokens, initial_state)
+            if implementation != "packed":  # a kernel that reads the fp32 weights: back from the files
+                what = f"lstm_implementation {implementation!r} (a gradient or an explicit choice)"
+                fp32_weights.restore(self, self._fp32_state, what, self._bound[0])
         lstm_layers, state = self.encoder(tokens, full_mask, initial_state, return_state)
         layers = [torch.cat([tokens, tokens], dim=-1)] + lstm_layers
         if not keep_sentence_boundaries:

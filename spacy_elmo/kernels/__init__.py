@@ -11,16 +11,17 @@ nothing from the model: it works on plain tensors and callables.
 * `packed_lstm`  – the biLSTM over a packed, length-sorted batch, in place, without autograd
                    (a layer's two directions at the same time on two threads, when there are two).
 * `fused_lstm`   – one LSTM layer as one autograd Function (training): batched products, fused backward.
+* `products`     – the one decider of how each product computes at inference (fp32, bf16 or int8, and
+                   its kernel), and the converted weights a low-precision product reads.
 * `int8`         – int8 weights × activations quantized per call (opt-in, approximate, CPU with VNNI).
 * `bf16`         – bf16 products with weights converted once, fp32 around them (opt-in, approximate).
-* `linear`       – the fp32 linear layer through oneDNN at CPU inference (exact).
+* `linear`       – the biLM's linear layer, its product as the decider bound it (fp32 through oneDNN).
 * `weights`      – derived-weight caches (oneDNN-prepacked, low-precision copies) and scratch buffers.
 * `cuda_graphs`  – CUDA graphs of a tensor function, one per bucketed input shape (GPU inference).
 * `capabilities` – checks for the private torch APIs used above, with exact fallbacks.
 """
 
-from . import bf16, char_cnn, cuda_graphs, int8, packed_lstm
-from .bf16 import Bf16Linear
+from . import bf16, char_cnn, cuda_graphs, int8, packed_lstm, products
 from .capabilities import (
     autocast_dtype,
     autocast_product_dtype,
@@ -32,9 +33,17 @@ from .capabilities import (
 )
 from .char_cnn import encode_words, pooled_convolutions, pooled_widest_windows, used_columns, widest_windows_fit
 from .fused_lstm import FusedLstmFunction, lstm_layer_fused
-from .int8 import Int8Linear
-from .linear import Fp32Linear
+from .linear import ProductLinear
 from .packed_lstm import LstmWeights, PackedLayout, bilstm_packed, run_layer_packed
+from .products import (
+    Capabilities,
+    ConvertsWeights,
+    Product,
+    RowProducts,
+    decide_product,
+    device_capabilities,
+    row_products,
+)
 from .token_cache import TokenEmbeddingCache
 from .weights import weights_key
 
@@ -44,8 +53,15 @@ __all__ = [
     "cuda_graphs",
     "int8",
     "packed_lstm",
-    "Bf16Linear",
-    "Fp32Linear",
+    "products",
+    "Capabilities",
+    "ConvertsWeights",
+    "Product",
+    "ProductLinear",
+    "RowProducts",
+    "decide_product",
+    "device_capabilities",
+    "row_products",
     "autocast_dtype",
     "autocast_product_dtype",
     "bf16_products",
@@ -60,7 +76,6 @@ __all__ = [
     "widest_windows_fit",
     "FusedLstmFunction",
     "lstm_layer_fused",
-    "Int8Linear",
     "LstmWeights",
     "PackedLayout",
     "bilstm_packed",

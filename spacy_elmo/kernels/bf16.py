@@ -1,5 +1,7 @@
-"""bf16 inference products (opt-in, approximate): bf16 copies of the weights made once (kept in a
-derived-weight cache until the weight changes), each product's input rounded to bf16, fp32
+"""bf16 inference products (opt-in, approximate): bf16 copies of the weights made once
+(`products.convert`: prepacked for oneDNN on a CPU that has it, `PrepackedBf16`, else plain; held by
+the module in place of its fp32 weight once that is released, else kept in a derived-weight cache
+until the weight changes), each product's input rounded to bf16, fp32
 accumulation (oneDNN / cuBLAS), the result widened back to fp32.  Everything around the products
 (biases, gates, the LSTM cell state, clipping, highway mixing, outputs) stays fp32: autocast's
 semantics, without autocast re-casting the weights at every call.
@@ -19,16 +21,11 @@ the float64 definition and checks the kernels against that bound over the config
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from .capabilities import bf16_products
-from .weights import DerivedWeights
+from .weights import from_tensor_state, tensor_state
 
 UNIT_ROUNDOFF = 2.0**-8  # bf16: 8 significant bits, round to nearest
 FP32_ROUNDOFF = 2.0**-24
-
-_DERIVED = DerivedWeights()
 
 
 def product_bound(terms: int) -> float:
@@ -43,31 +40,26 @@ def widened_matmul(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype | None) 
     return torch.matmul(a, b) if dtype is None else torch.matmul(a.to(dtype), b.to(dtype)).float()
 
 
-def bf16_copy(owner, name: str, weight: torch.Tensor) -> torch.Tensor:
-    """`weight` in bf16, made once and kept (beside `owner`) until the weight is replaced or
-    modified in place."""
-    return _DERIVED.cast(owner, "bf16_" + name, weight, torch.bfloat16)
+class PrepackedBf16:
+    """A bf16 weight prepacked for oneDNN's linear ([N, K], `mkldnn._reorder_linear_weight` for calls
+    of about `rows_hint` rows): opaque to torch, so pickled (and deep-copied) as its plain bf16
+    values (`weights.tensor_state`), prepacked again when read back."""
+
+    __slots__ = ("weight", "rows_hint")
+
+    def __init__(self, weight: torch.Tensor, rows_hint: int):
+        self.weight = torch.ops.mkldnn._reorder_linear_weight(weight, rows_hint)
+        self.rows_hint = rows_hint
+
+    def __getstate__(self) -> dict:
+        return {"weight": tensor_state(self.weight.to_dense()), "rows_hint": self.rows_hint}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(from_tensor_state(state["weight"]), state["rows_hint"])  # type: ignore[misc]
+
+    def linear(self, x: torch.Tensor) -> torch.Tensor:
+        """x [rows, K] · the weight in bf16 (fp32 accumulation), the result in bf16."""
+        return torch.ops.mkldnn._linear_pointwise(x.to(torch.bfloat16), self.weight, None, "none", [], "")
 
 
-def drop_bf16(owner) -> None:
-    """Frees the bf16 copies kept for `owner`."""
-    _DERIVED.drop(owner)
-
-
-class Bf16Linear(nn.Linear):
-    """nn.Linear (same parameters and state-dict keys) whose product runs in bf16 (fp32 in and out,
-    fp32 bias) when no gradient is needed and the device has native bf16 products; exact fp32
-    otherwise."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        needs_grad = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
-        if needs_grad or x.dtype != torch.float32 or not bf16_products(x.device.type):
-            return super().forward(x)
-        weight = bf16_copy(self, "weight", self.weight)
-        out = F.linear(x.to(torch.bfloat16), weight).float()
-        if self.bias is not None:
-            out += self.bias
-        return out
-
-
-__all__ = ["UNIT_ROUNDOFF", "Bf16Linear", "bf16_copy", "drop_bf16", "product_bound", "widened_matmul"]
+__all__ = ["UNIT_ROUNDOFF", "PrepackedBf16", "product_bound", "widened_matmul"]

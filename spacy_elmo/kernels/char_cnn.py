@@ -4,8 +4,8 @@ Exact: every convolution window that lies entirely in the constant padding after
 same value, and one such window is always kept, so the max-pool sees the same set of values.
 `pooled_convolutions` computes the convolutions and their max-pool as matrix products over the
 windows (the same sums; the model uses it when training on a CPU); `pooled_widest_windows`
-computes all of them as ONE product over the widest filter's windows (inference on a CPU), in fp32
-or in the bound precision's products (bf16, int8).
+computes all of them as ONE product over the widest filter's windows (inference on a CPU), as the
+decider bound it (`products.decide_product`: fp32, bf16 or int8).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from . import int8
-from .capabilities import onednn_linear_available
+from .products import EXACT, WORDS_ROWS_HINT, Product
 from .weights import DerivedWeights, weights_key
 
 _DERIVED = DerivedWeights()
@@ -106,21 +106,21 @@ def _widest_weight(weights: Sequence[torch.Tensor], widest: int) -> torch.Tensor
     return full.reshape(full.shape[0], dim * widest)
 
 
-def _packed_widest(owner, weights: Sequence[torch.Tensor], widest: int, products: str, onednn: bool):
-    """The widest-window weight of `products`, made once and kept beside `owner` until a weight
-    changes: oneDNN-prepacked fp32 or bf16 ([Σn, K]), plain ([K, Σn]) without oneDNN, or int8-packed."""
+def _packed_widest(owner, weights: Sequence[torch.Tensor], widest: int, product: Product):
+    """The widest-window weight in the form `product` reads, made once and kept beside `owner` until
+    a weight changes: int8-packed, or oneDNN-prepacked fp32 or bf16 ([Σn, K]), or plain ([K, Σn])."""
     key = weights_key(*weights)
 
     def build():
         full = _widest_weight(weights, widest)
-        if products == "int8":
+        if product.dtype == "int8":
             return int8.pack(full.t())
-        dtype = torch.bfloat16 if products == "bf16" else torch.float32
-        if onednn:
-            return torch.ops.mkldnn._reorder_linear_weight(full.to(dtype).contiguous(), 1024)
+        dtype = torch.bfloat16 if product.dtype == "bf16" else torch.float32
+        if product.kernel == "onednn":
+            return torch.ops.mkldnn._reorder_linear_weight(full.to(dtype).contiguous(), WORDS_ROWS_HINT)
         return full.t().to(dtype).contiguous()
 
-    return _DERIVED.get(owner, f"widest_{products}_{onednn}", key and (key, widest), build)
+    return _DERIVED.get(owner, f"widest_{product.dtype}_{product.kernel}", key and (key, widest), build)
 
 
 def drop_widest(owner) -> None:
@@ -133,7 +133,7 @@ def pooled_widest_windows(
     weights: Sequence[torch.Tensor],
     biases: Sequence[torch.Tensor | None],
     owner,
-    products: str = "fp32",
+    product: Product = EXACT,
 ) -> torch.Tensor:
     """Every bank's `conv1d(chars, weight, bias).amax(positions)`, concatenated: [words, Σn], as ONE
     matrix product over the widest filter's windows (CPU inference).
@@ -143,21 +143,20 @@ def pooled_widest_windows(
     (plus exact zeros, added in another order); a narrower window starting past the last widest
     window starts past the row's used length, so it is all padding and equal to the last widest
     window. The bias is added after the max-pool: rounding is monotonic, so max(a) + b = max(a + b)
-    in floats too. The product is in `products` (`hf.lstm_implementations.lstm_products`): fp32
+    in floats too. The product is as the decider bound it (`products.decide_product`): fp32
     (exact), bf16 (`kernels.bf16`'s bound) or int8 (`kernels.int8`'s bound, one activation scale
     per call).
     """
     words, columns, dim = chars.shape
     widest = max(w.shape[2] for w in weights)
-    onednn = products != "int8" and onednn_linear_available()
-    packed = _packed_widest(owner, weights, widest, products, onednn)
+    packed = _packed_widest(owner, weights, widest, product)
     windows = chars.unfold(1, widest, 1).reshape(-1, dim * widest)  # (dim, width) order, as the weight's
-    if products == "int8":
+    if product.dtype == "int8":
         out = int8.linear(windows, packed)
     else:
-        if products == "bf16":
+        if product.dtype == "bf16":
             windows = windows.to(torch.bfloat16)
-        if onednn:
+        if product.kernel == "onednn":
             out = torch.ops.mkldnn._linear_pointwise(windows, packed, None, "none", [], "")
         else:
             out = windows.mm(packed)

@@ -1,12 +1,14 @@
 """int8 products (opt-in, approximate, CPU): int8 weights times activations quantized at run time,
-summed exactly in int32 and dequantized in fp32.  Taken where the CPU multiplies int8 faster than
-fp32 (`capabilities.int8_products`, by the table `capabilities.INT8_CPUS`), for products of at least
-`MIN_INPUTS` inputs; everything else (and everything elementwise) stays fp32.
+summed exactly in int32 and dequantized in fp32.  Taken where the decider (`products.decide_product`)
+says: a CPU that multiplies int8 faster than fp32 (`capabilities.int8_products`, by the table
+`capabilities.INT8_CPUS`), products of at least `products.MIN_INT8_INPUTS` inputs; everything else
+(and everything elementwise) stays fp32.
 
 The scheme, per product y = x·W (x [rows, K], W [K, N]):
 
 * W per output column n, symmetric: s_w[n] = max_k |W[k, n]| / 127, W_q = round(W / s_w) in
-  [-127, 127]; made once and kept beside the weight's owner (a derived-weight cache) until W changes.
+  [-127, 127]; made once (`pack`) and held by the weight's module in place of W once W is released
+  (`products.ConvertsWeights`), else kept beside it (a derived-weight cache) until W changes.
 * x per call, one scale for the whole [rows, K] tensor multiplied (a block of packed LSTM rows, one
   step's rows, a chunk of words), unsigned 8-bit with a zero point:
   s_x = max((max(x, 0) − min(x, 0)) / 255, SMALLEST_SCALE), z = round(−min(x, 0) / s_x),
@@ -30,24 +32,13 @@ The products are torch's quantized dynamic linear (fbgemm or oneDNN, VNNI; packe
 from __future__ import annotations
 
 import torch
-from torch import nn
 
-from .capabilities import int8_products, pack_int8_weight
-from .weights import DerivedWeights, weights_key
+from .capabilities import pack_int8_weight
+from .weights import from_tensor_state, tensor_state
 
-# products with fewer inputs (K) stay fp32: int8 and fp32 took the same time there (within noise,
-# 1 and 32 rows, K = 16 to 64, on the EPYC of docs/performance.md), and the fp32 product is exact
-MIN_INPUTS = 64
 LEVELS = 255  # activation levels (u8)
 # PyTorch's quantization never picks a smaller activation scale (SMALL_SCALE_THRESHOLD = 6.1e-5)
 SMALLEST_SCALE = 6.1e-5
-
-_DERIVED = DerivedWeights()
-
-
-def takes_int8(inputs: int) -> bool:
-    """Whether a product with `inputs` (K) inputs computes in int8 under `precision="int8"`."""
-    return inputs >= MIN_INPUTS
 
 
 def quantize_columns(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,52 +48,34 @@ def quantize_columns(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.div(weight, scale).round_().clamp_(-127, 127).to(torch.int8), scale.float()
 
 
-def pack(weight: torch.Tensor, bias: torch.Tensor | None = None):
+class PackedInt8:
+    """An int8 weight ([N, K], per-row scales, and a bias or None) packed for `linear`: pickled (and
+    deep-copied) as those values (`weights.tensor_state`) and packed again when read back."""
+
+    __slots__ = ("packed",)
+
+    def __init__(self, qweight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None):
+        self.packed = pack_int8_weight(qweight, scales, bias)
+
+    def __getstate__(self) -> dict:
+        qweight, bias = self.packed.unpack()
+        tensors = {"qweight": qweight.int_repr(), "scales": qweight.q_per_channel_scales(), "bias": bias}
+        return {name: None if t is None else tensor_state(t) for name, t in tensors.items()}
+
+    def __setstate__(self, state: dict) -> None:
+        tensors = {name: None if s is None else from_tensor_state(s) for name, s in state.items()}
+        self.__init__(tensors["qweight"], tensors["scales"], tensors["bias"])  # type: ignore[misc]
+
+
+def pack(weight: torch.Tensor, bias: torch.Tensor | None = None) -> PackedInt8:
     """A [K, N] float weight (x·W orientation) quantized per column and packed for `linear`."""
     qweight, scale = quantize_columns(weight.detach().float())
-    return pack_int8_weight(qweight.t().contiguous(), scale, None if bias is None else bias.detach().float())
+    return PackedInt8(qweight.t().contiguous(), scale, None if bias is None else bias.detach().float())
 
 
-def packed_directions(owner, name: str, weight: torch.Tensor) -> list:
-    """The packed int8 copies of a [directions, K, N] weight, one per direction, kept beside `owner`
-    until the weight is replaced or modified in place."""
-    return _DERIVED.get(owner, "int8_" + name, weights_key(weight), lambda: [pack(w) for w in weight])
-
-
-def linear(x: torch.Tensor, packed) -> torch.Tensor:
+def linear(x: torch.Tensor, weight: PackedInt8) -> torch.Tensor:
     """x [rows, K] fp32 · a packed int8 weight (+ its bias) → [rows, N] fp32, x quantized per call."""
-    return torch.ops.quantized.linear_dynamic(x, packed, False)
+    return torch.ops.quantized.linear_dynamic(x, weight.packed, False)
 
 
-def drop_int8(owner) -> None:
-    """Frees the int8 copies kept for `owner`."""
-    _DERIVED.drop(owner)
-
-
-class Int8Linear(nn.Linear):
-    """nn.Linear (same parameters and state-dict keys) evaluated in int8 (bias in fp32) when no
-    gradient is needed and the CPU takes int8 products (one warning line where it does not); exact
-    fp32 otherwise. (The model gives this class to linears of at least `MIN_INPUTS` inputs.)"""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        needs_grad = torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)
-        if needs_grad or x.dtype != torch.float32 or not int8_products(x.device.type):
-            return super().forward(x)
-        key = weights_key(self.weight, self.bias)
-        packed = _DERIVED.get(self, "int8", key, lambda: pack(self.weight.t(), self.bias))
-        flat = x.reshape(-1, x.shape[-1])
-        return linear(flat, packed).reshape(*x.shape[:-1], -1)
-
-
-__all__ = [
-    "LEVELS",
-    "MIN_INPUTS",
-    "SMALLEST_SCALE",
-    "Int8Linear",
-    "drop_int8",
-    "linear",
-    "pack",
-    "packed_directions",
-    "quantize_columns",
-    "takes_int8",
-]
+__all__ = ["LEVELS", "SMALLEST_SCALE", "PackedInt8", "linear", "pack", "quantize_columns"]

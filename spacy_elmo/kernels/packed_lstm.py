@@ -8,11 +8,13 @@ preallocated buffers; a layer's two directions run at the same time on two threa
 caller has two or more (`parallel_directions`).  Computes what `ElmoLstmLayer` / `ElmoBiLstm`
 compute (≤ 1e-6).
 
-Opt-in approximations (`LstmWeights.int8`, `LstmWeights.bf16`): the matrix products in int8
-(`kernels.int8`: weights quantized and packed once and cached, activations quantized per call) or in
-bf16 (`kernels.bf16`: weights converted once and cached, products' inputs rounded to bf16, their
-results widened to fp32), the gates, the cell state and the outputs in fp32 either way; their error
-bounds are in those modules.
+Opt-in approximations, weight by weight as the decider bound them (`LstmWeights.products`,
+`products.decide_product`): the matrix products in int8 (`kernels.int8`: weights quantized and packed
+once, activations quantized per call) or in bf16 (`kernels.bf16`: weights converted once, products'
+inputs rounded to bf16, their results widened to fp32), reading the weights' converted forms
+(`LstmWeights.converted`); the gates, the cell state and the outputs in fp32 either way; their error
+bounds are in those modules. A recurrent product's answer depends on the step's rows (one, or
+several: `products.RowProducts`).
 """
 
 from __future__ import annotations
@@ -20,25 +22,24 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
 
 from . import int8 as int8_kernel
-from .capabilities import (
-    autocast_dtype,
-    onednn_linear_available,
-    per_thread_intraop_threads,
-    set_thread_intraop_threads,
-)
+from .capabilities import autocast_dtype, per_thread_intraop_threads, set_thread_intraop_threads
+from .products import EXACT_ROWS, Product, RowProducts
 from .weights import DerivedWeights, scratch, weights_key
 
 
 class LstmWeights(NamedTuple):
     """One layer of the biLSTM for both directions (index 0 forward, 1 backward), TF orientation
     (x·W) and gate order i, j, f, o.  `bias` already holds the forget bias.  `owner` keys the
-    derived-weight caches (any weak-referenceable object that lives as long as the weights)."""
+    derived-weight caches (any weak-referenceable object that lives as long as the weights).
+
+    A weight whose every product is low precision may be given by its shape only (a tensor on the
+    meta device: its module holds it converted only); `converted` then has it."""
 
     input_weight: torch.Tensor  # [2, input_dim, 4·hidden]
     hidden_weight: torch.Tensor  # [2, proj, 4·hidden]
@@ -47,10 +48,13 @@ class LstmWeights(NamedTuple):
     cell_clip: float | None
     proj_clip: float | None
     owner: object
-    # the products in int8 (a CPU that takes them) or in bf16 (a device with native bf16 products),
-    # as the caller decided for the device (`hf.lstm_implementations.lstm_products`); fp32 when neither
-    int8: bool = False
-    bf16: bool = False
+    # weight name → how its products compute (the decider's answers, `products.RowProducts`; absent:
+    # exact fp32), and → its converted form per direction, for each weight with a low-precision product
+    products: Mapping[str, RowProducts] | None = None
+    converted: Mapping[str, Sequence[Any]] | None = None
+
+    def product(self, name: str) -> RowProducts:
+        return (self.products or {}).get(name, EXACT_ROWS)
 
 
 class PackedLayout:
@@ -108,8 +112,9 @@ class PackedLayout:
 # their outputs (each direction's thread holds one block: 128 rows are 8 MiB for original, and as
 # fast as 256 or 512 rows within the noise, measured interleaved at batch 32)
 PROJECTION_ROWS = 128
-# With oneDNN (`_use_onednn`), on CPU in fp32 (measured on one thread, a direction's weight read
-# between two of the other's, on the AMD EPYC of docs/performance.md):
+# The fp32 products the decider gives oneDNN (kernel "onednn": a CPU with it) follow these shape
+# rules, all exact (measured on one thread, a direction's weight read between two of the other's, on
+# the AMD EPYC of docs/performance.md; `USE_PREPACKED = False` hands every fp32 product to MKL):
 # - the recurrent products of at least this many rows use oneDNN with prepacked weights (2-3x MKL
 #   at 3-4 rows, ≈ at 2, ≈2x at 32 for the [rows, 512]·[512, 16384] and [rows, 128]·[128, 4096]
 #   shapes); one row is a matrix-vector product, memory bound, where MKL's plain GEMM is ~1.3-1.5x
@@ -128,14 +133,6 @@ MKL_PROJECTION_MAX_BYTES = 2**20
 #   reordered per call (same values; the reorder is ~5% of a 512-row product, and no copy is kept)
 PREPACKED_INPUT_MAX_ROWS = 128
 USE_PREPACKED = True
-# Under int8 and bf16 products, a one-row step's recurrent product and cell projection whose fp32
-# weight (one direction's) is at most this many bytes compute in fp32 (MKL, as the exact path):
-# one row of a cache-sized weight gains nothing from int8 or bf16, while the low-precision call's
-# fixed cost (quantizing or converting the row, torch's quantized linear serializing the two
-# direction threads) made small's batch-1 biLSTM ~1.7x slower than fp32 (small: 2 MiB and 0.5 MiB
-# weights; measured on the AMD EPYC of docs/performance.md). Original's 32 and 8 MiB weights keep
-# their low-precision products (int8 ~6x fp32 at one row there). fp32 is within every bound.
-LOW_PRECISION_ONE_ROW_MIN_BYTES = 4 * 2**20
 
 _DERIVED = DerivedWeights()
 
@@ -152,21 +149,11 @@ _DERIVED = DerivedWeights()
 PARALLEL_DIRECTIONS = True
 
 
-def _prepack_directions(weight: torch.Tensor, dtype: torch.dtype = torch.float32) -> list:
-    """oneDNN-prepacked copies of a [2, in, out] weight in `dtype`, one per direction (converted one
-    direction at a time, straight into the transposed layout: one transient of a direction's size)."""
+def _prepack_directions(weight: torch.Tensor) -> list:
+    """oneDNN-prepacked fp32 copies of a [2, in, out] weight, one per direction (straight into the
+    transposed layout: one transient of a direction's size)."""
     prepack = torch.ops.mkldnn._reorder_linear_weight
-    return [prepack(w.detach().t().to(dtype, memory_format=torch.contiguous_format), 32) for w in weight]
-
-
-def _use_onednn(weights: LstmWeights, x: torch.Tensor) -> bool:
-    return (
-        USE_PREPACKED
-        and x.device.type == "cpu"
-        and x.dtype == torch.float32
-        and weights.hidden_weight.dtype == torch.float32
-        and onednn_linear_available()
-    )
+    return [prepack(w.detach().t().contiguous(), 32) for w in weight]
 
 
 def _prepacked(weights: LstmWeights, name: str) -> list | None:
@@ -177,45 +164,26 @@ def _prepacked(weights: LstmWeights, name: str) -> list | None:
 
 
 def drop_derived(owner) -> None:
-    """Frees the derived copies (prepacked, low-precision) kept for `owner`."""
+    """Frees the derived copies (oneDNN-prepacked, autocast's) kept for `owner`."""
     _DERIVED.drop(owner)
 
 
-def _low_precision(weights: LstmWeights, name: str, dtype: torch.dtype) -> torch.Tensor:
-    """A weight cast to the product dtype, cached until it changes (autocast itself re-casts
-    per-direction views at every call)."""
-    return _DERIVED.cast(weights.owner, f"{name}_{dtype}", getattr(weights, name), dtype)
+def _autocast_matmul(weights: LstmWeights, name: str, x: torch.Tensor, direction: int) -> torch.Tensor:
+    """x · weights.<name>[direction] in the autocast dtype (the weight cast once and cached until it
+    changes: autocast itself re-casts per-direction views at every call)."""
+    dtype = autocast_dtype(x.device.type)
+    weight = _DERIVED.cast(weights.owner, f"{name}_{dtype}", getattr(weights, name), dtype)
+    return torch.mm(x.to(dtype), weight[direction])
 
 
-def _product_dtype(weights: LstmWeights, x: torch.Tensor) -> torch.dtype:
-    return torch.bfloat16 if weights.bf16 else autocast_dtype(x.device.type)
-
-
-def _prepacked_bf16(weights: LstmWeights, name: str) -> list:
-    """oneDNN-prepacked bf16 copies of a weight, one per direction (bf16 precision on CPU: 2-5x
-    faster than fp32 oneDNN and than a plain bf16 matmul for the recurrent shapes, measured at
-    1-32 rows on the benchmark machine), kept until the weight changes."""
-    tensor = getattr(weights, name)
-    return _DERIVED.get(
-        weights.owner,
-        "prepacked_bf16_" + name,
-        weights_key(tensor),
-        lambda: _prepack_directions(tensor, torch.bfloat16),
-    )
-
-
-def _matmul(weights: LstmWeights, name: str, x: torch.Tensor, direction: int | None = None) -> torch.Tensor:
-    """x · weights.<name> for both directions ([2, rows, in]) or one (`direction`, [rows, in]) in
-    bf16 (`weights.bf16`) or the autocast dtype."""
-    weight = _low_precision(weights, name, _product_dtype(weights, x))
-    x = x.to(weight.dtype)
-    return torch.bmm(x, weight) if direction is None else torch.mm(x, weight[direction])
-
-
-def _fp32_one_row(weights: LstmWeights) -> frozenset[str]:
-    """The recurrent weights whose one-row products stay fp32 under int8 or bf16 products."""
-    named = (("hidden_weight", weights.hidden_weight), ("proj_weight", weights.proj_weight))
-    return frozenset(name for name, w in named if w is not None and w[0].numel() * 4 <= LOW_PRECISION_ONE_ROW_MIN_BYTES)
+def _low_product(form: Any, product: Product, x: torch.Tensor) -> torch.Tensor:
+    """x [rows, K] · a weight in its converted `form` (one direction's) in `product`'s precision:
+    fp32 for int8 (dequantized), bf16 for bf16."""
+    if product.dtype == "int8":
+        return int8_kernel.linear(x, form)
+    if product.kernel == "onednn":
+        return form.linear(x)  # oneDNN-prepacked bf16 (kernels.bf16.PrepackedBf16)
+    return torch.mm(x.to(torch.bfloat16), form)
 
 
 def parallel_directions(x: torch.Tensor, exact: bool) -> bool:
@@ -336,48 +304,36 @@ def run_layer_packed(
     """
     n_dir = x.shape[0]
     hidden = weights.bias.shape[-1] // 4
-    # the products' precision is the caller's choice, made for this device (`lstm_products`)
-    int8 = weights.int8 and x.device.type == "cpu"
-    int8_packed = None
-    if int8:  # packed int8 copies of the weights, made on this thread
+    # how each product computes was bound by the caller (`products.decide_product`, per weight);
+    # torch autocast (a per-call context) takes the products only of a layer bound to fp32 throughout
+    products = {name: weights.product(name) for name in ("input_weight", "hidden_weight", "proj_weight")}
+    low = any(p.low for rows in products.values() for p in rows)
+    if low:
         x = x.float()
-        int8_packed = {
-            name: int8_kernel.packed_directions(weights.owner, name, tensor)
-            for name, tensor in (
-                ("input_weight", weights.input_weight),
-                ("hidden_weight", weights.hidden_weight),
-                ("proj_weight", weights.proj_weight),
-            )
-            if tensor is not None
-        }
-    bf16 = not int8 and weights.bf16
-    bf16_packed = None
-    if bf16:  # fp32 state and outputs around bf16 products; weights converted once, on this thread
-        x = x.float()
-        names = [n for n in ("input_weight", "hidden_weight", "proj_weight") if getattr(weights, n) is not None]
-        if USE_PREPACKED and x.device.type == "cpu" and onednn_linear_available():
-            bf16_packed = {name: _prepacked_bf16(weights, name) for name in names}
-        else:
-            for name in names:
-                _low_precision(weights, name, torch.bfloat16)
-    else:
-        weights = weights._replace(bf16=False)
-    exact = not (int8 or bf16 or torch.is_autocast_enabled(x.device.type))
-    onednn = exact and _use_onednn(weights, x)
+    autocast = not low and torch.is_autocast_enabled(x.device.type)
+    # fp32 products given to oneDNN, where this call's inputs and weights are fp32
+    onednn = (
+        USE_PREPACKED and not autocast and x.dtype == torch.float32 and weights.hidden_weight.dtype == torch.float32
+    )
+
+    def on_onednn(product: Product) -> bool:
+        return onednn and product.dtype == "fp32" and product.kernel == "onednn"
+
     # derived weights are built here, on the calling thread, never by two threads at once
-    if onednn and layout.size < PREPACKED_INPUT_MAX_ROWS:
+    if on_onednn(products["input_weight"].rows) and layout.size < PREPACKED_INPUT_MAX_ROWS:
         input_weight = _prepacked(weights, "input_weight")
-    elif onednn:
+    elif on_onednn(products["input_weight"].rows):
         input_weight = [w.detach().t() for w in weights.input_weight]  # [4·hidden, input_dim] views
     else:
         input_weight = None
     rows = layout.counts[0] if layout.counts else 0  # the most rows of any step
-    packed_hidden = _prepacked(weights, "hidden_weight") if onednn and rows >= PREPACKED_MIN_ROWS else None
+    several = rows >= PREPACKED_MIN_ROWS
+    hidden_rows, proj_rows = products["hidden_weight"], products["proj_weight"]
+    packed_hidden = _prepacked(weights, "hidden_weight") if several and on_onednn(hidden_rows.rows) else None
     proj = weights.proj_weight
     mkl_proj = proj is not None and proj[0].numel() * proj.element_size() <= MKL_PROJECTION_MAX_BYTES
-    packed_proj = (
-        _prepacked(weights, "proj_weight") if onednn and (rows >= PREPACKED_MIN_ROWS or not mkl_proj) else None
-    )
+    prepack_proj = several and on_onednn(proj_rows.rows) or not mkl_proj and on_onednn(proj_rows.one_row)
+    packed_proj = _prepacked(weights, "proj_weight") if proj is not None and prepack_proj else None
     proj_dim = weights.proj_weight.shape[-1] if weights.proj_weight is not None else hidden
     run = _LayerRun(
         weights=weights,
@@ -389,21 +345,19 @@ def run_layer_packed(
         cell_out=x.new_empty(n_dir, layout.batch, hidden),
         bias=weights.bias.detach().to(x.dtype),
         hidden=hidden,
-        exact=exact,
+        products=products,
+        autocast=autocast,
         onednn=onednn,
         onednn_input=input_weight,
         packed_hidden=packed_hidden,
         packed_proj=packed_proj,
         mkl_proj=mkl_proj,
-        fp32_one_row=_fp32_one_row(weights) if int8 or bf16 else frozenset(),
-        bf16_packed=bf16_packed,
-        int8_packed=int8_packed,
     )
     if directions_in_parallel is None:
-        directions_in_parallel = parallel_directions(x, exact or bf16 or int8)
-    # (explicit bf16 and int8 hold no thread-local state, unlike autocast: their directions run in
+        directions_in_parallel = parallel_directions(x, not autocast)
+    # (bf16 and int8 products hold no thread-local state, unlike autocast: their directions run in
     # parallel too)
-    pool = _direction_pool() if directions_in_parallel and n_dir == 2 and (exact or bf16 or int8) else None
+    pool = _direction_pool() if directions_in_parallel and n_dir == 2 and not autocast else None
     if pool is None or not pool.run(run.direction, n_dir):
         for d in range(n_dir):
             run.direction(d)
@@ -422,49 +376,48 @@ class _LayerRun(NamedTuple):
     cell_out: torch.Tensor
     bias: torch.Tensor
     hidden: int
-    exact: bool
-    onednn: bool
+    products: dict[str, RowProducts]  # per weight, as bound (`products.decide_product`)
+    autocast: bool  # the products in the autocast dtype (a layer bound to fp32 throughout)
+    onednn: bool  # fp32 products on oneDNN (kernel "onednn") where this call's inputs allow
     onednn_input: list | None  # per direction, prepacked or a plain [out, in] view
     packed_hidden: list | None
     packed_proj: list | None
     mkl_proj: bool  # the cell projection of a one-row step through MKL (MKL_PROJECTION_MAX_BYTES)
-    fp32_one_row: frozenset[str]  # weights whose one-row products stay fp32 (LOW_PRECISION_ONE_ROW_MIN_BYTES)
-    bf16_packed: dict[str, list] | None  # oneDNN-prepacked bf16 weights per name and direction (bf16 on CPU)
-    int8_packed: dict[str, list] | None  # packed int8 weights per name and direction (int8)
 
-    def product(self, name: str, x: torch.Tensor, d: int) -> torch.Tensor:
-        """x · weights.<name>[d] in low precision (int8, bf16 or the autocast dtype)."""
-        if self.int8_packed is not None:
-            return int8_kernel.linear(x, self.int8_packed[name][d])
-        if self.bf16_packed is not None:
-            packed = self.bf16_packed[name][d]
-            return torch.ops.mkldnn._linear_pointwise(x.to(torch.bfloat16), packed, None, "none", [], "")
-        return _matmul(self.weights, name, x, d)
+    def low_product(self, name: str, product: Product, x: torch.Tensor, d: int) -> torch.Tensor:
+        """x · weights.<name>[d] in low precision (int8 or bf16), from the weight's converted form."""
+        assert self.weights.converted is not None  # (the caller gives every low-precision weight's)
+        return _low_product(self.weights.converted[name][d], product, x)
 
     def input_projection(self, d: int, start: int, end: int) -> torch.Tensor:
         """[rows, 4·hidden] gate pre-activations of direction d's packed rows start:end (+ bias)."""
         weights, x = self.weights, self.x[d, start:end]
+        product = self.products["input_weight"].rows
         if self.onednn_input is not None:
             return torch.ops.mkldnn._linear_pointwise(x, self.onednn_input[d], self.bias[d], "none", [], "")
-        if self.exact:
+        if self.autocast:
+            out = _autocast_matmul(weights, "input_weight", x, d)
+        elif not product.low:
             out = scratch("gates", (x.shape[0], weights.input_weight.shape[-1]), x)
             return torch.addmm(self.bias[d], x, weights.input_weight[d], out=out)
-        product = self.product("input_weight", x, d)
-        if product.dtype == torch.float32:
-            return product.add_(self.bias[d])
+        else:
+            out = self.low_product("input_weight", product, x, d)
+        if out.dtype == torch.float32:
+            return out.add_(self.bias[d])
         # widened into the thread's gate buffer (as the exact path's), not into a fresh allocation
-        out = scratch("gates", (x.shape[0], weights.input_weight.shape[-1]), self.bias)
-        return torch.add(product, self.bias[d], out=out)
+        gates = scratch("gates", (x.shape[0], weights.input_weight.shape[-1]), self.bias)
+        return torch.add(out, self.bias[d], out=gates)
 
     def direction(self, d: int) -> None:
         weights, layout, hidden = self.weights, self.layout, self.hidden
-        exact, onednn = self.exact, self.onednn
+        autocast, onednn = self.autocast, self.onednn
         # (Any: torch.ops resolves its operators at run time; the prepacked lists are None unless onednn)
         linear: Any = torch.ops.mkldnn._linear_pointwise if onednn else None
         packed_hidden = self.packed_hidden[d] if self.packed_hidden is not None else None
         packed_proj = self.packed_proj[d] if self.packed_proj is not None else None
         hidden_weight = weights.hidden_weight[d]
         proj_weight = weights.proj_weight[d] if weights.proj_weight is not None else None
+        hidden_products, proj_products = self.products["hidden_weight"], self.products["proj_weight"]
         cell_clip, proj_clip = weights.cell_clip, weights.proj_clip
         c, cell_out, out = self.c[d], self.cell_out[d], self.out[d]
         h_prev = self.h0[d]
@@ -482,13 +435,15 @@ class _LayerRun(NamedTuple):
                 offset = layout.offsets[step]
                 gates = block[offset - start : offset - start + n]  # [n, 4·hidden], contiguous
                 h = h_prev[:n]
-                use_packed = onednn and n >= PREPACKED_MIN_ROWS
-                if use_packed:
+                product = hidden_products.one_row if n == 1 else hidden_products.rows
+                if autocast:
+                    gates.add_(_autocast_matmul(weights, "hidden_weight", h, d))
+                elif product.low:
+                    gates.add_(self.low_product("hidden_weight", product, h, d))
+                elif packed_hidden is not None and n >= PREPACKED_MIN_ROWS and product.kernel == "onednn":
                     gates = linear.binary(h, gates, packed_hidden, None, "add")
-                elif exact or (n == 1 and "hidden_weight" in self.fp32_one_row):
-                    gates.addmm_(h, hidden_weight)
                 else:
-                    gates.add_(self.product("hidden_weight", h, d))
+                    gates.addmm_(h, hidden_weight)
                 i, j, f = gates[:, :hidden], gates[:, hidden : 2 * hidden], gates[:, 2 * hidden : 3 * hidden]
                 # tanh(x) computed as 2·σ(2x) − 1 (within ~1e-7; PyTorch's CPU sigmoid is ~6x faster
                 # than its tanh), so one sigmoid covers all four gates
@@ -503,13 +458,20 @@ class _LayerRun(NamedTuple):
                 torch.mul(cell, 2.0, out=m).sigmoid_().mul_(2.0).sub_(1.0).mul_(gates[:, 3 * hidden :])  # tanh(c)·o
                 h_new = out[offset : offset + n]
                 if proj_weight is not None:
-                    if onednn and not (n < PREPACKED_MIN_ROWS and self.mkl_proj):
+                    product = proj_products.one_row if n == 1 else proj_products.rows
+                    if autocast:
+                        projected = _autocast_matmul(weights, "proj_weight", m, d)
+                    elif product.low:
+                        projected = self.low_product("proj_weight", product, m, d)
+                    elif (
+                        packed_proj is not None
+                        and product.kernel == "onednn"
+                        and not (n < PREPACKED_MIN_ROWS and self.mkl_proj)
+                    ):
                         projected = linear(m, packed_proj, None, "none", [], "")
-                    elif exact or (n == 1 and "proj_weight" in self.fp32_one_row):
-                        projected = torch.mm(m, proj_weight, out=h_new)
                     else:
-                        projected = self.product("proj_weight", m, d)
-                    if projected.dtype != h_new.dtype:  # autocast: low-precision product
+                        projected = torch.mm(m, proj_weight, out=h_new)
+                    if projected.dtype != h_new.dtype:  # a low-precision product
                         projected = h_new.copy_(projected)
                     if proj_clip:
                         torch.clamp(projected, -proj_clip, proj_clip, out=h_new)

@@ -57,6 +57,20 @@ class DerivedWeights:
         return self.get(owner, name, key and (key, dtype), lambda: tensor.detach().to(dtype))
 
 
+def tensor_state(tensor: torch.Tensor) -> tuple:
+    """A CPU tensor as plain values for pickling: its bytes (a numpy array), dtype and shape. Not the
+    tensor itself: torch pickles tensors for other processes through shared memory, whose file
+    descriptor goes with a temporary tensor before a spawned worker (`nlp.pipe(n_process=2)`) gets it."""
+    flat = tensor.detach().contiguous().reshape(-1)
+    return flat.view(torch.uint8).numpy().copy(), str(flat.dtype).removeprefix("torch."), tuple(tensor.shape)
+
+
+def from_tensor_state(state: tuple) -> torch.Tensor:
+    """The tensor `tensor_state` described."""
+    data, dtype, shape = state
+    return torch.from_numpy(data).view(getattr(torch, dtype)).reshape(shape)
+
+
 _local = threading.local()
 
 

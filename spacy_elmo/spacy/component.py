@@ -44,12 +44,12 @@ from .deferred_step import DeferredStep
 from .doc_data import ElmoDocData, register_extensions, set_similarity_hooks
 from .layers.bilm import (
     ElmoSettingError,
-    bind_layer_precision,
     check_source,
     get_elmo_model,
     get_tokenizer,
     install_bilm,
     predict_cached,
+    set_layer_precision,
 )
 from .layers.bilm_files import bilm_from_bytes, bilm_to_bytes, load_bilm, save_bilm
 from .layers.layer_cache import LayerCache
@@ -62,7 +62,7 @@ layer_weights = null
 store_layers = true
 cache_mb = 0
 fine_tune_layers = null
-precision = "fp32"
+precision = null
 
 [elmo.model]
 @architectures = "spacy-elmo.ElmoBiLM.v2"
@@ -95,7 +95,7 @@ def make_elmo(
     store_layers: bool,
     cache_mb: float,
     fine_tune_layers: int | None,
-    precision: str = "fp32",
+    precision: str | None,
 ) -> ElmoComponent:
     """The `elmo` component.
 
@@ -108,10 +108,11 @@ def make_elmo(
         `fine_tune_layers` biLSTM layers train (null: every weight; 0: none).
     cache_mb: size in MB of the layer cache at inference (0 = off); see `ElmoComponent`. Training runs
         size theirs in `[initialize.components.elmo] cache_mb`.
-    precision: how the biLM computes at inference: "fp32" (exact, the default), "bf16" (bf16
-        products, fp32 state and outputs; on a CPU without native bf16, one warning line and fp32)
-        or "int8" (dynamic quantization, CPU): `ElmoModel.set_precision`. Saved with the pipeline
-        (and in `bilm/config.json`); bound to the biLM as it is loaded. Training (gradients) stays fp32.
+    precision: how the biLM computes at inference: "fp32" (exact), "bf16" (bf16 products, fp32
+        state and outputs; on a CPU without native bf16, one warning line and fp32) or "int8"
+        (dynamic quantization, CPU), set on the biLM as it is loaded (`ElmoModel.set_precision`);
+        null (the default): the biLM's own (its `config.json`'s, fp32 unless it says otherwise).
+        The biLM's config holds it (saved in `bilm/config.json`); training (gradients) stays fp32.
 
     An unset or bad `model` or `precision` raises `ElmoSettingError` here; a `model` that names
     nothing here, when the weights are first needed (see the module docstring).
@@ -164,7 +165,7 @@ class ElmoComponent(TrainablePipe):
         store_layers: bool = True,
         fine_tune_layers: int | None = None,
         cache_mb: float = 0.0,
-        precision: str = "fp32",
+        precision: str | None = None,
     ) -> None:
         if layer_weights is not None and layers is not None and len(layer_weights) != len(layers):
             raise ValueError(f"elmo: {len(layer_weights)} layer_weights for {len(layers)} layers")
@@ -180,7 +181,8 @@ class ElmoComponent(TrainablePipe):
             raise ValueError(f"elmo: fine_tune_layers must be >= 0 or null, got {fine_tune_layers}")
         self.fine_tune_layers = fine_tune_layers
         self.cache = LayerCache(int(cache_mb * 2**20))
-        self.precision = precision
+        if precision is not None:
+            self.precision = precision
         self._weights_may_change = False  # set by a gradient update, until the step is applied
         # spaCy calls finish_update before the listeners' gradient arrives: the step waits for it
         self._step: DeferredStep[Optimizer] = DeferredStep(self._apply_step)
@@ -229,14 +231,15 @@ class ElmoComponent(TrainablePipe):
 
     @property
     def precision(self) -> Precision:
-        """How the biLM computes at inference (see `make_elmo`). Setting it checks it (one
-        `ElmoSettingError` line) and binds it to the biLM: now if it is loaded, else as it is
-        loaded; cached layers are dropped."""
-        return self.model.attrs["precision"]
+        """How the biLM computes at inference (see `make_elmo`): its `config.precision` (the biLM is
+        loaded first if it is not). Setting it checks it (one `ElmoSettingError` line) and sets it
+        on the biLM (`ElmoModel.set_precision`): now if it is loaded, else as it is loaded; cached
+        layers are dropped."""
+        return get_elmo_model(self.model).config.precision
 
     @precision.setter
     def precision(self, precision: str) -> None:
-        bind_layer_precision(self.model, _check_precision(precision))
+        set_layer_precision(self.model, _check_precision(precision))
         self.cache.clear()
 
     @property

@@ -1,5 +1,6 @@
 """`ElmoConfig.precision` in a model directory: saved unless fp32, applied again on loading (never
-changed silently), overridden only by an explicit `from_pretrained(..., precision=...)`."""
+changed silently), overridden only by an explicit `from_pretrained(..., precision=...)`; on a built
+model, changed only by `set_precision` (setting `config.precision` changes what is saved, not the model)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 
 from spacy_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
 from spacy_elmo.hf.quantization import dequantize, quantize_int8
+from spacy_elmo.kernels import capabilities, products
 
 CONFIG = dict(lstm_dim=24, projection_dim=12, n_highway=1, filters=[[1, 4], [2, 4], [3, 8]], char_embedding_dim=4)
 
@@ -25,43 +27,60 @@ def _layers(model):
         return model(**tokenizer([["a", "small", "cat"], ["sat"]])).hidden_states
 
 
+def _saved(tmp_path):
+    """The fp32 model saved as a directory (the low-precision models below are loaded from it, so they
+    have files to read their released fp32 weights back from)."""
+    folder = tmp_path / "fp32"
+    _model().save_pretrained(folder)
+    return folder
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
 def test_a_saved_directory_keeps_its_precision(precision, tmp_path):
-    model = _model().set_precision(precision)
+    model = ElmoModel.from_pretrained(_saved(tmp_path)).set_precision(precision)
     want = _layers(model)
-    model.save_pretrained(tmp_path)
-    saved = json.loads((tmp_path / "config.json").read_text())
+    model.save_pretrained(tmp_path / "saved")
+    saved = json.loads((tmp_path / "saved" / "config.json").read_text())
     assert saved.get("precision") == (None if precision == "fp32" else precision)  # fp32 files unchanged
-    loaded = ElmoModel.from_pretrained(tmp_path).eval()
+    loaded = ElmoModel.from_pretrained(tmp_path / "saved").eval()
     assert loaded.config.precision == precision
     assert all(map(torch.equal, want, _layers(loaded)))
     # an explicit choice on loading wins, and says so in the config
-    exact = ElmoModel.from_pretrained(tmp_path, precision="fp32").eval()
+    exact = ElmoModel.from_pretrained(tmp_path / "saved", precision="fp32").eval()
     assert exact.config.precision == "fp32"
     assert all(map(torch.equal, _layers(_model()), _layers(exact)))
 
 
 def test_quantize_int8_is_the_int8_precision_and_is_recorded(tmp_path):
-    model = quantize_int8(_model())
+    model = quantize_int8(ElmoModel.from_pretrained(_saved(tmp_path)))
     assert model.config.precision == "int8"
     int8 = _layers(model)
-    assert all(map(torch.equal, int8, _layers(_model().set_precision("int8"))))
-    model.save_pretrained(tmp_path)
-    assert json.loads((tmp_path / "config.json").read_text())["precision"] == "int8"
+    assert all(map(torch.equal, int8, _layers(ElmoModel.from_pretrained(tmp_path / "fp32", precision="int8"))))
+    model.save_pretrained(tmp_path / "saved")
+    assert json.loads((tmp_path / "saved" / "config.json").read_text())["precision"] == "int8"
     assert dequantize(model).config.precision == "fp32"
     assert all(map(torch.equal, _layers(_model()), _layers(model)))
 
 
-def test_setting_the_config_field_switches_the_model():
-    """`model.config.precision = ...` binds the precision at once (a binding property: the model's
-    kernels change when it is set, not at the next call)."""
-    model = _model()
+def test_setting_the_config_field_changes_what_is_saved_not_the_model(tmp_path, monkeypatch):
+    """`config.precision` is the one store of the precision, but a built model changes it only
+    through `set_precision`, which binds it: setting the field on the config of a model that exists
+    changes what `save_pretrained` writes (and what a model built from that config computes in), not
+    how that model computes (CHANGELOG.md). Its small products are int8 here (`MIN_INT8_INPUTS` at 1)."""
+    monkeypatch.setattr(products, "MIN_INT8_INPUTS", 1)
+    monkeypatch.setattr(products, "ONE_ROW_FP32_MAX_BYTES", 0)
+    fp32 = _layers(_model())
+    model = ElmoModel.from_pretrained(_saved(tmp_path))
     model.config.precision = "int8"
-    assert model.encoder.precision == "int8"  # bound now, before any call
-    assert all(map(torch.equal, _layers(_model().set_precision("int8")), _layers(model)))
+    assert all(map(torch.equal, fp32, _layers(model)))  # still the exact fp32 model
+    model.save_pretrained(tmp_path / "saved")
+    assert json.loads((tmp_path / "saved" / "config.json").read_text())["precision"] == "int8"
+    int8 = _layers(ElmoModel.from_pretrained(tmp_path / "saved"))
+    assert all(map(torch.equal, fp32, int8)) == (not capabilities.int8_available())
+    assert all(map(torch.equal, int8, _layers(model.set_precision("int8"))))  # the migration: set_precision
     model.config.precision = "fp32"
-    assert model.encoder.precision == "fp32"
-    assert all(map(torch.equal, _layers(_model()), _layers(model)))
+    assert all(map(torch.equal, int8, _layers(model)))
+    assert all(map(torch.equal, fp32, _layers(model.set_precision("fp32"))))
 
 
 def test_an_invalid_precision_is_one_line_in_every_face(tiny_model_dir, tmp_path):
@@ -72,6 +91,7 @@ def test_an_invalid_precision_is_one_line_in_every_face(tiny_model_dir, tmp_path
 
     line = "precision must be one of 'fp32', 'bf16', 'int8', got 'fp16'"
     model = ElmoModel.from_pretrained(tiny_model_dir)
+    before = _layers(model)
     faces = {
         "ElmoModel.from_pretrained": lambda: ElmoModel.from_pretrained(tiny_model_dir, precision="fp16"),
         "AutoModel.from_pretrained": lambda: AutoModel.from_pretrained(tiny_model_dir, precision="fp16"),
@@ -84,7 +104,7 @@ def test_an_invalid_precision_is_one_line_in_every_face(tiny_model_dir, tmp_path
         with pytest.raises(ValueError) as info:
             run()
         assert str(info.value).endswith(line) and "\n" not in str(info.value), (face, str(info.value))
-    assert model.config.precision == "fp32" and model.encoder.precision == "fp32"  # nothing changed
+    assert model.config.precision == "fp32" and all(map(torch.equal, before, _layers(model)))
     saved = tmp_path / "saved"
     model.save_pretrained(saved)
     config = saved / "config.json"

@@ -530,14 +530,14 @@ def test_private_torch_api_fallbacks_are_exact(capability, monkeypatch, caplog, 
     products) and the directions pool's (the intra-op thread count of each direction's products)
     give fp32 within float32 rounding of the definition, as the capability does. bf16 autocast uses
     neither oneDNN nor the pool, and int8's products are exact integer sums on either thread count
-    (all of them int8 here: `MIN_INPUTS` at 1): the same bits."""
+    (all of them int8 here: `products.MIN_INT8_INPUTS` at 1): the same bits."""
     from spacy_elmo.hf.quantization import quantize_int8
-    from spacy_elmo.kernels import capabilities, int8, packed_lstm
+    from spacy_elmo.kernels import capabilities, packed_lstm, products
 
     config = _config(True, True, True, True)
     ids, mask, _ = _inputs(len(LENGTHS), seed=6, config=config)
     monkeypatch.setattr(packed_lstm, "PREPACKED_MIN_ROWS", 1)
-    monkeypatch.setattr(int8, "MIN_INPUTS", 1)
+    monkeypatch.setattr(products, "MIN_INT8_INPUTS", 1)
     directions("parallel")  # two intra-op threads: the directions run on the pool unless its check fails
 
     def outputs():

@@ -18,9 +18,12 @@ scale from a superset of its rows, which can only make it larger: the batch's ch
 char CNN, the batch's words for the linears, the whole batch's layer input for an LSTM layer's
 input products, and for the recurrent products the a-priori bound on |ĥ| (the projection's clip,
 or Σ_k |Ŵ_p| since |m| ≤ 1, or 1).
-The int8 rows run with `kernels.int8.MIN_INPUTS` at 1, so that the test's small products (which
-would stay fp32) are int8 too, and every row with `packed_lstm.LOW_PRECISION_ONE_ROW_MIN_BYTES` at 0,
-so that one-row recurrent products of its cache-sized weights are low-precision too.
+The decider (`kernels.products.decide_product`) runs with `MIN_INT8_INPUTS` at 1, so that the test's
+small products (which would stay fp32) are int8 too, and `ONE_ROW_FP32_MAX_BYTES` at 0, so that one-row
+recurrent products of its cache-sized weights are low-precision too: every product is of the row's
+precision (fp32 where the CPU cannot speed it up). The low-precision model runs in eval mode, so it
+holds its converted weights only (`hf.fp32_weights`); the bound is computed from an fp32 twin (the same
+seed, the same weights).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from torch import nn
 
 from spacy_elmo import ElmoConfig, ElmoModel
 from spacy_elmo.hf.modeling_elmo import add_sentence_boundaries
-from spacy_elmo.kernels import Bf16Linear, Int8Linear, capabilities, int8, packed_lstm
+from spacy_elmo.kernels import capabilities, int8, packed_lstm, products
 from spacy_elmo.kernels.bf16 import product_bound
 
 FP32_SLACK = 1e-5  # of a tensor's scale: float32 rounding (~1e-7 per operation), far below bf16's 2^-8
@@ -92,19 +95,11 @@ def _mul(a, da, b, db):
     return a * b, numpy.abs(a) * db + numpy.abs(b) * da + da * db
 
 
-def _linear_kind(module: nn.Module) -> str:
-    if isinstance(module, Bf16Linear):
-        return "bf16" if NATIVE_BF16 else "fp32"
-    if isinstance(module, Int8Linear) and int8.takes_int8(module.in_features):
-        return "int8" if INT8 else "fp32"
-    return "fp32"
-
-
-def _linear(module, x, dx):
+def _linear(kind, module, x, dx):
     """A linear over all the batch's words at once (one int8 call: its scale from all of them)."""
     w = module.weight.detach().double().numpy().T
     b = None if module.bias is None else module.bias.detach().double().numpy()
-    return _product(_linear_kind(module), x, dx, w, b, int8_scale(x, dx))
+    return _product(kind, x, dx, w, b, int8_scale(x, dx))
 
 
 def _recurrent_scale(layer) -> float:
@@ -168,8 +163,6 @@ def _char_cnn_with_bound(encoder, exact, char_ids: torch.Tensor, kind: str) -> t
         chars = exact.char_embedding(char_ids)  # [words, columns, dim], float64
         values = exact.char_features(char_ids).numpy()
     dim, widest = chars.shape[-1], encoder.widest_filter
-    if kind == "int8" and not int8.takes_int8(dim * widest):
-        kind = "fp32"
     flat = chars.numpy().reshape(-1, dim)
     x_scale = int8_scale(flat, numpy.zeros_like(flat))
     bounds = []
@@ -185,41 +178,37 @@ def _char_cnn_with_bound(encoder, exact, char_ids: torch.Tensor, kind: str) -> t
     return values, numpy.concatenate(bounds, axis=1)
 
 
-def _definition_with_bound(model: ElmoModel, rows: list[tuple], native_bf16: bool = NATIVE_BF16) -> list[list[tuple]]:
+def _definition_with_bound(model: ElmoModel, rows: list[tuple], kind: str) -> list[list[tuple]]:
     """For each row's (character ids, word ids or None) (boundaries included), the (value, error
-    bound) of every layer [T, 2·proj]: the value the definition in float64, the bound for `model`'s
-    precision (bf16 is fp32 where the device it ran on has no native bf16 products), with int8's
-    scales taken over the whole batch."""
+    bound) of every layer [T, 2·proj]: the value the definition in float64 (from the fp32 `model`'s
+    weights), the bound for every product computed in `kind`, with int8's scales taken over the
+    whole batch."""
     encoder = model.token_encoder
     exact = copy.deepcopy(encoder).double()
     for module in exact.modules():  # the float64 definition
         if isinstance(module, nn.Linear):
             module.__class__ = nn.Linear
-    kind = "fp32" if model.encoder.precision == "bf16" and not native_bf16 else model.encoder.precision
-    kind = "fp32" if kind == "int8" and not INT8 else kind
     sizes = [len(char_ids) for char_ids, _ in rows]
     x, dx = _char_cnn_with_bound(encoder, exact, torch.cat([char_ids for char_ids, _ in rows]), kind)
     for highway in encoder.highways:
-        t, dt = _linear(highway.transform, x, dx)
-        gate_in, dgate_in = _linear(highway.gate, x, dx)
+        t, dt = _linear(kind, highway.transform, x, dx)
+        gate_in, dgate_in = _linear(kind, highway.gate, x, dx)
         gate, dgate = 1 / (1 + numpy.exp(-gate_in)), dgate_in / 4
         carried, dcarried = _mul(gate, dgate, numpy.maximum(t, 0), dt)
         kept, dkept = _mul(1 - gate, dgate, x, dx)
         x, dx = carried + kept, dcarried + dkept
     if isinstance(encoder.projection, nn.Linear):
-        x, dx = _linear(encoder.projection, x, dx)
+        x, dx = _linear(kind, encoder.projection, x, dx)
     if encoder.word_projection is not None:
         word_ids = torch.cat([words for _, words in rows]).numpy()
         words = encoder.word_embedding.weight.detach().double().numpy()[word_ids]
-        wx, dwx = _linear(encoder.word_projection, words, numpy.zeros_like(words))
+        wx, dwx = _linear(kind, encoder.word_projection, words, numpy.zeros_like(words))
         x, dx = x + wx, dx + dwx
     splits = numpy.cumsum(sizes)[:-1]
     tokens = list(zip(numpy.split(x, splits), numpy.split(dx, splits)))
     layers = [[(numpy.concatenate([x, x], 1), numpy.concatenate([dx, dx], 1))] for x, dx in tokens]
     # each direction's next layer reads that direction's outputs (in time order here)
     inputs = [[(x, dx), (x, dx)] for x, dx in tokens]
-    if kind == "int8" and not int8.takes_int8(min(model.config.projection_dim, model.config.lstm_dim)):
-        kind = "fp32"  # the biLSTM's products are too small for int8 (`lstm_products`)
     for index, layer in enumerate(model.encoder.layers):
         every = [part for row in inputs for part in row]
         x_scale = int8_scale(numpy.concatenate([x for x, _ in every]), numpy.concatenate([dx for _, dx in every]))
@@ -249,24 +238,25 @@ def test_each_precision_is_within_its_stated_bound(
 ):
     if precision == "bf16-plain":
         monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"onednn"})
-    if precision == "int8":
-        monkeypatch.setattr(int8, "MIN_INPUTS", 1)  # the test's products are small: all int8 here
+    monkeypatch.setattr(products, "MIN_INT8_INPUTS", 1)  # the test's products are small: all int8 here
     # and their one-row recurrent products low-precision too (cache-sized weights stay fp32 otherwise)
-    monkeypatch.setattr(packed_lstm, "LOW_PRECISION_ONE_ROW_MIN_BYTES", 0)
+    monkeypatch.setattr(products, "ONE_ROW_FP32_MAX_BYTES", 0)
     config = _config(skip, cell_proj, cnn_proj, clip, efml)
-    model = _model(config).set_precision(precision.split("-")[0])
+    name = precision.split("-")[0]
+    model = _model(config)  # fp32: the definition's weights
     ids, mask, words = _inputs(batch, seed=1, config=config)
     with torch.no_grad():
-        on_device = copy.deepcopy(model).to(device)
+        on_device = _model(config).to(device).set_precision(name)  # bound for the device it runs on
         moved = [None if t is None else t.to(device) for t in (ids, mask, words)]
         out = on_device(*moved, keep_sentence_boundaries=True)
         out.hidden_states = tuple(h.cpu() for h in out.hidden_states)
+    # every product in the precision, where the device has its products (else exact fp32)
+    native = {"fp32": True, "bf16": NATIVE_BF16 or device == "cuda", "int8": INT8 and device == "cpu"}[name]
+    kind = name if native else "fp32"
     char_ids, full_mask, word_ids = add_sentence_boundaries(ids, mask, words, config.uses_char_lexicon)
     lengths = [int(full_mask[row].sum()) for row in range(batch)]
     rows = [(char_ids[row, :n], None if word_ids is None else word_ids[row, :n]) for row, n in enumerate(lengths)]
-    for row, (n, bounded) in enumerate(
-        zip(lengths, _definition_with_bound(model, rows, NATIVE_BF16 or device == "cuda"))
-    ):
+    for row, (n, bounded) in enumerate(zip(lengths, _definition_with_bound(model, rows, kind))):
         for k, (want, bound) in enumerate(bounded):
             got = out.hidden_states[k][row, :n].double().numpy()
             scale = numpy.abs(want).max()
@@ -287,7 +277,7 @@ def test_a_precision_the_cpu_cannot_speed_up_is_fp32_after_one_warning_line(prec
         fp32 = _model(config)(ids, mask, words).hidden_states
     monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {capability})
     monkeypatch.setattr(capabilities, f"_warned_{precision}", set())
-    monkeypatch.setattr(int8, "MIN_INPUTS", 1)  # every product would be int8 here
+    monkeypatch.setattr(products, "MIN_INT8_INPUTS", 1)  # every product would be int8 here
     model = _model(config).set_precision(precision)
     with caplog.at_level(logging.WARNING, logger="spacy_elmo.kernels"), torch.no_grad():
         got = model(ids, mask, words).hidden_states
@@ -357,23 +347,41 @@ def test_the_native_bf16_probe_reads_the_cpu_flags():
 @pytest.mark.skipif(not NATIVE_BF16, reason="bf16 kernels run only with native bf16 products")
 @pytest.mark.parametrize("onednn", [True, False])
 def test_bf16_weights_are_converted_once_and_refreshed_after_an_in_place_edit(onednn, monkeypatch):
-    """The bf16 copies of the LSTM and linear weights (oneDNN-prepacked, or plain without oneDNN) are
-    made on the first call and reused; an in-place edit of a weight (its version changes) makes a
-    new copy."""
-    from spacy_elmo.kernels import bf16, packed_lstm
+    """Bound in eval mode, the LSTM's and the linears' weights are converted once, when bf16 is bound:
+    the model holds the bf16 forms (oneDNN-prepacked, or plain without oneDNN) instead of the fp32
+    weights, and every call reads those. A model that keeps its fp32 weights (put in eval mode after
+    binding, with no files to read them back from) makes the bf16 copies on the first call, reuses
+    them, and makes new ones after an in-place edit of a weight (its version changes)."""
+    from spacy_elmo.kernels.bf16 import PrepackedBf16
 
     if not onednn:
         monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"onednn"})
-
+    monkeypatch.setattr(products, "ONE_ROW_FP32_MAX_BYTES", 0)  # (the recurrent weights too)
+    form = PrepackedBf16 if onednn else torch.Tensor
     config = _config(True, True, True, True)
-    model = _model(config).set_precision("bf16")
     ids, mask, words = _inputs(len(LENGTHS), seed=1, config=config)
-    layer = model.encoder.layers[0]
-    linear = model.token_encoder.highways[0].transform
+
+    released = _model(config).set_precision("bf16")
+    layer, linear = released.encoder.layers[0], released.token_encoder.highways[0].transform
+    assert "input_weight" not in dict(layer.named_parameters()) and "weight" not in dict(linear.named_parameters())
+    held = {name: list(forms) for name, forms in layer.converted.items()}
+    assert sorted(held) == ["hidden_weight", "input_weight", "proj_weight"]
+    assert all(isinstance(f, form) for forms in held.values() for f in forms)
+    assert isinstance(linear.converted["weight"], form)
+    with torch.no_grad():
+        released(ids, mask, words)
+        released(ids, mask, words)
+    assert all(layer.converted[name][d] is held[name][d] for name in held for d in range(2))
+
+    torch.manual_seed(0)
+    model = ElmoModel(copy.deepcopy(config)).set_precision("bf16").eval()  # (in memory: eval() keeps fp32)
+    model.disable_token_cache()
+    layer, linear = model.encoder.layers[0], model.token_encoder.highways[0].transform
+    assert not layer.converted and layer.input_weight is not None
 
     def copies():
-        lstm = {k: v[1] for k, v in packed_lstm._DERIVED._store[layer].items() if "bf16" in k or "bfloat16" in k}
-        return lstm, bf16._DERIVED._store[linear]["bf16_weight"][1]
+        kept = products._DERIVED._store
+        return {k: v[1] for k, v in kept[layer].items()}, kept[linear]["converted_weight"][1]
 
     with torch.no_grad():
         model(ids, mask, words)
@@ -386,11 +394,14 @@ def test_bf16_weights_are_converted_once_and_refreshed_after_an_in_place_edit(on
         linear.weight.mul_(2.0)
         model(ids, mask, words)
         third_lstm, third_linear = copies()
-    name = "prepacked_bf16_input_weight" if onednn else "input_weight_torch.bfloat16"
-    assert third_lstm[name] is not first_lstm[name]
+    name = "converted_input_weight"
+    assert third_lstm[name] is not first_lstm[name] and third_linear is not first_linear
     if not onednn:  # (oneDNN's prepacked layout is opaque)
-        assert torch.equal(third_lstm[name], layer.input_weight.detach().to(torch.bfloat16))
-    assert torch.equal(third_linear, linear.weight.detach().to(torch.bfloat16))
+        bf16 = layer.input_weight.detach().to(torch.bfloat16)
+        assert all(torch.equal(third_lstm[name][d], bf16[d]) for d in range(2))
+        assert torch.equal(third_linear, linear.weight.detach().t().to(torch.bfloat16))
+    else:
+        assert torch.equal(third_linear.weight.to_dense(), linear.weight.detach().to(torch.bfloat16))
 
 
 def test_an_invalid_precision_is_one_line_naming_the_setting():
@@ -406,42 +417,96 @@ def test_an_invalid_precision_is_one_line_naming_the_setting():
     assert "\n" not in message and "precision" in message and "fp16" in message, message
 
 
-def test_what_the_products_compute_in_is_decided_by_precision_cpu_and_input_count(monkeypatch, caplog):
-    """`lstm_products`: fp32 stays fp32; int8 where the CPU takes it and the products have at least
-    `MIN_INPUTS` inputs (a small model's biLSTM runs exact fp32); bf16 where the CPU has it; each
-    fallback exact fp32 (with its one warning line, tested above)."""
-    from spacy_elmo.hf.lstm_implementations import lstm_products
+def test_how_a_product_computes_is_decided_by_plain_values():
+    """`decide_product` (the one decider): fp32 stays fp32; int8 on a CPU that takes it, for products
+    of at least `MIN_INT8_INPUTS` inputs (a small model's runs exact fp32); bf16 where the device has
+    it; a one-row product of a weight of at most `ONE_ROW_FP32_MAX_BYTES` fp32 through MKL; the
+    kernel oneDNN's where the CPU has it; each fallback exact fp32."""
+    from spacy_elmo.kernels.products import Capabilities, Product, decide_product
 
-    assert lstm_products("fp32", "cpu", 4096) == "fp32"
-    assert lstm_products("int8", "cpu", int8.MIN_INPUTS) == ("int8" if INT8 else "fp32")
-    assert lstm_products("int8", "cpu", int8.MIN_INPUTS - 1) == "fp32"
-    assert lstm_products("bf16", "cpu", 16) == ("bf16" if NATIVE_BF16 else "fp32")
-    monkeypatch.setattr(capabilities, "FORCE_FALLBACK", {"int8", "native_bf16"})
-    with caplog.at_level(logging.WARNING, logger="spacy_elmo.kernels"):
-        assert lstm_products("int8", "cpu", 4096) == "fp32" and lstm_products("bf16", "cpu", 4096) == "fp32"
+    every = Capabilities(native_bf16=True, int8=True, onednn=True)
+    none = Capabilities(native_bf16=False, int8=False, onednn=False)
+    big, small = 32 * 2**20, products.ONE_ROW_FP32_MAX_BYTES
+    assert decide_product("fp32", "cpu", 4096, capabilities=every) == Product("fp32", "onednn")
+    assert decide_product("fp32", "cpu", 4096, capabilities=none) == Product("fp32", "torch")
+    assert decide_product("int8", "cpu", products.MIN_INT8_INPUTS, capabilities=every) == Product("int8", "int8")
+    assert decide_product("int8", "cpu", products.MIN_INT8_INPUTS - 1, capabilities=every).dtype == "fp32"
+    assert decide_product("int8", "cuda", 4096, capabilities=every) == Product("fp32", "torch")
+    assert decide_product("int8", "cpu", 4096, capabilities=none) == Product("fp32", "torch")
+    assert decide_product("bf16", "cpu", 16, capabilities=every) == Product("bf16", "onednn")
+    assert decide_product("bf16", "cpu", 16, capabilities=every._replace(onednn=False)) == Product("bf16", "torch")
+    assert decide_product("bf16", "cuda", 16, capabilities=every) == Product("bf16", "torch")
+    assert decide_product("bf16", "cpu", 16, capabilities=none).dtype == "fp32"
+    for precision, low in (("int8", "int8"), ("bf16", "bf16")):
+        assert decide_product(precision, "cpu", 512, 1, small, capabilities=every) == Product("fp32", "torch")
+        assert decide_product(precision, "cpu", 512, 1, big, capabilities=every).dtype == low
+        assert decide_product(precision, "cpu", 512, 2, small, capabilities=every).dtype == low
+        assert decide_product(precision, "cpu", 512, None, small, capabilities=every).dtype == low
+    # what a device can do comes from kernels.capabilities, asked only for the precision requested
+    here = products.device_capabilities("int8", "cpu")
+    assert here.int8 == INT8 and not here.native_bf16
+    assert products.device_capabilities("bf16", "cpu").native_bf16 == NATIVE_BF16
+
+
+def test_the_model_asks_the_decider_once_when_a_precision_is_bound(monkeypatch):
+    """The LSTM, the linears and the char CNN hold the decider's answers from `set_precision` on; no
+    call asks it again (counted through the module the model calls it by)."""
+    asked: list[tuple] = []
+    decide = products.decide_product
+
+    def counted(*args, **kwargs):
+        asked.append(args)
+        return decide(*args, **kwargs)
+
+    monkeypatch.setattr(products, "MIN_INT8_INPUTS", 1)
+    import spacy_elmo.kernels as kernels_package
+    from spacy_elmo.kernels import linear as linear_module
+
+    for where in (products, kernels_package, linear_module):
+        monkeypatch.setattr(where, "decide_product", counted)
+    config = _config(True, True, True, True)
+    model = _model(config)
+    asked.clear()
+    model.set_precision("int8")
+    # the char CNN, 2 highway linears and the projection, and per LSTM layer its input weight and
+    # its two recurrent weights for one row and for several
+    assert len(asked) == 1 + 3 + 2 * (1 + 2 * 2), asked
+    ids, mask, words = _inputs(len(LENGTHS), seed=1, config=config)
+    asked.clear()
+    with torch.no_grad():
+        model(ids, mask, words)
+    assert not asked
+    expected = "int8" if INT8 else "fp32"
+    assert model.token_encoder.products.dtype == expected
+    assert model.token_encoder.highways[0].transform.product.dtype == expected
+    assert {p.rows.dtype for layer in model.encoder.layers for p in layer.products.values()} == {expected}
 
 
 @pytest.mark.parametrize("precision", ["int8", "bf16"])
-@pytest.mark.parametrize("limit", [0, packed_lstm.LOW_PRECISION_ONE_ROW_MIN_BYTES])
+@pytest.mark.parametrize("limit", [0, products.ONE_ROW_FP32_MAX_BYTES])
 def test_one_row_products_of_cache_sized_weights_stay_fp32(precision, limit, monkeypatch):
     """Under int8 and bf16, a step with one active row multiplies a recurrent weight of at most
-    `LOW_PRECISION_ONE_ROW_MIN_BYTES` in fp32 (small's batch 1 ran slower in low precision); steps
+    `products.ONE_ROW_FP32_MAX_BYTES` in fp32 (small's batch 1 ran slower in low precision); steps
     of several rows, and every step where the limit is 0, take the low-precision product. The
-    low-precision calls are counted by wrapping the real `_LayerRun.product` (it still computes)."""
+    low-precision calls are counted by wrapping the real `_LayerRun.low_product` (it still computes).
+    Weights with a one-row fp32 product stay fp32 parameters in eval mode (only the others are
+    released)."""
     if precision == "int8" and not INT8 or precision == "bf16" and not NATIVE_BF16:
         pytest.skip(f"{precision} products are fp32 on this CPU (covered by the fallback test)")
-    monkeypatch.setattr(int8, "MIN_INPUTS", 1)
-    monkeypatch.setattr(packed_lstm, "LOW_PRECISION_ONE_ROW_MIN_BYTES", limit)
+    monkeypatch.setattr(products, "MIN_INT8_INPUTS", 1)
+    monkeypatch.setattr(products, "ONE_ROW_FP32_MAX_BYTES", limit)
     config = _config(True, True, False, True, False)  # a cell projection: both recurrent weights
     model = _model(config).set_precision(precision)
+    held = {name for name, _ in model.encoder.layers[0].named_parameters()}
+    assert held == ({"bias", "hidden_weight", "proj_weight"} if limit else {"bias"})
     calls: list[tuple[str, int]] = []
-    product = packed_lstm._LayerRun.product
+    product = packed_lstm._LayerRun.low_product
 
-    def counted(self, name, x, d):
+    def counted(self, name, kind, x, d):
         calls.append((name, x.shape[0]))
-        return product(self, name, x, d)
+        return product(self, name, kind, x, d)
 
-    monkeypatch.setattr(packed_lstm._LayerRun, "product", counted)
+    monkeypatch.setattr(packed_lstm._LayerRun, "low_product", counted)
     for batch in (1, len(LENGTHS)):
         calls.clear()
         ids, mask, words = _inputs(batch, seed=1, config=config)

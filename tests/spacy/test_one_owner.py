@@ -81,8 +81,8 @@ def test_the_reference_is_parsed_once_and_the_precision_checked_once(tiny_model_
     elmo = nlp.get_pipe("elmo")
     assert doc._.elmo.layers.shape == (3, 7, 32)
     # the one checked value is what the biLM computes in, and what its config records
-    assert elmo.precision == "int8" and elmo.elmo_model.encoder.precision == "int8"
-    assert elmo.elmo_model.config.precision == "int8"
+    assert elmo.precision == "int8" and elmo.elmo_model.config.precision == "int8"
+    assert elmo.model.attrs["load_precision"] is None  # the biLM's config holds it, alone
 
 
 def test_the_components_precision_binds_when_set(tiny_model_dir):
@@ -92,7 +92,7 @@ def test_the_components_precision_binds_when_set(tiny_model_dir):
     exact = to_numpy(nlp("The cat sat .").tensor)
     with calls_of(check_precision) as calls:
         elmo.precision = "int8"
-    assert calls["check_precision"] == 1 and elmo.elmo_model.encoder.precision == "int8"  # bound at once
+    assert calls["check_precision"] == 1 and elmo.elmo_model.config.precision == "int8"  # set at once
     assert len(elmo.cache) == 0
     # int8 computes otherwise, where this CPU takes int8 products (elsewhere it is fp32)
     assert numpy.array_equal(to_numpy(nlp("The cat sat .").tensor), exact) == (not capabilities.int8_available())

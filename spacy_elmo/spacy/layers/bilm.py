@@ -11,9 +11,10 @@ The layer holds its model reference parsed once (`attrs["reference"]`, beside th
 built (`check_source`), and the torch biLM is loaded from it lazily on first use
 (`formats.references`: the biLM with its tokenizer fitted), unless weights arrive first
 (`set_elmo_model`, `from_bytes`, `bilm_files`): a saved pipeline therefore never needs the
-original files. The inference precision to bind, when the component sets one
-(`attrs["precision"]`), is bound to the biLM as it enters the layer (`bind_precision`), and again
-only when the component's setting changes.
+original files. The inference precision is the biLM's own (`config.precision`, read from its files
+and changed only by `set_precision`); a precision the component sets before the biLM is loaded waits
+in `attrs["load_precision"]` and is set as the biLM enters the layer (`install_bilm`), after which
+the biLM's config alone holds it.
 """
 
 from __future__ import annotations
@@ -159,7 +160,8 @@ def build_bilm(
             "reference": (name, parse_reference(name)) if name else None,
             "max_batch_tokens": int(max_batch_tokens),
             "segmenter": segmenter if segmenter is not None else SentencesOrWindows(),
-            "precision": None,  # set by the `elmo` component: bound to the biLM as it enters
+            # the `elmo` component's precision for a biLM not loaded yet (None: the biLM's own)
+            "load_precision": None,
         },
     )
 
@@ -189,15 +191,18 @@ def _stack(model: Model) -> ElmoLayerStack:
 
 def install_bilm(model: Model, elmo, tokenizer) -> None:
     """Puts a biLM and the tokenizer fitted to it (as `formats.references` and `bilm_files` load
-    them) into the layer, on the current thinc device; binds the component's precision to it, and
-    sets nO / nL."""
+    them) into the layer, on the current thinc device and in eval mode; sets the precision the
+    component asked for before it was loaded (`attrs["load_precision"]`, then cleared: the biLM's
+    config holds it from here), and sets nO / nL."""
     from ...hf.modeling_elmo import bind_precision
 
     stack = _stack(model)
-    precision = model.attrs.get("precision")
-    if precision is not None and elmo.encoder.precision != precision:
-        bind_precision(elmo, precision)
-    stack.elmo, stack.tokenizer = elmo.to(get_torch_default_device()).eval(), tokenizer
+    elmo = elmo.to(get_torch_default_device()).eval()
+    wanted = model.attrs.get("load_precision")
+    model.attrs["load_precision"] = None
+    if wanted is not None and elmo.config.precision != wanted:
+        bind_precision(elmo, wanted)
+    stack.elmo, stack.tokenizer = elmo, tokenizer
     model.set_dim("nO", int(elmo.config.output_dim), force=True)
     model.set_dim("nL", int(elmo.config.num_layers) + 1, force=True)
 
@@ -214,14 +219,15 @@ def set_elmo_model(model: Model, elmo, tokenizer=None) -> None:
     install_bilm(model, elmo, fit_tokenizer(elmo, tokenizer))
 
 
-def bind_layer_precision(model: Model, precision) -> None:
-    """The precision (checked: `spacy_elmo.precision`) the biLM computes in: bound now if it is
-    loaded, else as it enters the layer."""
+def set_layer_precision(model: Model, precision) -> None:
+    """The precision (checked: `spacy_elmo.precision`) the biLM computes in: set now
+    (`ElmoModel.set_precision`'s binding) if it is loaded, else as it enters the layer."""
     from ...hf.modeling_elmo import bind_precision
 
-    model.attrs["precision"] = precision
     elmo = cast(Any, _stack(model).elmo)  # an ElmoModel (or None)
-    if elmo is not None and elmo.encoder.precision != precision:
+    if elmo is None:
+        model.attrs["load_precision"] = precision
+    elif elmo.config.precision != precision:
         bind_precision(elmo, precision)
 
 
@@ -413,7 +419,7 @@ def _plan_segments_v1(docs: Sequence[Doc], max_length: int, overlap: int):
 __all__ = [
     "ElmoLayerStack",
     "ElmoSettingError",
-    "bind_layer_precision",
+    "set_layer_precision",
     "build_bilm",
     "check_source",
     "doc_key",

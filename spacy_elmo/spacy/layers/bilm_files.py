@@ -71,9 +71,12 @@ def bilm_from_bytes(data: bytes, device: torch.device | None = None):
                 raise ElmoLoadError(f"elmo bytes: invalid file name {name!r}")
             (Path(tmp) / name).write_bytes(content)
         try:
-            return load_bilm(tmp, device)
+            elmo, tokenizer = load_bilm(tmp, device)
         except (ElmoLoadError, OSError) as err:  # name the bytes, not the temporary directory
             raise ElmoLoadError(str(err).replace(tmp, "elmo bytes")) from None
+        # its files go with the temporary directory: it keeps its fp32 weights (saving it needs them)
+        elmo.attach_weights_files(None, "it was read from bytes")
+    return elmo, tokenizer
 
 
 __all__ = ["bilm_from_bytes", "bilm_to_bytes", "load_bilm", "save_bilm"]

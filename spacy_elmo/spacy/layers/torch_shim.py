@@ -1,5 +1,5 @@
 """The biLM's thinc shim: thinc's `PyTorchShim`, with each optimizer step written into the torch
-parameters in place.
+parameters in place, and predictions that leave the model in eval mode.
 
 thinc's `PyTorchShim.finish_update` runs the thinc optimizer on numpy (or cupy) views of each
 parameter and its gradient, then rebinds `parameter.data` to a tensor made from the array the
@@ -23,12 +23,21 @@ from __future__ import annotations
 from typing import cast
 
 import torch
-from thinc.api import Optimizer, PyTorchShim, torch2xp, xp2torch
+from thinc.api import ArgsKwargs, Optimizer, PyTorchShim, torch2xp, xp2torch
 from thinc.types import FloatsXd
 
 
 class InPlaceUpdateShim(PyTorchShim):
-    """A `PyTorchShim` whose `finish_update` updates each parameter in place."""
+    """A `PyTorchShim` whose `finish_update` updates each parameter in place, and whose `predict`
+    leaves the model in eval mode."""
+
+    def predict(self, inputs: ArgsKwargs):
+        """As thinc's, without putting the model back in train mode afterwards: a biLM bound to bf16
+        or int8 in eval mode holds no fp32 weights (`hf.fp32_weights`), and train mode reads them
+        back from its files; `begin_update` puts it in train mode when it trains."""
+        self._model.eval()
+        with torch.no_grad(), torch.autocast(device_type="cuda", enabled=self._mixed_precision):
+            return self._model(*inputs.args, **inputs.kwargs)
 
     def finish_update(self, optimizer: Optimizer) -> None:
         for name, parameter in self._model.named_parameters():
