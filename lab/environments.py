@@ -4,6 +4,7 @@ bench/results/environments.md from every record there (the README's "Tested vers
 
     .venv/bin/python -m lab.environments test-newest               # Python 3.13, the newest torch and transformers
     .venv/bin/python -m lab.environments test-compat test-newest   # one leg after the other
+    .venv/bin/python -m lab.environments                           # environments.md again from the records
 
 A leg is run as `lab.time_make_test` runs `make test` (a clone of HEAD with nothing beside it: uncommitted changes
 are not measured, and the record says so); its record adds the Python and the versions of the packages that
@@ -76,7 +77,19 @@ def run_leg(leg: str, repo: Path) -> dict:
 
 def render(records: list[dict]) -> str:
     """The records as a Markdown table, newest first."""
-    columns = ["leg", "Python", *PACKAGES, "pytest", "wall", "exit", "commit", "CPU", "started (UTC)", "load"]
+    columns = [
+        "leg",
+        "Python",
+        *PACKAGES,
+        "pytest",
+        "wall",
+        "CPU time",
+        "exit",
+        "commit",
+        "CPU",
+        "started (UTC)",
+        "load",
+    ]
     lines = [
         "<!-- written by `python -m lab.environments` from environments.jsonl: each leg in a fresh clone of HEAD -->",
         "",
@@ -94,6 +107,7 @@ def render(records: list[dict]) -> str:
             *(v.get(name) or "—" for name in PACKAGES),
             "; ".join(r["summaries"]) or "(none)",
             minutes(r["wall_s"]),
+            minutes(r["user_s"] + r["sys_s"]),
             str(r["exit_status"]),
             commit,
             cpu,
@@ -106,10 +120,14 @@ def render(records: list[dict]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.environments", description=__doc__.split("\n\n")[0])
-    parser.add_argument("legs", nargs="+", choices=list(LEGS), help="Makefile targets, run in this order")
+    parser.add_argument("legs", nargs="*", choices=list(LEGS), help="Makefile targets, run in this order")
     parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout whose HEAD is cloned (default: this one)")
     parser.add_argument("--out", type=Path, default=RESULTS / "environments.jsonl")
     args = parser.parse_args(argv)
+    if not args.legs:  # the table again from the records, as a run writes it
+        records = [json.loads(line) for line in args.out.read_text(encoding="utf-8").splitlines() if line.strip()]
+        args.out.with_suffix(".md").write_text(render(records), encoding="utf-8")
+        return 0
     status = 0
     for leg in args.legs:
         record = run_leg(leg, args.repo.resolve())
