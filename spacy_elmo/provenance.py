@@ -29,7 +29,7 @@ __all__ = ["Provenance", "cpu_kind", "git_state", "input_hashes", "machine", "po
 
 
 def utc_now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def sha256(path: str | os.PathLike) -> str:

@@ -364,7 +364,14 @@ def read_state_dict(path: str | Path, entries: list[Entry]) -> dict[str, torch.T
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(err))
+        # what torch's weights-only unpickler refused (torch 2.4 names a builtin `builtins.exec`, 2.13 `exec`);
+        # torch 2.4 raises this error for a broken file too (2.13 a RuntimeError), naming what broke after the prefix
+        found = re.search(r"Unsupported global: GLOBAL (?:builtins\.)?(\S+)", str(err))
+        broken = re.search(r"WeightsUnpickler error: (?!Unsupported)(.+)", str(err))
+        if broken and not found:
+            raise EfmlFormatError(
+                f"{path}: not a readable PyTorch state dict (truncated or corrupt?): {broken.group(1).strip()}"
+            ) from None
         what = f"calls {found.group(1)}" if found else "holds objects other than tensors"
         raise EfmlFormatError(
             f"{path}: refused: the pickle {what}, which would run code when unpickled; a state dict holds only "
