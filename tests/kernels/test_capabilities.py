@@ -12,7 +12,7 @@ import pytest
 import torch
 from test_kernel_equivalence import LENGTHS, _config, _inputs, _model  # tests/kernels is on sys.path
 
-from spacy_elmo.kernels import capabilities, int8
+from spacy_elmo.kernels import capabilities, products
 
 MKLDNN = torch.ops.mkldnn
 QUANTIZED = torch.ops.quantized
@@ -118,7 +118,7 @@ def test_without_the_quantized_linear_int8_is_fp32_after_one_warning_line(monkey
     torch's ops, on a CPU of `INT8_CPUS`, int8 runs (other values than fp32) without a warning."""
     config = _config(True, True, True, True)
     ids, mask, _ = _inputs(len(LENGTHS), seed=3, config=config)
-    monkeypatch.setattr(int8, "MIN_INPUTS", 1)  # every product would be int8 here
+    monkeypatch.setattr(products, "MIN_INT8_INPUTS", 1)  # every product would be int8 here
     with torch.no_grad():
         fp32 = _model(config)(ids, mask).hidden_states
     if capabilities.int8_available():
