@@ -77,8 +77,8 @@ def cells(args: argparse.Namespace) -> list[dict]:
                     "--output": args.out / "training" / name,
                     "--paths.train": args.corpus / f"train_{pct}.spacy",
                     "--paths.dev": args.corpus / "dev.spacy",
-                    "--training.max_steps": RECIPE["max_steps"],
-                    "--training.eval_frequency": RECIPE["eval_frequency"],
+                    "--training.max_steps": args.max_steps,
+                    "--training.eval_frequency": args.eval_frequency,
                     "--training.patience": RECIPE["patience"],
                     "--system.seed": seed,
                     "--gpu-id": -1,
@@ -200,7 +200,11 @@ def work(cell: dict, args: argparse.Namespace, progress: Progress, locks: dict, 
         fields = {"minutes": record.get("minutes"), "dev_ents_f": (record.get("best_dev") or {}).get("ents_f")}
         git = (record.get("provenance") or {}).get("git") or {}
         if git.get("commit") != args.commit or git.get("dirty"):
-            print(f"[{run}] WARNING: trained at {git.get('commit')} dirty={git.get('dirty')}, not {args.commit}")
+            print(
+                f"[{run}] WARNING: trained at {git.get('commit')} (dirty: {git.get('dirty')}), the campaign started "
+                f"at {args.commit} with a clean tree",
+                flush=True,
+            )
     progress.set(run, state="scoring", **fields)
     test = score(cell, args, locks["ledger"])
     with locks["records"]:
@@ -239,7 +243,8 @@ def run_campaign(args: argparse.Namespace) -> int:
         "log": str(args.log) if args.log else None,
     }
     progress = Progress(args.out / "progress.json", cell_list, header)
-    (args.out / "records").mkdir(parents=True, exist_ok=True)
+    for folder in ("records", "training", "metrics"):
+        (args.out / folder).mkdir(parents=True, exist_ok=True)
     progress.write()
     vectors = vectors_sha256(args.vectors)
     locks = {"ledger": threading.Lock(), "records": threading.Lock()}
@@ -319,6 +324,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
     parser.add_argument("--jobs", type=int, default=2, help="trainings at once, one thread each")
     parser.add_argument("--stop-file", type=Path, help="no new training starts while this file exists")
+    parser.add_argument(
+        "--max-steps", type=int, default=RECIPE["max_steps"], help="the recipe's; fewer for a smoke check only"
+    )
+    parser.add_argument("--eval-frequency", type=int, default=RECIPE["eval_frequency"], help="as --max-steps")
     parser.add_argument("--log", type=Path, help="where this command's output goes (recorded in progress.json)")
     args = parser.parse_args(argv)
     if args.command == "status":

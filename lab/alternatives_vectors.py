@@ -149,6 +149,7 @@ def search(args: argparse.Namespace) -> dict:
     rounds = [candidates]
     results: dict = {"candidates": []}
     records = args.out / "records"
+    (args.out / "training").mkdir(parents=True, exist_ok=True)
     for round_number in range(2):
         if round_number == 1:  # the best value of each setting, together
             combined = combine(results["candidates"])

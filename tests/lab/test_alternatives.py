@@ -100,6 +100,8 @@ def test_cells_run_seed_by_seed_with_the_fine_tuning_rule(tmp_path):
         corpus=tmp_path / "corpus",
         bilm=Path("results/bilm"),
         vectors=Path("results/static_vectors"),
+        max_steps=4000,
+        eval_frequency=400,
     )
     cells = alternatives_campaign.cells(args)
     assert len(cells) == 60
