@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from lab import train_ner
@@ -162,11 +163,26 @@ def score(cell: dict, args: argparse.Namespace, lock: threading.Lock) -> float |
     print(done.stdout.rstrip(), flush=True)
     if done.returncode:
         print(f"[{cell['run']}] scoring: exit {done.returncode}\n{done.stderr[-2000:]}", flush=True)
-    record = args.out / "records" / f"{cell['run']}.json"
+    return test_score(args.out / "records" / f"{cell['run']}.json")
+
+
+def test_score(record: Path) -> float | None:
     try:
         return json.loads(record.read_text(encoding="utf8"))["test"]["score"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def unrecorded_score(cell: dict, args: argparse.Namespace) -> Path | None:
+    """A score file of the cell's model that no look of the ledger holds (the campaign was killed between
+    `spacy evaluate` and the ledger's entry): moved aside, so that the model is scored and recorded again."""
+    metrics = args.out / "metrics" / f"{cell['run']}.json"
+    ledger = args.out / "looks.json"
+    looks = json.loads(ledger.read_text(encoding="utf8")).get("looks", []) if ledger.is_file() else []
+    if not metrics.is_file() or any(look.get("run") == f"training/{cell['run']}" for look in looks):
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(metrics.stat().st_mtime))
+    return train_ner.move_aside(cell["run"], stamp, metrics, metrics.with_name(f"{cell['run']}.provenance.json"))
 
 
 def published_done(cell: dict, args: argparse.Namespace, env: dict) -> bool:
@@ -206,6 +222,11 @@ def work(cell: dict, args: argparse.Namespace, progress: Progress, locks: dict, 
                 flush=True,
             )
     progress.set(run, state="scoring", **fields)
+    if test_score(args.out / "records" / f"{run}.json") is None:
+        with locks["ledger"]:
+            moved = unrecorded_score(cell, args)
+        if moved is not None:
+            print(f"[{run}] a score with no look in the ledger (cut off before its entry) moved to {moved}", flush=True)
     test = score(cell, args, locks["ledger"])
     with locks["records"]:
         annotate_record(args.out / "records" / f"{run}.json", cell, vectors)
