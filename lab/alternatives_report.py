@@ -26,6 +26,7 @@ import math
 import sys
 from pathlib import Path
 
+from lab.alternatives_campaign import SEEDS
 from lab.gains import splice, spread
 
 ARMS = ("none", "static", "elmo", "elmo_static")
@@ -136,7 +137,7 @@ def _gain(entry: dict) -> str:
 
 
 def table(result: dict) -> str:
-    seeds = len(result["seeds"])
+    seeds = len(SEEDS)  # a cell with fewer of the registered seeds says how many it has
     lines = [
         "| train % | none | static | ELMo | ELMo + static | ELMo − none | ELMo − static | (ELMo + static) − static |",
         "|---:|---:|---:|---:|---:|---|---|---|",
@@ -167,7 +168,8 @@ def table(result: dict) -> str:
     target = reach["target"]
     lines += [
         "",
-        f"Test F1 (ents_f × 100) as mean ± sd over the seeds run ({', '.join(f's{s}' for s in result['seeds'])}); "
+        f"Test F1 (ents_f × 100) as mean ± sd over the seeds run so far ({', '.join(f's{s}' for s in result['seeds'])}"
+        f" of the registered {', '.join(f's{s}' for s in SEEDS)}; a cell with fewer says n); "
         "gains as mean [95% interval] (per-seed values); the none arm's 100% test F1: "
         f"{'—' if target is None else f'{target:.2f}'}. Written by lab/alternatives_report.py from "
         f"{len(result['runs'])} run records.",
@@ -200,10 +202,14 @@ def plot(result: dict, path: Path) -> None:
         ys = [c["gains"][f"{a}-{b}"]["mean"] for c in cells]
         low = [y - (c["gains"][f"{a}-{b}"]["interval"] or [y, y])[0] for y, c in zip(ys, cells)]
         high = [(c["gains"][f"{a}-{b}"]["interval"] or [y, y])[1] - y for y, c in zip(ys, cells)]
-        right.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=f"{LABELS[a]} − {LABELS[b]}")
+        name = f"({LABELS[a]}) − {LABELS[b]}" if " " in LABELS[a] else f"{LABELS[a]} − {LABELS[b]}"
+        right.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=name)
     right.axhline(0, color="grey", linewidth=0.8)
     right.set(xscale="log", xlabel="training size (%)", ylabel="paired test F1 gain", title="Gains, 95% intervals")
     right.legend(fontsize=8)
+    for axis in (left, right):  # the sizes themselves as ticks, not powers of ten
+        axis.set_xticks(result["sizes"], [str(size) for size in result["sizes"]])
+        axis.minorticks_off()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
