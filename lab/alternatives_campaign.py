@@ -1,7 +1,7 @@
 """The campaign of results/alternatives.md: four arms x five training sizes x three seeds of NER on FiNER-ORD, each
 trained, then scored once on test, resumably, two trainings at a time.
 
-    python -m lab.alternatives_campaign run [--stop-file /work/wt/STOP-63]     # train and score what is left
+    python -m lab.alternatives_campaign run [--stop-file FILE]     # train and score what is left
     python -m lab.alternatives_campaign status                                  # one line per cell
     python -m lab.alternatives_campaign publish --results results             # records + looks into results/
 

@@ -76,7 +76,7 @@ def shown(done) -> str:
 
 
 def test_the_listener_configs_are_the_ones_the_docs_name():
-    assert sorted(LISTENER_CONFIGS) == ["ner_elmo", "ner_elmo_trf", "tagger_elmo", "textcat_elmo"]
+    assert sorted(LISTENER_CONFIGS) == ["ner_elmo", "ner_elmo_static", "ner_elmo_trf", "tagger_elmo", "textcat_elmo"]
 
 
 @pytest.mark.slow
@@ -89,6 +89,8 @@ def test_spacy_debug_model_on_every_listener_config(name, train_corpus, corpus, 
         if spacy_transformers_missing():
             pytest.skip(spacy_transformers_missing())
         paths += ["--paths.transformer", str(request.getfixturevalue("tiny_bert_dir"))]
+    if "static" in name:
+        paths += ["--paths.vectors", str(request.getfixturevalue("tiny_vectors_dir"))]
     config = tmp_path / f"{name}.cfg"
     assert main(["init-config", name, str(config), *paths]) == 0
     component = spacy.util.load_config(config)["nlp"]["pipeline"][-1]
