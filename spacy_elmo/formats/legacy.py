@@ -19,6 +19,7 @@ import numpy
 import torch
 from huggingface_hub.errors import StrictDataclassError
 
+from ..constants import LEGACY_OPTIONS_FILE, LEGACY_WEIGHTS_FILE
 from ..files import check_input_file
 from ..hf.configuration_elmo import ElmoConfig, config_error_message, read_json_object
 from ..hf.fp32_weights import check_unchanged, stamps
@@ -247,7 +248,7 @@ def check_datasets(handle: h5py.File, path: Path, config: ElmoConfig, options_fi
     highway layers and filters it holds are those the options count, every dataset the table
     needs is there, of floating point and of the shape the options give, and it holds nothing else
     (but the training softmax). One `LegacyFormatError` line naming both files and the field."""
-    options = Path(options_file) if options_file is not None else "options.json"
+    options = Path(options_file) if options_file is not None else LEGACY_OPTIONS_FILE
     names = _datasets(handle)
     counts = {N_LAYERS: config.num_layers, N_HIGHWAY: config.n_highway, FILTERS: len(config.filters)}
     for field, (pattern, what) in COUNTED.items():
@@ -416,7 +417,7 @@ def save_legacy(model, directory: str | Path) -> tuple[Path, Path]:
     for entry in weight_table(config):
         value = state[entry.tensor] if entry.direction is None else state[entry.tensor][entry.direction]
         blocks.setdefault(entry.dataset, []).append(entry.transform.write(value))
-    options_path, weights_path = directory / "options.json", directory / "lm_weights.hdf5"
+    options_path, weights_path = directory / LEGACY_OPTIONS_FILE, directory / LEGACY_WEIGHTS_FILE
     options_path.write_text(json.dumps(config.to_options(), indent=2), encoding="utf-8")
     with h5py.File(weights_path, "w") as out:
         for name, parts in blocks.items():  # a dataset's row blocks come in row order

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from ..constants import DEFAULT_DEVICE
 from ..devices import Distributed, pick_device
 from ..files import check_output, made_folders, start_temporary, temporary_sibling
 from ..precision import Precision, check_precision
@@ -69,7 +70,7 @@ def dump_embeddings(
     data_format: str = "tokenized",
     lang: str = "en",
     progress: bool = True,
-    device: str = "auto",
+    device: str = DEFAULT_DEVICE,
     overwrite: bool = False,
     precision: str | None = None,
 ) -> int:
@@ -184,7 +185,7 @@ def print_embeddings(
     dims: int = 6,
     data_format: str = "tokenized",
     lang: str = "en",
-    device: str = "auto",
+    device: str = DEFAULT_DEVICE,
     precision: str | None = None,
 ) -> None:
     """`spacy-elmo embed MODEL` (no files): each sentence of standard input (one per line) and the

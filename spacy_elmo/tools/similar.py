@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from ..constants import DEFAULT_DEVICE
 from ..training.vocabulary import SPECIAL_TOKENS, Vocabulary
 from .options import OPTIONS
 
@@ -30,7 +31,7 @@ def nearest_words(
     layer: int = 2,
     min_count: int = 2,
     max_sentences: int = 0,
-    device: str = "auto",
+    device: str = DEFAULT_DEVICE,
     progress: bool = True,
 ) -> list[tuple[str, float]]:
     """`spacy-elmo similar`: the `n` (word, cosine) nearest to `word`: among the vocabulary
