@@ -219,6 +219,11 @@ class ElmoConfig(PreTrainedConfig):
         return sum(n for _, n in self.filters)
 
     @property
+    def num_output_layers(self) -> int:
+        """The layers the biLM returns, L + 1: the token layer (0) and one per biLSTM layer (`num_layers`)."""
+        return self.num_layers + 1
+
+    @property
     def output_dim(self) -> int:
         """Width of every biLM layer output (forward + backward)."""
         return 2 * self.projection_dim

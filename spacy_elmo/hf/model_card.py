@@ -59,7 +59,7 @@ def _architecture(model) -> list[str]:
         f"| biLSTM | {c.num_layers} layers per direction, cell {c.lstm_dim}, projection {c.projection_dim}, "
         f"skip connections: {'yes' if c.use_skip_connections else 'no'}, cell clip {c.cell_clip}, "
         f"projection clip {c.proj_clip} |",
-        f"| output | {c.num_layers + 1} layers (layer 0: context-independent token vectors) of "
+        f"| output | {c.num_output_layers} layers (layer 0: context-independent token vectors) of "
         f"{c.output_dim} dims (forward ; backward) per token |",
     ]
     if head is not None:

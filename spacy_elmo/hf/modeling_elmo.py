@@ -712,18 +712,13 @@ class ElmoModel(ElmoPreTrainedModel):
         self.token_encoder = ElmoCharacterEncoder(config)
         self.encoder = ElmoBiLstm(config)
         self.scalar_mixes = nn.ModuleList(
-            ScalarMix(config.num_layers + 1, config.scalar_mix_layer_norm)
+            ScalarMix(config.num_output_layers, config.scalar_mix_layer_norm)
             for _ in range(config.num_output_representations)
         )
         self.post_init()
         self._fp32_state = fp32_weights.Fp32State()
         self._bound: tuple[str, str] | None = None  # (precision, device type) the products are bound for
         self._bind_precision(explicit=False)  # (from a config or config.json; checked by ElmoConfig)
-
-    @property
-    def num_layers(self) -> int:
-        """Number of output layers, L + 1."""
-        return self.config.num_layers + 1
 
     def set_precision(self, precision: str) -> ElmoModel:
         """Inference in `precision`: "fp32" (exact, the default), "bf16" (bf16 products, fp32 state
@@ -889,7 +884,7 @@ class ElmoModel(ElmoPreTrainedModel):
             empty = self.token_encoder.char_embedding.weight.new_zeros(0, input_ids.shape[1], self.config.output_dim)
             return ElmoModelOutput(
                 last_hidden_state=empty,
-                hidden_states=(empty,) * self.num_layers,
+                hidden_states=(empty,) * self.config.num_output_layers,
                 attention_mask=mask,
                 mixed_representations=tuple(empty for _ in self.scalar_mixes) or None,
             )

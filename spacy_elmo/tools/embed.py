@@ -136,7 +136,9 @@ def dump_embeddings(
                         for i, words in part:
                             if not words:
                                 out.create_dataset(
-                                    str(i), shape=(model.num_layers, 0, model.config.output_dim), dtype="float32"
+                                    str(i),
+                                    shape=(model.config.num_output_layers, 0, model.config.output_dim),
+                                    dtype="float32",
                                 )
                         written += len(part)
                     chunk.clear()

@@ -204,7 +204,7 @@ def install_bilm(model: Model, elmo, tokenizer) -> None:
         bind_precision(elmo, wanted)
     stack.elmo, stack.tokenizer = elmo, tokenizer
     model.set_dim("nO", int(elmo.config.output_dim), force=True)
-    model.set_dim("nL", int(elmo.config.num_layers) + 1, force=True)
+    model.set_dim("nL", int(elmo.config.num_output_layers), force=True)
 
 
 def set_elmo_model(model: Model, elmo, tokenizer=None) -> None:
