@@ -507,12 +507,14 @@ class EfmlFiles:
     path: Path
     seen: tuple
 
-    WEIGHT_FILES = ("token_embedder.pkl", "encoder.pkl")
-
     @classmethod
     def of(cls, path: str | Path) -> "EfmlFiles":
         directory = Path(path)
-        return cls(directory, stamps([directory / name for name in cls.WEIGHT_FILES]))
+        return cls(directory, stamps([directory / name for name in EFML_WEIGHT_FILES]))
+
+    @property
+    def converted_from(self) -> str:
+        return describe_efml(self.path)
 
     def describe(self) -> str:
         return str(self.path)
@@ -528,7 +530,8 @@ def load_efml(path: str | Path, lang: str = "xx"):
 
     `lang`: the spaCy language whose tokenizer splits raw text for the HF tokenizer (EFML
     directories do not say; "xx" is spaCy's multi-language tokenizer). The model records the
-    directory (`converted_from`), so the card `save_pretrained` writes names it.
+    directory (`EfmlFiles`: its `converted_from`, which the card `save_pretrained` writes names, and
+    where a low precision reads the fp32 weights back from).
     """
     from ..hf.configuration_elmo import ElmoConfig
     from ..hf.modeling_elmo import ElmoModel
@@ -549,7 +552,6 @@ def load_efml(path: str | Path, lang: str = "xx"):
         char_vocab=char_lexicon,
         word_vocab=word_lexicon,
     )
-    model.converted_from = describe_efml(path)
     return model.eval(), tokenizer
 
 

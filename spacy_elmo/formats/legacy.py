@@ -375,6 +375,10 @@ class LegacyFiles:
         paths = (Path(options_file), Path(weights_file))
         return cls(*paths, stamps(paths))
 
+    @property
+    def converted_from(self) -> str:
+        return describe_legacy(self.options, self.weights)
+
     def describe(self) -> str:
         return f"{self.options} + {self.weights}"
 
@@ -386,7 +390,8 @@ class LegacyFiles:
 
 def load_legacy(options_file: str | Path, weights_file: str | Path, **config_overrides):
     """Builds an `ElmoModel` from legacy files (in eval mode); outputs match the reference implementation.
-    The model records the files (`converted_from`), so the card `save_pretrained` writes names them."""
+    The model records the files it was read from (`LegacyFiles`: its `converted_from`, which the card
+    `save_pretrained` writes names, and where a low precision reads its fp32 weights back from)."""
 
     config = config_from_options(options_file, **config_overrides)
     model = ElmoModel(config)
@@ -396,7 +401,6 @@ def load_legacy(options_file: str | Path, weights_file: str | Path, **config_ove
         raise LegacyFormatError(
             f"{weights_file}: weights do not fit the model (missing {missing}, unexpected {result.unexpected_keys})"
         )
-    model.converted_from = describe_legacy(options_file, weights_file)
     model.attach_weights_files(LegacyFiles.of(options_file, weights_file))
     return model.eval()
 

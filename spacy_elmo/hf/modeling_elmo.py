@@ -630,9 +630,6 @@ class ElmoPreTrainedModel(PreTrainedModel):
     # save_pretrained / push_to_hub write a complete model directory (spacy_elmo.hf.model_directory)
     save_pretrained = model_directory.save_pretrained
     push_to_hub = model_directory.push_to_hub  # type: ignore[assignment]  # (adds tokenizer=, model_card=: not HF's signature)
-    # what a converter built this model from (`load_legacy`, `load_efml`: the files' names, as a model card
-    # shows them): the card's source when save_pretrained is given none; None for any other model
-    converted_from: str | None = None
     # a pretrained directory may carry the LM head; the encoder alone ignores it quietly
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
 
@@ -669,6 +666,15 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 module.attach_weights_files(found, "its weights were not loaded from safetensors files")
                 module._bind_precision(explicit=True)
         return (model, info) if want_info else model
+
+    @property
+    def converted_from(self) -> str | None:
+        """What a converter built this biLM from (`load_legacy`, `load_efml`: the files' names, as a
+        model card shows them), the card's source when save_pretrained is given none; None for any
+        other model. The loader's record of its files answers (`attach_weights_files`)."""
+        elmo = next((module for module in self.modules() if isinstance(module, ElmoModel)), None)
+        files = elmo._fp32_state.files if elmo is not None else None
+        return files.converted_from if files is not None else None
 
     @torch.no_grad()
     def _init_weights(self, module):
