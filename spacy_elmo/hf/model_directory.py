@@ -551,6 +551,7 @@ def load_strict(
     *,
     model_class=None,
     arguments: dict[str, Any] | None = None,
+    checked: bool = False,
 ) -> tuple[Any, dict]:
     """(model, loading info) from `load(output_loading_info=True, ignore_mismatched_sizes=True)`
     (HF's `from_pretrained`: safetensors, `weights_only=True`), made strict: a bad config.json,
@@ -559,16 +560,18 @@ def load_strict(
     file; so do weights files that are not whole safetensors. A local folder passes the cheap checks
     first, before any weight is read (`check_directory` for `model_class`, its config.json against
     its weights; without a `model_class`, or where the loading `arguments` give a config or change
-    its sizes, the weights' headers alone: the loading info is checked after)."""
+    its sizes, the weights' headers alone: the loading info is checked after); `checked`: the folder
+    passed `check_directory` already (a model reference's check), so it is not checked again."""
     from safetensors import SafetensorError
     from transformers.utils import logging as hf_logging
 
-    check_config_file(source)
-    if Path(source).is_dir():
+    if not checked:
+        check_config_file(source)
+    if Path(source).is_dir() and not checked:
         arguments = arguments or {}
         given = arguments.get("config")
         sized = set(arguments) & (CONFIG_FIELDS - RUNTIME_CONFIG_FIELDS)  # (checked in the loading info)
-        if model_class is not None and not sized and (given is not None or (Path(source) / "config.json").is_file()):
+        if model_class is not None and not sized and (given is not None or (Path(source) / CONFIG_FILE).is_file()):
             config = given if isinstance(given, ElmoConfig) else None
             check_directory(source, model_class, variant, config=config, tokenizer=False)
         else:

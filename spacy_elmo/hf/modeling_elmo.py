@@ -23,10 +23,8 @@ LM targets over them (§3.1); the character encoder, the biLSTM (its definition
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple, cast
 
 import torch
@@ -594,23 +592,12 @@ def apply_precision(model: nn.Module, precision: str) -> nn.Module:
     return bind_precision(model, check_precision(precision))
 
 
-def _weights_files(name, kwargs: dict) -> list:
-    """The safetensors files `from_pretrained(name, **kwargs)` read: a local folder's, or the hub
-    snapshot's in the local cache ([] where there are none: a state dict, pickled weights)."""
-    if name is None:
+def _weights_files(folder: sources.ModelFolder | None, variant: str | None) -> list:
+    """The safetensors files a model was read from ([] where there are none: a state dict, pickled weights)."""
+    if folder is None:
         return []
-    subfolder = kwargs.get("subfolder") or ""
-    folder = Path(os.fspath(name)) / subfolder
-    if not folder.is_dir():
-        config = f"{subfolder}/config.json" if subfolder else "config.json"
-        cached = sources.cached_file(
-            os.fspath(name), config, cache_dir=kwargs.get("cache_dir"), revision=kwargs.get("revision")
-        )
-        if cached is None:
-            return []
-        folder = cached.parent
     try:
-        return model_directory.weights_files(folder, kwargs.get("variant"))
+        return model_directory.weights_files(folder.path, variant)
     except ElmoLoadError:
         return []
 
@@ -639,32 +626,56 @@ class ElmoPreTrainedModel(PreTrainedModel):
         a bad config.json, missing or mis-shaped tensors and NaN/inf weights raise `ElmoLoadError`
         naming the source. `lstm_implementation=` chooses the biLSTM kernel (a run-time setting,
         never read from the file). An argument it does not honour raises a one-line `TypeError` /
-        `ValueError` before anything is read (`model_directory.check_loading_arguments`), and so
-        does a name of no model (`sources.locate`: no such folder; a hub id not cached when the hub
-        cannot be asked). The loaded biLM binds its `config.precision` (eval mode: a low precision
-        releases the fp32 weights it converts, which it reads back from these files when needed)."""
+        `ValueError` before anything is read (`model_directory.check_loading_arguments`). The name is
+        resolved once (`sources.resolve`): a folder as it is, a hub id to its snapshot in the local
+        cache after one request to the hub; a name of no model is one line (no such folder; a hub id
+        not cached when the hub cannot be asked). The loaded biLM binds its `config.precision` (eval
+        mode: a low precision releases the fp32 weights it converts, which it reads back from these
+        files when needed)."""
         model_directory.check_loading_arguments(f"{cls.__name__}.from_pretrained", args, kwargs)
-        # a folder that is not there, or a hub id neither cached nor to be had: one line, no retries
-        kwargs.update(sources.locate(pretrained_model_name_or_path, **kwargs))
+        folder = sources.resolve(pretrained_model_name_or_path, **kwargs)
+        return cls._from_folder(folder, kwargs, checked=False)
+
+    @classmethod
+    def from_checked_folder(cls, folder: sources.ModelFolder, **kwargs):
+        """`from_pretrained` of a folder a model reference resolved and checked already
+        (`formats.references`: `model_directory.check_directory` for `ElmoModel`), read without
+        checking it again; where the files came from (`sources.HUB_ARGUMENTS`) is settled."""
+        model_directory.check_loading_arguments(f"{cls.__name__}.from_pretrained", (), kwargs)
+        return cls._from_folder(folder, kwargs, checked=True)
+
+    @classmethod
+    def _from_folder(cls, folder: sources.ModelFolder | None, kwargs: dict, *, checked: bool):
+        """The model of a resolved folder (None: a config and a state dict given instead of files)."""
         want_info = kwargs.pop("output_loading_info", False)
         kwargs.pop("ignore_mismatched_sizes", None)  # False (checked): load_strict passes True, then refuses
-        # the checks of a local directory read the folder HF reads
-        source = str(pretrained_model_name_or_path)
-        if kwargs.get("subfolder"):
-            source = os.path.join(source, kwargs["subfolder"])
-        load = functools.partial(
-            super().from_pretrained, pretrained_model_name_or_path, **compat.loading_arguments(kwargs)
+        reading = {name: value for name, value in kwargs.items() if name not in sources.HUB_ARGUMENTS}
+        # what messages name: a local folder as the user wrote it, a hub snapshot's path in the cache
+        source = (
+            None if folder is None else folder.local_text(kwargs) if folder.repo_folder is None else str(folder.path)
         )
-        model, info = model_directory.load_strict(
-            load, source, cls._optional_weights, kwargs.get("variant"), model_class=cls, arguments=kwargs
-        )
-        files = _weights_files(pretrained_model_name_or_path, kwargs)
+        load = functools.partial(super().from_pretrained, source, **compat.loading_arguments(reading))
+        try:
+            model, info = model_directory.load_strict(
+                load,
+                str(source),
+                cls._optional_weights,
+                kwargs.get("variant"),
+                model_class=cls,
+                arguments=kwargs,
+                checked=checked,
+            )
+        except ElmoLoadError as err:
+            raise (err if folder is None else folder.damaged(err)) from None
+        files = _weights_files(folder, kwargs.get("variant"))
         for prefix, module in model.named_modules():
             if isinstance(module, ElmoModel):
                 names = fp32_weights.weight_names(module)
                 found = fp32_weights.SafetensorsFiles.find(files, names, prefix + "." if prefix else "")
                 module.attach_weights_files(found, "its weights were not loaded from safetensors files")
                 module._bind_precision(explicit=True)
+        if folder is not None:  # the name the user gave, not the folder it resolved to (a hub snapshot)
+            model.name_or_path = model.config.name_or_path = folder.name
         return (model, info) if want_info else model
 
     @property

@@ -48,10 +48,10 @@ def convert(
 
         language_class(lang)
     reference = parse_reference(",".join(source))
-    reference.check()  # cheap: no weights read, no network
+    checked = reference.check()  # cheap: no weights read, no network
     with made_folders(output.parent), temporary_sibling(output) as tmp:
         start_temporary(tmp, output, folder=True)
-        model, tokenizer = reference.load(lang=lang, progress=progress)
+        model, tokenizer = reference.load(checked=checked, lang=lang, progress=progress)
         card = {
             "source": reference.describe(),
             "license": license,

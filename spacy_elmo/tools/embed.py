@@ -97,12 +97,12 @@ def dump_embeddings(
     for path in {output, target}:
         check_output(path, overwrite=overwrite)
     reference = parse_reference(model_ref)
-    reference.check()
+    checked = reference.check()
     check_text_input(input_path)
     tokenize = make_tokenizer(data_format, lang)
     with made_folders(output.parent), temporary_sibling(target) as tmp:
         start_temporary(tmp, target)
-        model, tokenizer = reference.load()
+        model, tokenizer = reference.load(checked=checked)
         model = _with_precision(model.to(torch_device).eval(), chosen)
         from_stdin = str(input_path) == "-"
         bar = None
@@ -197,13 +197,13 @@ def print_embeddings(
     OPTIONS["embed"]["--dims"].check(dims, "dims")
     chosen = _check_precision(precision)  # before any work
     reference = parse_reference(model_ref)
-    reference.check()  # cheap: no weights read, no network
+    checked = reference.check()  # cheap: no weights read, no network
     tokenize = make_tokenizer(data_format, lang)
     # standard input is read (and decoded) whole before the model loads
     lines = [words for words in (tokenize(line.strip()) for line in read_lines(stdin_bytes(), "<stdin>")) if words]
     if not lines:
         raise TextError("<stdin>: no input: give one sentence per line on stdin")
-    model, tokenizer = reference.load()
+    model, tokenizer = reference.load(checked=checked)
     model = _with_precision(model.to(pick_device(device)), chosen)
     torch.set_printoptions(precision=4, sci_mode=False)
     with torch.no_grad():

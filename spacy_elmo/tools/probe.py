@@ -226,11 +226,11 @@ def probe_tasks(
     check_settings(tasks, max_sentences, seed, l2, max_iter)
     torch.manual_seed(seed)
     reference = parse_reference(model_ref)
-    reference.check()  # a wrong reference fails before the data is read
+    checked = reference.check()  # a wrong reference fails before the data is read
     data = {
         task: (read_examples(train, task, max_sentences), read_examples(dev, task, max_sentences)) for task in tasks
     }
-    model, tokenizer = reference.load()
+    model, tokenizer = reference.load(checked=checked)
     model = model.to(pick_device(device))
     result: dict[str, Any] = {
         "model": str(model_ref),

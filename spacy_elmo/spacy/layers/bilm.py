@@ -8,8 +8,9 @@ Doc's output does not depend on what else is in the batch.
 
 The layer holds its model reference parsed once (`attrs["reference"]`, beside the text it was given,
 `attrs["name"]`, which is what a saved config names): the component checks it cheaply when it is
-built (`check_source`), and the torch biLM is loaded from it lazily on first use
-(`formats.references`: the biLM with its tokenizer fitted), unless weights arrive first
+built (`check_source`, keeping what the check found in `attrs["checked"]`), and the torch biLM is
+loaded from it lazily on first use (`formats.references`: the biLM with its tokenizer fitted, its
+files read without being checked again), unless weights arrive first
 (`set_elmo_model`, `from_bytes`, `bilm_files`): a saved pipeline therefore never needs the
 original files. The inference precision is the biLM's own (`config.precision`, read from its files
 and changed only by `set_precision`); a precision the component sets before the biLM is loaded waits
@@ -158,6 +159,8 @@ def build_bilm(
             "name": name,  # the text, as configs and saved layers name it
             # (text, its parsed reference): not msgpack, so never in a saved layer's bytes
             "reference": (name, parse_reference(name)) if name else None,
+            # what `check_source` found (`references.Checked`), for the load to read without checking again
+            "checked": None,
             "max_batch_tokens": int(max_batch_tokens),
             "segmenter": segmenter if segmenter is not None else SentencesOrWindows(),
             # the `elmo` component's precision for a biLM not loaded yet (None: the biLM's own)
@@ -289,7 +292,7 @@ def check_source(model: Model) -> None:
         return
     reference = _reference(model)
     try:
-        reference.check()
+        model.attrs["checked"] = reference.check()
     except ModelAbsentError:
         pass
     # ValueError: broken legacy files (LegacyFormatError); OSError: a malformed URL (DownloadError)
@@ -298,12 +301,14 @@ def check_source(model: Model) -> None:
 
 
 def _load(model: Model):
-    """(model, tokenizer fitted to it) of the layer's reference (`ModelReference.load`); a
-    reference to nothing, or to files that turn out broken when read (each reader's one-line
-    error naming the file), is one `ElmoSettingError` line naming the setting."""
+    """(model, tokenizer fitted to it) of the layer's reference (`ModelReference.load`, handed what
+    `check_source` found, so the files are checked once); a reference to nothing, or to files that
+    turn out broken when read (each reader's one-line error naming the file), is one
+    `ElmoSettingError` line naming the setting."""
     reference = _reference(model)
+    checked, model.attrs["checked"] = model.attrs.get("checked"), None
     try:
-        return reference.load()
+        return reference.load(checked=checked if checked is not None and checked.reference == reference else None)
     # as in check_source: ModelNotFoundError and the readers' errors (ValueError), a download (OSError)
     except (ValueError, OSError) as err:
         raise ElmoSettingError(title=f"{_SETTING}: {err}") from None
