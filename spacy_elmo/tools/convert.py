@@ -102,18 +102,4 @@ def check_legacy_order(options: Path, weights: Path) -> None:
         )
 
 
-def describe_source(source: list[str]) -> str:
-    """Deprecated: `parse_reference(",".join(source)).describe()` (what a model card says the model
-    was converted from); kept for one release."""
-    import warnings
-
-    warnings.warn(
-        "spacy_elmo.tools.convert.describe_source is deprecated: use "
-        "spacy_elmo.formats.references.parse_reference(reference).describe()",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return parse_reference(",".join(source)).describe()
-
-
-__all__ = ["MODEL_FILES", "check_legacy_order", "convert", "written_by_convert"]
+__all__ = ["check_legacy_order", "convert", "written_by_convert"]

@@ -21,7 +21,6 @@ the biLM's config alone holds it.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -42,6 +41,7 @@ from thinc.api import (
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats3d
 
+from ...constants import MAX_BATCH_TOKENS
 from . import bilm_files, segmentation
 from .layer_cache import LayerCache, doc_cache_key
 from .segmentation import Segmenter, SentencesOrWindows, doc_segments
@@ -113,22 +113,18 @@ def doc_key(model: Model, doc: Doc):
 def build_bilm(
     name: str | None,
     *,
-    max_batch_tokens: int = 4096,
+    max_batch_tokens: int = MAX_BATCH_TOKENS,
     segmenter: Segmenter | None = None,
     autocast: bool = False,
     grad_scaler_config: dict[str, Any] | None = None,
-    **deprecated: Any,
 ) -> Model[list[Doc], list[Floats3d]]:
     """Docs → one [L+1, len(doc), dim] array per Doc from the biLM found at `name` (loaded lazily).
 
     name: a model reference (`formats.references`), parsed here, once; segmenter: `Doc → segments`
-    (`segmentation.py`; default `spacy-elmo.sentences_or_windows.v1`'s, 256 tokens overlapping by 64);
-    autocast: torch autocast in the biLM (GPU), with a gradient scaler configured by
-    `grad_scaler_config`. (`max_length`, `window_overlap` and `mixed_precision`, the arguments of
-    `spacy-elmo.ElmoBiLM.v1`, are still taken, with a deprecation warning.)"""
+    (`segmentation.py`; default `spacy-elmo.sentences_or_windows.v1` with its defaults); autocast:
+    torch autocast in the biLM (GPU), with a gradient scaler configured by `grad_scaler_config`."""
     from ...formats.references import parse_reference
 
-    segmenter, autocast = _deprecated_arguments(segmenter, autocast, deprecated)
     if max_batch_tokens < 1:
         raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
     scaler_cfg = dict(grad_scaler_config or {})
@@ -167,25 +163,6 @@ def build_bilm(
             "load_precision": None,
         },
     )
-
-
-def _deprecated_arguments(segmenter, autocast: bool, deprecated: dict[str, Any]):
-    """`build_bilm`'s arguments before the segmenter and autocast were named: (segmenter, autocast)."""
-    unknown = set(deprecated) - {"max_length", "window_overlap", "mixed_precision"}
-    if unknown:
-        raise TypeError(f"build_bilm() got unexpected keyword arguments {sorted(unknown)}")
-    if deprecated:
-        warnings.warn(
-            "build_bilm(max_length=, window_overlap=, mixed_precision=) is deprecated: pass "
-            "segmenter=SentencesOrWindows(max_length, window_overlap) and autocast=",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-    if "max_length" in deprecated or "window_overlap" in deprecated:
-        if segmenter is not None:
-            raise TypeError("build_bilm() takes a segmenter or max_length/window_overlap, not both")
-        segmenter = SentencesOrWindows(deprecated.get("max_length", 256), deprecated.get("window_overlap", 64))
-    return segmenter, bool(deprecated.get("mixed_precision", autocast))
 
 
 def _stack(model: Model) -> ElmoLayerStack:
@@ -389,36 +366,6 @@ def predict_cached(model: Model, docs: Sequence[Doc], cache: LayerCache | None) 
             cache.put(keys[i], layers)
             outputs[i] = layers
     return outputs  # type: ignore[return-value]
-
-
-# names that moved in 0.2 (segmentation.py, bilm_files.py): importable from here for one release
-_MOVED = {
-    "Segment": "segmentation",
-    "window_spans": "segmentation",
-    "plan_segments": "segmentation",
-    "save_bilm": "bilm_files",
-    "load_bilm": "bilm_files",
-    "bilm_to_bytes": "bilm_files",
-    "bilm_from_bytes": "bilm_files",
-}
-
-
-def __getattr__(name: str):
-    """A moved name, with a `DeprecationWarning` naming its new module. `plan_segments` keeps its
-    old signature here, `(docs, max_length, overlap)`."""
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    where = f"spacy_elmo.spacy.layers.{_MOVED[name]}"
-    warnings.warn(
-        f"spacy_elmo.spacy.layers.bilm.{name} is deprecated: import it from {where}", DeprecationWarning, stacklevel=2
-    )
-    if name == "plan_segments":
-        return _plan_segments_v1
-    return getattr({"segmentation": segmentation, "bilm_files": bilm_files}[_MOVED[name]], name)
-
-
-def _plan_segments_v1(docs: Sequence[Doc], max_length: int, overlap: int):
-    return segmentation.plan_segments(docs, SentencesOrWindows(max_length, overlap))
 
 
 __all__ = [
