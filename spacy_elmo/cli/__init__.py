@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from .. import __version__
+from ..constants import VERSION
 from . import convert, embed, init_config, pretrain, probe, similar
 from .arguments import TERMINATED, USER_ERROR, Parser, Terminated
 
@@ -31,7 +31,7 @@ COMMANDS = (convert, init_config, embed, pretrain, similar, probe)  # the order 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="spacy-elmo", description="ELMo for spaCy and Hugging Face")
-    parser.add_argument("--version", action="version", version=f"spacy-elmo {__version__}")
+    parser.add_argument("--version", action="version", version=f"spacy-elmo {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_to(sub)

@@ -24,6 +24,8 @@ from typing import Any, Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
+from ..constants import DEFAULT_DEVICE, Device
+
 
 class PretrainError(ValueError):
     """A run cannot start: bad settings, unusable output directory, missing data or checkpoint."""
@@ -56,7 +58,7 @@ class PathsSettings(_Section):
 class SystemSettings(_Section):
     seed: int = Field(0, ge=0)
     threads: int = Field(0, ge=0)  # 0 = torch's default
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Device = DEFAULT_DEVICE
 
 
 class DataSettings(_Section):
