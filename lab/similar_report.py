@@ -46,7 +46,7 @@ def main() -> None:
         found = ", ".join(f"{w} ({s:.2f})" for w, s in most_similar(model, word, vocab, args.n))
         lines.append(f"| {word} | {found} |")
     if args.corpus is not None:
-        layer = args.layer % model.num_layers
+        layer = args.layer % model.config.num_output_layers
         started = time.time()
         words, vectors = contextual_word_vectors(
             model, read_sentences(args.corpus, args.max_sentences), layer, args.min_count

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from .constants import VERSION as __version__  # noqa: F401  (the package's version, as Python packages name it)
 
 _EXPORTS = {
     "ElmoConfig": "hf.configuration_elmo",

@@ -151,17 +151,20 @@ def mismatched_shapes(info: dict, model, weights: Path) -> list[tuple[str, tuple
     return [(name, found.get(name, ()), tuple(state[name].shape)) for name in info["mismatched_keys"]]
 
 
-def ask_hub_once(url: str, timeout: float, token=None) -> None:
-    """One HEAD request for a hub file, without retries (`token`: huggingface_hub's, None for the saved one);
-    raises huggingface_hub's errors (RepositoryNotFoundError, EntryNotFoundError, HfHubHTTPError) or the network's."""
+def ask_hub_once(url: str, timeout: float, token=None) -> str | None:
+    """One HEAD request for a hub file, without retries (`token`: huggingface_hub's, None for the saved one): the
+    commit the hub serves it from (its X-Repo-Commit header; None where the answer has none). Raises
+    huggingface_hub's errors (RepositoryNotFoundError, EntryNotFoundError, HfHubHTTPError) or the network's."""
     if HUB_VERSION >= Version("1.0.0.dev0"):
         from huggingface_hub import get_hf_file_metadata
 
-        get_hf_file_metadata(url, token=token, timeout=timeout)
-        return
+        return get_hf_file_metadata(url, token=token, timeout=timeout).commit_hash
+    from huggingface_hub.constants import HUGGINGFACE_HEADER_X_REPO_COMMIT
     from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-    hf_raise_for_status(get_session().head(url, headers=build_hf_headers(token=token), timeout=timeout))
+    response = get_session().head(url, headers=build_hf_headers(token=token), timeout=timeout)
+    hf_raise_for_status(response)
+    return response.headers.get(HUGGINGFACE_HEADER_X_REPO_COMMIT)
 
 
 def hub_offline() -> bool:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-DEVICES = ("auto", "cpu", "cuda")
+from .constants import DEFAULT_DEVICE, DEVICES
 
 
-def pick_device(device: str = "auto", index: int = 0) -> torch.device:
+def pick_device(device: str = DEFAULT_DEVICE, index: int = 0) -> torch.device:
     """ "auto" (CUDA when available), "cpu" or "cuda" → a torch device (CUDA device `index`)."""
     if device not in DEVICES:
         raise ValueError(f"device: expected one of {', '.join(DEVICES)}, found {device!r}")
@@ -37,7 +37,7 @@ class Distributed:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     @classmethod
-    def from_env(cls, device: str = "auto") -> Distributed:
+    def from_env(cls, device: str = DEFAULT_DEVICE) -> Distributed:
         """Reads torchrun's environment, picks the device ("auto": CUDA when available) and joins the group."""
         world = int(os.environ.get("WORLD_SIZE", "1"))
         dev = pick_device(device, int(os.environ.get("LOCAL_RANK", "0")))
@@ -83,4 +83,4 @@ class Distributed:
             dist.destroy_process_group()
 
 
-__all__ = ["Distributed", "DEVICES", "pick_device"]
+__all__ = ["Distributed", "pick_device"]

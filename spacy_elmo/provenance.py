@@ -25,11 +25,13 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from .constants import CONFIG_FILE, VERSION, WEIGHTS_FILE
+
 __all__ = ["Provenance", "cpu_kind", "git_state", "input_hashes", "machine", "portable", "sha256", "threads", "utc_now"]
 
 
 def utc_now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def sha256(path: str | os.PathLike) -> str:
@@ -40,7 +42,8 @@ def sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-MODEL_FILES = ("config.json", "model.safetensors")
+# what identifies a model directory a command reads: its config and weights
+HASHED_MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE)
 
 
 def input_hashes(command: Sequence[str], exclude: Iterable[str | os.PathLike] = ()) -> dict[str, str]:
@@ -78,7 +81,7 @@ def input_hashes(command: Sequence[str], exclude: Iterable[str | os.PathLike] = 
         if path.is_file():
             found[text] = sha256(path)
         elif path.is_dir():
-            files = [path / name for name in MODEL_FILES if (path / name).is_file()]
+            files = [path / name for name in HASHED_MODEL_FILES if (path / name).is_file()]
             if not files:
                 try:
                     files = resolve_files(path)
@@ -228,7 +231,7 @@ def machine(env: Mapping[str, str] | None = None) -> dict:
         "spacy": _version("spacy"),
         "thinc": _version("thinc"),
         "transformers": _version("transformers"),
-        "spacy_elmo": _version("spacy_elmo"),
+        "spacy_elmo": VERSION,
         "gpu": None,
         "threads": threads(env),
     }

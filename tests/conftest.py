@@ -153,6 +153,33 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     return out
 
 
+def floret_table(path: Path, rows: int = 64, dim: int = 8) -> Path:
+    """A tiny floret table as floret's `save_floret_vectors` writes one: a header of rows, dim, minn, maxn,
+    hash count, hash seed, BOW and EOW, then one `index v_1 ... v_dim` line per hashed row."""
+    import numpy
+
+    rng = numpy.random.default_rng(0)
+    lines = [f"{rows} {dim} 3 4 2 2166136261 < >"]
+    lines += [f"{i} " + " ".join(f"{v:.5f}" for v in rng.normal(0, 0.1, dim)) for i in range(rows)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_vectors_dir(tmp_path_factory) -> Path:
+    """A spaCy vectors pipeline of a tiny floret table, made by `spacy init vectors --mode floret` as a user makes
+    one: the `paths.vectors` of the static-vector configs."""
+    import sys
+
+    from helpers import run
+
+    folder = tmp_path_factory.mktemp("floret")
+    table = floret_table(folder / "tiny.floret")
+    made = run(sys.executable, "-m", "spacy", "init", "vectors", "en", table, folder / "vectors", "--mode", "floret")
+    assert made.returncode == 0, (made.stdout + made.stderr)[-3000:]
+    return folder / "vectors"
+
+
 @pytest.fixture(scope="session")
 def tiny_model(allennlp_dir):
     from spacy_elmo import load_legacy

@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from .. import __version__
+from ..constants import VERSION
 from . import convert, embed, init_config, pretrain, probe, similar
 from .arguments import TERMINATED, USER_ERROR, Parser, Terminated
 
@@ -31,7 +31,7 @@ COMMANDS = (convert, init_config, embed, pretrain, similar, probe)  # the order 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="spacy-elmo", description="ELMo for spaCy and Hugging Face")
-    parser.add_argument("--version", action="version", version=f"spacy-elmo {__version__}")
+    parser.add_argument("--version", action="version", version=f"spacy-elmo {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_to(sub)
@@ -43,27 +43,42 @@ def _signals_raise() -> Iterator[None]:
     """For the block: SIGTERM raises `Terminated` in the command (Python's default would end the
     process without running a single `finally`), SIGINT KeyboardInterrupt as ever; and either, when
     it lands in a weakref callback or a `__del__` (where Python can only print "Exception ignored"
-    and carry on: h5py's objects have them), is sent again, to land at the next point it can.
-    Signal handlers belong to the main thread only."""
+    and carry on: h5py's objects have them), is sent again a moment later, from another thread, to
+    land at the next point it can: sent at once, Python 3.10 runs its handler in the hook that caught
+    it (where what it raises is lost: the command went on). Signal handlers belong to the main thread only."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     raised = {Terminated: signal.SIGTERM, KeyboardInterrupt: signal.SIGINT}
+    in_hook: list[bool] = []
+
+    def send_later(signum: int) -> None:
+        timer = threading.Timer(0.01, os.kill, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
 
     def terminate(signum, frame):
+        if in_hook:
+            return send_later(signum)
         raise Terminated()
 
     def interrupt(signum, frame):
+        if in_hook:
+            return send_later(signum)
         raise KeyboardInterrupt()
 
     hook = sys.unraisablehook
 
     def send_again(unraisable) -> None:
-        signum = raised.get(type(unraisable.exc_value))
-        if signum is None:
-            hook(unraisable)
-        else:
-            os.kill(os.getpid(), signum)
+        in_hook.append(True)
+        try:
+            signum = raised.get(type(unraisable.exc_value))
+            if signum is None:
+                hook(unraisable)
+            else:
+                send_later(signum)
+        finally:
+            in_hook.clear()
 
     handlers = ((signal.SIGTERM, terminate), (signal.SIGINT, interrupt))
     previous = {signum: signal.signal(signum, handler) for signum, handler in handlers}

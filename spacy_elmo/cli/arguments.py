@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from ..constants import DEFAULT_DEVICE, DEVICES
 from ..files import check_input_file
 from ..tools.options import OPTIONS  # standard library only
 
@@ -113,7 +114,7 @@ def contradiction(message: str) -> NoReturn:
 
 
 def add_device(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help=DEVICE_HELP)
+    parser.add_argument("--device", default=DEFAULT_DEVICE, choices=DEVICES, help=DEVICE_HELP)
 
 
 def add_no_progress(parser: argparse.ArgumentParser) -> None:

@@ -52,6 +52,14 @@ from typing import NamedTuple
 
 import torch
 
+from ..constants import (
+    CONFIG_FILE,
+    EFML_CHAR_LEXICON_FILE,
+    EFML_ENCODER_FILE,
+    EFML_TOKEN_EMBEDDER_FILE,
+    EFML_WEIGHT_FILES,
+    EFML_WORD_LEXICON_FILE,
+)
 from ..hf.configuration_elmo import read_json_object
 from ..hf.fp32_weights import check_unchanged, stamps
 from .efml_config import (
@@ -89,10 +97,10 @@ def is_efml_directory(path: str | Path) -> bool:
     directory = Path(path)
     if not directory.is_dir():
         return False
-    if not (directory / "config.json").is_file():
-        return any((directory / name).is_file() for name in ("token_embedder.pkl", "encoder.pkl"))
+    if not (directory / CONFIG_FILE).is_file():
+        return any((directory / name).is_file() for name in EFML_WEIGHT_FILES)
     try:
-        config = read_json_object(directory / "config.json", EfmlFormatError)
+        config = read_json_object(directory / CONFIG_FILE, EfmlFormatError)
     except (EfmlFormatError, OSError):
         return False
     return "config_path" in config
@@ -105,7 +113,7 @@ def _not_a_file(path: Path, what: str) -> EfmlFormatError:
 def read_architecture(path: str | Path) -> tuple[dict, str]:
     """The architecture dict a directory's config.json names, and where it was found."""
     directory = Path(path)
-    config_file = directory / "config.json"
+    config_file = directory / CONFIG_FILE
     if not config_file.is_file():
         raise _not_a_file(config_file, "the ELMoForManyLangs config naming the architecture json")
     config_path = read_json_object(config_file, EfmlFormatError).get("config_path")
@@ -263,7 +271,7 @@ def weight_table(
     becomes (in each file's order: a missing tensor is reported as the first one listed here)."""
     emb, enc = arch.token_embedder, arch.encoder
     n_filters, word_dim, proj, hidden = emb.n_filters, emb.word_dim, enc.projection_dim, enc.dim
-    te, ours = "token_embedder.pkl", "token_encoder."
+    te, ours = EFML_TOKEN_EMBEDDER_FILE, "token_encoder."
     table = []
     if word_dim > 0:
         assert word_lexicon is not None, "read_efml reads word.dic when word_dim > 0"
@@ -313,7 +321,7 @@ def weight_table(
             cell, ours_lstm = f"{name}_layer_{layer}.", f"encoder.layers.{layer}."
             table += [
                 Entry(
-                    "encoder.pkl",
+                    EFML_ENCODER_FILE,
                     cell + "input_linearity.weight",
                     (4 * hidden, proj),
                     ours_lstm + "input_weight",
@@ -321,7 +329,7 @@ def weight_table(
                     direction,
                 ),
                 Entry(
-                    "encoder.pkl",
+                    EFML_ENCODER_FILE,
                     cell + "state_linearity.weight",
                     (4 * hidden, proj),
                     ours_lstm + "hidden_weight",
@@ -329,7 +337,7 @@ def weight_table(
                     direction,
                 ),
                 Entry(
-                    "encoder.pkl",
+                    EFML_ENCODER_FILE,
                     cell + "state_linearity.bias",
                     (4 * hidden,),
                     ours_lstm + "bias",
@@ -337,7 +345,7 @@ def weight_table(
                     direction,
                 ),
                 Entry(
-                    "encoder.pkl",
+                    EFML_ENCODER_FILE,
                     cell + "state_projection.weight",
                     (proj, hidden),
                     ours_lstm + "proj_weight",
@@ -364,7 +372,14 @@ def read_state_dict(path: str | Path, entries: list[Entry]) -> dict[str, torch.T
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(err))
+        # what torch's weights-only unpickler refused (torch 2.4 names a builtin `builtins.exec`, 2.13 `exec`);
+        # torch 2.4 raises this error for a broken file too (2.13 a RuntimeError), naming what broke after the prefix
+        found = re.search(r"Unsupported global: GLOBAL (?:builtins\.)?(\S+)", str(err))
+        broken = re.search(r"WeightsUnpickler error: (?!Unsupported)(.+)", str(err))
+        if broken and not found:
+            raise EfmlFormatError(
+                f"{path}: not a readable PyTorch state dict (truncated or corrupt?): {broken.group(1).strip()}"
+            ) from None
         what = f"calls {found.group(1)}" if found else "holds objects other than tensors"
         raise EfmlFormatError(
             f"{path}: refused: the pickle {what}, which would run code when unpickled; a state dict holds only "
@@ -414,13 +429,13 @@ def _check_directory(directory: Path) -> tuple[dict, str, EfmlArchitecture]:
     spec = EfmlArchitecture.read(architecture, source)
     word_dim = spec.token_embedder.word_dim
     needed = {
-        "char.dic": "character lexicon",
-        "word.dic": f"word lexicon (word_dim is {word_dim})",
-        "token_embedder.pkl": "token embedder weights",
-        "encoder.pkl": "biLSTM weights",
+        EFML_CHAR_LEXICON_FILE: "character lexicon",
+        EFML_WORD_LEXICON_FILE: f"word lexicon (word_dim is {word_dim})",
+        EFML_TOKEN_EMBEDDER_FILE: "token embedder weights",
+        EFML_ENCODER_FILE: "biLSTM weights",
     }
     if word_dim == 0:
-        del needed["word.dic"]
+        del needed[EFML_WORD_LEXICON_FILE]
     for name, what in needed.items():
         if not (directory / name).is_file():
             raise _not_a_file(directory / name, f"the ELMoForManyLangs {what}")
@@ -438,12 +453,14 @@ def read_efml(path: str | Path) -> EfmlDirectory:
     """Reads and validates an ELMoForManyLangs model directory; every problem is one EfmlFormatError line."""
     directory = Path(path)
     architecture, source, spec = _check_directory(directory)
-    char_lexicon = read_lexicon(directory / "char.dic", CHAR_SPECIALS)
-    word_lexicon = read_lexicon(directory / "word.dic", WORD_SPECIALS) if spec.token_embedder.word_dim > 0 else None
+    char_lexicon = read_lexicon(directory / EFML_CHAR_LEXICON_FILE, CHAR_SPECIALS)
+    word_lexicon = (
+        read_lexicon(directory / EFML_WORD_LEXICON_FILE, WORD_SPECIALS) if spec.token_embedder.word_dim > 0 else None
+    )
     table = weight_table(spec, char_lexicon, word_lexicon)
     token_embedder, encoder = (
         read_state_dict(directory / name, [entry for entry in table if entry.file == name])
-        for name in ("token_embedder.pkl", "encoder.pkl")
+        for name in EFML_WEIGHT_FILES
     )
     return EfmlDirectory(directory, architecture, source, char_lexicon, word_lexicon, token_embedder, encoder, spec)
 
@@ -454,7 +471,7 @@ def efml_to_elmo(
     """(ElmoConfig kwargs, ElmoModel state dict (float32), char lexicon → our ids, word lexicon → our ids or None):
     `weight_table`'s rows applied to the directory's tensors."""
     emb, enc = d.spec.token_embedder, d.spec.encoder
-    files = {"token_embedder.pkl": d.token_embedder, "encoder.pkl": d.encoder}
+    files = {EFML_TOKEN_EMBEDDER_FILE: d.token_embedder, EFML_ENCODER_FILE: d.encoder}
     state: dict[str, torch.Tensor] = {}
     directions: dict[str, dict[int, torch.Tensor]] = {}
     for entry in weight_table(d.spec, d.char_lexicon, d.word_lexicon):
@@ -497,18 +514,20 @@ class EfmlFiles:
     path: Path
     seen: tuple
 
-    WEIGHT_FILES = ("token_embedder.pkl", "encoder.pkl")
-
     @classmethod
     def of(cls, path: str | Path) -> "EfmlFiles":
         directory = Path(path)
-        return cls(directory, stamps([directory / name for name in cls.WEIGHT_FILES]))
+        return cls(directory, stamps([directory / name for name in EFML_WEIGHT_FILES]))
+
+    @property
+    def converted_from(self) -> str:
+        return describe_efml(self.path)
 
     def describe(self) -> str:
         return str(self.path)
 
     def read(self, names: Sequence[str]) -> dict[str, torch.Tensor]:
-        check_unchanged([self.path / name for name in self.WEIGHT_FILES], self.seen)
+        check_unchanged([self.path / name for name in EFML_WEIGHT_FILES], self.seen)
         state = efml_to_elmo(read_efml(self.path))[1]
         return {name: state[name] for name in names}
 
@@ -518,7 +537,8 @@ def load_efml(path: str | Path, lang: str = "xx"):
 
     `lang`: the spaCy language whose tokenizer splits raw text for the HF tokenizer (EFML
     directories do not say; "xx" is spaCy's multi-language tokenizer). The model records the
-    directory (`converted_from`), so the card `save_pretrained` writes names it.
+    directory (`EfmlFiles`: its `converted_from`, which the card `save_pretrained` writes names, and
+    where a low precision reads the fp32 weights back from).
     """
     from ..hf.configuration_elmo import ElmoConfig
     from ..hf.modeling_elmo import ElmoModel
@@ -539,7 +559,6 @@ def load_efml(path: str | Path, lang: str = "xx"):
         char_vocab=char_lexicon,
         word_vocab=word_lexicon,
     )
-    model.converted_from = describe_efml(path)
     return model.eval(), tokenizer
 
 

@@ -19,6 +19,7 @@ import numpy
 import torch
 from huggingface_hub.errors import StrictDataclassError
 
+from ..constants import LEGACY_OPTIONS_FILE, LEGACY_WEIGHTS_FILE
 from ..files import check_input_file
 from ..hf.configuration_elmo import ElmoConfig, config_error_message, read_json_object
 from ..hf.fp32_weights import check_unchanged, stamps
@@ -247,7 +248,7 @@ def check_datasets(handle: h5py.File, path: Path, config: ElmoConfig, options_fi
     highway layers and filters it holds are those the options count, every dataset the table
     needs is there, of floating point and of the shape the options give, and it holds nothing else
     (but the training softmax). One `LegacyFormatError` line naming both files and the field."""
-    options = Path(options_file) if options_file is not None else "options.json"
+    options = Path(options_file) if options_file is not None else LEGACY_OPTIONS_FILE
     names = _datasets(handle)
     counts = {N_LAYERS: config.num_layers, N_HIGHWAY: config.n_highway, FILTERS: len(config.filters)}
     for field, (pattern, what) in COUNTED.items():
@@ -374,6 +375,10 @@ class LegacyFiles:
         paths = (Path(options_file), Path(weights_file))
         return cls(*paths, stamps(paths))
 
+    @property
+    def converted_from(self) -> str:
+        return describe_legacy(self.options, self.weights)
+
     def describe(self) -> str:
         return f"{self.options} + {self.weights}"
 
@@ -385,7 +390,8 @@ class LegacyFiles:
 
 def load_legacy(options_file: str | Path, weights_file: str | Path, **config_overrides):
     """Builds an `ElmoModel` from legacy files (in eval mode); outputs match the reference implementation.
-    The model records the files (`converted_from`), so the card `save_pretrained` writes names them."""
+    The model records the files it was read from (`LegacyFiles`: its `converted_from`, which the card
+    `save_pretrained` writes names, and where a low precision reads its fp32 weights back from)."""
 
     config = config_from_options(options_file, **config_overrides)
     model = ElmoModel(config)
@@ -395,7 +401,6 @@ def load_legacy(options_file: str | Path, weights_file: str | Path, **config_ove
         raise LegacyFormatError(
             f"{weights_file}: weights do not fit the model (missing {missing}, unexpected {result.unexpected_keys})"
         )
-    model.converted_from = describe_legacy(options_file, weights_file)
     model.attach_weights_files(LegacyFiles.of(options_file, weights_file))
     return model.eval()
 
@@ -416,7 +421,7 @@ def save_legacy(model, directory: str | Path) -> tuple[Path, Path]:
     for entry in weight_table(config):
         value = state[entry.tensor] if entry.direction is None else state[entry.tensor][entry.direction]
         blocks.setdefault(entry.dataset, []).append(entry.transform.write(value))
-    options_path, weights_path = directory / "options.json", directory / "lm_weights.hdf5"
+    options_path, weights_path = directory / LEGACY_OPTIONS_FILE, directory / LEGACY_WEIGHTS_FILE
     options_path.write_text(json.dumps(config.to_options(), indent=2), encoding="utf-8")
     with h5py.File(weights_path, "w") as out:
         for name, parts in blocks.items():  # a dataset's row blocks come in row order

@@ -13,19 +13,22 @@ at which files exist):
   model.safetensors + tokenizer files);
 - `HubId`: `owner/name` where no such local path exists, a Hugging Face hub repository.
 
-Each kind has `str()`, the text as the user gave it (what messages name), `check()`, cheap (no
-weights read, no download, no network), and `load(lang=..., progress=..., **kwargs) -> (ElmoModel,
-ElmoTokenizer)`, which checks first and fits the tokenizer to the model (`fit_tokenizer`, the one
-place that check is made for a loaded biLM). Each also answers what the commands ask of a model
-instead of re-reading its text: `describe()` (what a model card says it was converted from),
-`vocabulary_files()` (where a `vocab.txt` may be, for `spacy-elmo similar`) and `lstm_layers()` (L,
-from the config without the weights, where it is at hand: the bound of `similar --layer`). Every
-problem is one line: `ModelNotFoundError`, or its subclass
+Each kind has `str()`, the text as the user gave it (what messages name), `check() -> Checked`,
+cheap (no weights read, no download, no network), and `load(checked=..., lang=..., progress=...,
+**kwargs) -> (ElmoModel, ElmoTokenizer)`, which checks first unless handed what `check` found (so a
+model's files are checked once per load, however many faces ask) and fits the tokenizer to the model
+(`fit_tokenizer`, the one place that check is made for a loaded biLM). An HF folder and a hub id
+resolve to the local folder of their files (`hf.sources.ModelFolder`: a hub id's snapshot, after one
+request to the hub), which the model loads from, keeping the name the user gave. Each also answers
+what the commands ask of a model instead of re-reading its text: `describe()` (what a model card
+says it was converted from), `vocabulary_files()` (where a `vocab.txt` may be, for `spacy-elmo
+similar`) and `lstm_layers()` (L, from the config without the weights, where it is at hand: the
+bound of `similar --layer`). Every problem is one line: `ModelNotFoundError`, or its subclass
 `ModelAbsentError` when nothing is at the reference (no such file or folder; a hub id not in the
 local cache while offline); legacy files that are there but broken raise `LegacyFormatError` and a
-malformed URL `DownloadError`, as their readers do (the CLI prints each as one line and exits 2). The spaCy
-component needs that difference: a saved pipeline's config still names the files its biLM came
-from after they are gone, so a reference to nothing is not an error until the weights are needed.
+malformed URL `DownloadError`, as their readers do (the CLI prints each as one line and exits 2).
+The spaCy component needs that difference: a saved pipeline's config still names the files its biLM
+came from after they are gone, so a reference to nothing is not an error until the weights are needed.
 
 A new format is one new kind here (its reader in its own module, as `legacy` and `efml`).
 """
@@ -37,7 +40,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..compat import hub_offline
+from ..constants import (
+    CONFIG_FILE,
+    EFML_CHAR_LEXICON_FILE,
+    EFML_WEIGHT_FILES,
+    LEGACY_OPTIONS_FILE,
+    LEGACY_WEIGHTS_FILE,
+    TOKENIZER_CONFIG_FILE,
+    VOCAB_FILE,
+    WEIGHTS_FILE,
+    WEIGHTS_INDEX,
+)
 from ..hf import sources
+from ..hf.sources import ModelFolder
 from .legacy import LegacyFormatError
 
 # the errors of a reference that names no model: defined with the model's own loading (`hf.sources`,
@@ -61,12 +76,13 @@ class UrlReference:
 
             object.__setattr__(self, "parts", tuple(reference_parts(self.url)))
 
-    def check(self) -> None:
+    def check(self) -> Checked:
         """The URL's form (archive suffix, `#sha256=` fragment); makes no request. Raises
-        `DownloadError` (one line)."""
+        `DownloadError` (one line). (The files are checked once downloaded, by the local reference.)"""
         from .download import check_url_parts
 
         check_url_parts(self.parts)
+        return Checked(self)
 
     def local(self, *, progress: bool = True) -> ModelReference:
         """The local reference it becomes: downloaded (once, into the cache) and parsed."""
@@ -75,12 +91,13 @@ class UrlReference:
         self.check()
         return parse_reference(fetch_parts(self.parts, progress=progress))
 
-    def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
+    def load(self, *, checked: Checked | None = None, lang: str | None = None, progress: bool = True, **kwargs):
         """The local reference's `load`. A cached copy that its reader finds broken (one line naming
         the file) is downloaded again, once; a fresh download that is broken is reported, with the URL."""
         from .download import forget, is_cached
 
-        self.check()
+        if checked is None:
+            self.check()
         if is_cached(self.parts):
             try:
                 return self.local(progress=progress).load(lang=lang, progress=progress, **kwargs)
@@ -113,15 +130,15 @@ class LegacyPair:
     options: Path
     weights: Path | None
 
-    def check(self) -> None:
+    def check(self) -> Checked:
         """Both files are there (else `ModelNotFoundError`), options.json is a valid config and the
         hdf5 file opens, no weights read (else `LegacyFormatError`, naming the file)."""
         from .legacy import check_legacy
 
         if self.weights is None:
             raise LegacyFormatError(
-                f"{self.options.parent / 'lm_weights.hdf5'}: no such file; {self.options.parent} has "
-                "options.json but no .hdf5 weights file"
+                f"{self.options.parent / LEGACY_WEIGHTS_FILE}: no such file; {self.options.parent} has "
+                f"{LEGACY_OPTIONS_FILE} but no .hdf5 weights file"
             )
         files = {"options": self.options, "weights": self.weights}
         # neither file there: the pair names nothing (ModelAbsentError); one of them: a broken pair
@@ -132,13 +149,15 @@ class LegacyPair:
             if not path.is_file():
                 raise absent(f"no such file: {path} (the legacy {role} file)")
         check_legacy(self.options, self.weights)
+        return Checked(self)
 
-    def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
+    def load(self, *, checked: Checked | None = None, lang: str | None = None, progress: bool = True, **kwargs):
         """kwargs (`from_pretrained` arguments) do not apply to legacy files."""
         from ..hf.tokenization_elmo import ElmoTokenizer
         from .legacy import load_legacy
 
-        self.check()
+        if checked is None:
+            self.check()
         assert self.weights is not None  # (check: a folder without weights fails)
         model = load_legacy(self.options, self.weights)
         tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token, lang=lang or "en")
@@ -153,7 +172,7 @@ class LegacyPair:
         return str(self.options) if self.weights is None else f"{self.options},{self.weights}"
 
     def vocabulary_files(self) -> list[Path]:
-        return [self.options.parent / "vocab.txt"]
+        return [self.options.parent / VOCAB_FILE]
 
     def lstm_layers(self) -> int | None:
         """The biLSTM's layers, L (options.json's lstm.n_layers), read without the weights."""
@@ -168,7 +187,7 @@ class EfmlFolder:
 
     path: Path
 
-    def check(self) -> None:
+    def check(self) -> Checked:
         """The architecture is found and supported, and every file the runtime reads is there."""
         from .efml import EfmlFormatError, check_efml_directory
 
@@ -176,12 +195,14 @@ class EfmlFolder:
             check_efml_directory(self.path)
         except EfmlFormatError as err:
             raise ModelNotFoundError(str(err)) from None
+        return Checked(self)
 
-    def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
+    def load(self, *, checked: Checked | None = None, lang: str | None = None, progress: bool = True, **kwargs):
         """lang: the spaCy language of the tokenizer (default "xx": the folder does not say)."""
         from .efml import load_efml
 
-        self.check()
+        if checked is None:
+            self.check()
         model, tokenizer = load_efml(self.path, lang=lang or "xx")
         return model, fit_tokenizer(model, tokenizer, source=str(self.path))
 
@@ -194,7 +215,7 @@ class EfmlFolder:
         return str(self.path)
 
     def vocabulary_files(self) -> list[Path]:
-        return [self.path / "vocab.txt"]
+        return [self.path / VOCAB_FILE]
 
     def lstm_layers(self) -> int | None:
         """The biLSTM's layers, L (the architecture's encoder.n_layers), read without the weights."""
@@ -214,12 +235,9 @@ class HfFolder:
     def path(self) -> Path:
         return Path(self.text)
 
-    def check(self) -> None:
+    def check(self) -> Checked:
         """The folder exists, its config.json is an ELMo config and its files pass the cheap check
         of a model directory (`model_directory.check_directory`: no tensor read)."""
-        from ..hf.model_directory import check_directory
-        from ..hf.modeling_elmo import ElmoModel
-
         path = self.path
         if not path.exists():
             raise ModelAbsentError(f"no such directory: {self.text}")
@@ -229,29 +247,21 @@ class HfFolder:
             os.listdir(path)
         except OSError as err:  # (what it holds cannot be told: say so, not which file it lacks)
             raise ModelNotFoundError(f"{path}: cannot read this folder ({err.strerror or err})") from None
-        config = path / "config.json"
-        if not config.is_file():
+        if not (path / CONFIG_FILE).is_file():
             raise ModelNotFoundError(_not_a_model_folder(path))
-        _check_elmo_config(config)
-        check_directory(path, ElmoModel)
+        return Checked(self, check_folder(ModelFolder(path, self.text)))
 
-    def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
-        """kwargs go to `ElmoModel.from_pretrained`; the tokenizer is the folder's (the UTF-8 one
-        for a folder without tokenizer files), its spaCy language `lang` when given."""
-        from ..hf.modeling_elmo import ElmoModel
-        from ..hf.tokenization_elmo import ElmoTokenizer
-
-        self.check()
-        model = ElmoModel.from_pretrained(self.text, **kwargs).eval()
-        settings = self.path / "tokenizer_config.json"
-        tokenizer = None
-        if settings.is_file():
-            try:
-                tokenizer = ElmoTokenizer.from_pretrained(self.text, **_lang_setting(lang))
-            except (OSError, ValueError, TypeError) as err:  # its own errors name the file already
-                text = " ".join(str(err).split()) or type(err).__name__
-                raise ModelNotFoundError(text if text.startswith(self.text) else f"{settings}: {text}") from None
-        return model, fit_tokenizer(model, tokenizer, source=self.text, lang=lang)
+    def load(self, *, checked: Checked | None = None, lang: str | None = None, progress: bool = True, **kwargs):
+        """kwargs go to `ElmoModel.from_pretrained` (a `subfolder` of the folder is checked and read
+        instead); the tokenizer is the folder's (the UTF-8 one for a folder without tokenizer files),
+        its spaCy language `lang` when given."""
+        folder: ModelFolder | None
+        if kwargs.get("subfolder"):
+            folder = check_folder(ModelFolder(self.path / kwargs["subfolder"], self.text))
+        else:
+            folder = (checked if checked is not None else self.check()).folder
+        assert folder is not None  # (an HF folder's check resolves it)
+        return load_folder(folder, lang=lang, **kwargs)
 
     def describe(self) -> str:
         return f"`{self.path.name}`"
@@ -260,7 +270,7 @@ class HfFolder:
         return self.text
 
     def vocabulary_files(self) -> list[Path]:
-        return [self.path / "vocab.txt"]
+        return [self.path / VOCAB_FILE]
 
     def lstm_layers(self) -> int | None:
         """The biLSTM's layers, L (config.json's num_layers), read without the weights."""
@@ -275,36 +285,34 @@ class HubId:
 
     repo_id: str
 
-    def check(self) -> None:
-        """In the local cache: its config.json is an ELMo config and the weights cached so far are
-        whole (their safetensors headers; a damaged copy is one line naming the file and how to
-        fetch it again). Not cached: an error offline (HF_HUB_OFFLINE), else nothing to check
-        without asking the hub (`load` asks it)."""
-        cached = sources.cached_file(self.repo_id, "config.json")
+    def check(self) -> Checked:
+        """In the local cache: its config.json is an ELMo config and, where its weights are cached, the
+        snapshot passes the cheap check of a model directory (a damaged copy is one line naming the
+        file and how to fetch it again). Not cached: an error offline (HF_HUB_OFFLINE), else nothing to
+        check without asking the hub (`load` asks it, once)."""
+        cached = sources.cached_snapshot(self.repo_id)
         if cached is None:
             if hub_offline():
                 raise sources.absent(self.repo_id, "HF_HUB_OFFLINE is set")
-            return
-        _check_elmo_config(cached)
-        sources.check_cached_weights(self.repo_id, cached.parent)
+            return Checked(self)
+        _check_elmo_config(cached.path / CONFIG_FILE)
+        if not any((cached.path / name).exists() for name in (WEIGHTS_FILE, WEIGHTS_INDEX)):
+            return Checked(self)  # the weights are not downloaded yet: `load` fetches and checks them
+        return Checked(self, check_folder(cached))
 
-    def load(self, *, lang: str | None = None, progress: bool = True, **kwargs):
-        """kwargs go to `ElmoModel.from_pretrained`; the tokenizer is the repository's (the UTF-8
-        one for a repository without tokenizer files), its spaCy language `lang` when given."""
-        from ..hf.modeling_elmo import ElmoModel
-        from ..hf.tokenization_elmo import ElmoTokenizer
-
-        self.check()
-        # asks the hub once (no retries): `local_files_only` when it cannot be reached but the model is cached
-        kwargs = {**sources.locate_hub_model(self.repo_id, **kwargs), **kwargs}
-        model = ElmoModel.from_pretrained(self.repo_id, **kwargs).eval()
-        try:
-            tokenizer = ElmoTokenizer.from_pretrained(
-                self.repo_id, local_files_only=kwargs.get("local_files_only", False), **_lang_setting(lang)
-            )
-        except OSError:  # a hub repository without tokenizer files
-            tokenizer = None
-        return model, fit_tokenizer(model, tokenizer, source=self.repo_id, lang=lang)
+    def load(self, *, checked: Checked | None = None, lang: str | None = None, progress: bool = True, **kwargs):
+        """kwargs go to `ElmoModel.from_pretrained` (those that say where the files come from, e.g.
+        `revision`, to `sources.hub_snapshot`); the tokenizer is the repository's (the UTF-8 one for
+        a repository without tokenizer files), its spaCy language `lang` when given. The hub is
+        asked once (no retries): the snapshot its answer names is checked once (not again where
+        `checked` checked it) and read."""
+        if checked is None:
+            checked = self.check()
+        hub = {name: kwargs[name] for name in (*sources.HUB_ARGUMENTS, "variant", "use_safetensors") if name in kwargs}
+        folder = sources.hub_snapshot(self.repo_id, **hub)
+        if checked.folder is None or checked.folder.path != folder.path:
+            folder = check_folder(folder)
+        return load_folder(folder, lang=lang, **kwargs)
 
     def describe(self) -> str:
         return self.repo_id
@@ -314,18 +322,62 @@ class HubId:
 
     def vocabulary_files(self) -> list[Path]:
         """The repository's vocab.txt, where the local hub cache has it."""
-        found = sources.cached_file(self.repo_id, "vocab.txt")
+        found = sources.cached_file(self.repo_id, VOCAB_FILE)
         return [found] if found is not None else []
 
     def lstm_layers(self) -> int | None:
         """The biLSTM's layers, L, where the local hub cache has its config.json (else None: the load tells)."""
         from ..hf.model_directory import read_config
 
-        cached = sources.cached_file(self.repo_id, "config.json")
+        cached = sources.cached_file(self.repo_id, CONFIG_FILE)
         return None if cached is None else read_config(cached.parent).num_layers
 
 
+def check_folder(folder: ModelFolder) -> ModelFolder:
+    """`folder`, checked once: its config.json is an ELMo config and its files pass the cheap check of a
+    model directory (`model_directory.check_directory`: no tensor read). A problem is one line naming
+    the file (for a hub snapshot, with how to download it again)."""
+    from ..hf.model_directory import ElmoLoadError, check_directory
+    from ..hf.modeling_elmo import ElmoModel
+
+    try:
+        _check_elmo_config(folder.path / CONFIG_FILE)
+        check_directory(folder.path, ElmoModel)
+    except (ModelNotFoundError, ElmoLoadError) as err:
+        raise folder.damaged(err) from None
+    return folder
+
+
+def load_folder(folder: ModelFolder, *, lang: str | None = None, **kwargs):
+    """(`ElmoModel` in eval mode, its tokenizer) of a folder `check_folder` checked, read without checking
+    it again: kwargs go to `ElmoModel.from_pretrained`; the tokenizer is the folder's (the UTF-8 one for
+    a folder without tokenizer files), its spaCy language `lang` when given."""
+    from ..hf.modeling_elmo import ElmoModel
+    from ..hf.tokenization_elmo import ElmoTokenizer
+
+    model = ElmoModel.from_checked_folder(folder, **kwargs).eval()
+    settings = folder.path / TOKENIZER_CONFIG_FILE
+    tokenizer = None
+    if settings.is_file():
+        try:
+            tokenizer = ElmoTokenizer.from_pretrained(str(folder.path), **_lang_setting(lang))
+        except (OSError, ValueError, TypeError) as err:  # its own errors name the file already
+            text = " ".join(str(err).split()) or type(err).__name__
+            raise ModelNotFoundError(text if text.startswith(str(folder.path)) else f"{settings}: {text}") from None
+    return model, fit_tokenizer(model, tokenizer, source=folder.name, lang=lang)
+
+
 ModelReference = UrlReference | LegacyPair | EfmlFolder | HfFolder | HubId
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What a reference's `check` found, to hand to its `load`, which then reads without checking again:
+    the reference, and the local folder of its files where the check resolved and checked one (an HF
+    folder; a hub id's cached snapshot, which `load` reads if the hub names the same one)."""
+
+    reference: ModelReference
+    folder: ModelFolder | None = None
 
 
 def parse_reference(reference: str | Path | ModelReference) -> ModelReference:
@@ -344,9 +396,9 @@ def parse_reference(reference: str | Path | ModelReference) -> ModelReference:
         return LegacyPair(Path(parts[0]), Path(",".join(parts[1:])))
     path = Path(text)
     if path.is_dir():
-        if (path / "options.json").is_file() and not (path / "config.json").is_file():
-            found = sorted(path.glob("*.hdf5"), key=lambda w: (w.name != "lm_weights.hdf5", w.name))
-            return LegacyPair(path / "options.json", found[0] if found else None)
+        if (path / LEGACY_OPTIONS_FILE).is_file() and not (path / CONFIG_FILE).is_file():
+            found = sorted(path.glob("*.hdf5"), key=lambda w: (w.name != LEGACY_WEIGHTS_FILE, w.name))
+            return LegacyPair(path / LEGACY_OPTIONS_FILE, found[0] if found else None)
         if is_efml_directory(path):
             return EfmlFolder(path)
     elif not path.exists() and is_hub_id(text):
@@ -355,14 +407,15 @@ def parse_reference(reference: str | Path | ModelReference) -> ModelReference:
 
 
 _EXPECTED = (
-    "expected config.json + model.safetensors (HF layout), options.json + lm_weights.hdf5 (legacy layout) "
-    "or an ELMoForManyLangs directory (config.json naming its architecture, char.dic, token_embedder.pkl, encoder.pkl)"
+    f"expected {CONFIG_FILE} + {WEIGHTS_FILE} (HF layout), {LEGACY_OPTIONS_FILE} + {LEGACY_WEIGHTS_FILE} (legacy "
+    f"layout) or an ELMoForManyLangs directory ({CONFIG_FILE} naming its architecture, {EFML_CHAR_LEXICON_FILE}, "
+    f"{', '.join(EFML_WEIGHT_FILES)})"
 )
 
 
 def _not_a_model_folder(path: Path) -> str:
     """What a folder without config.json is, as precisely as its files tell."""
-    config = path / "config.json"
+    config = path / CONFIG_FILE
     if config.is_dir():
         return f"{config}: is a directory, expected the model's config.json"
     if (path / "config.cfg").is_file() and (path / "meta.json").is_file():
@@ -373,9 +426,9 @@ def _not_a_model_folder(path: Path) -> str:
                 "(give that folder as the model, or load the pipeline with spacy.load)"
             )
         return f"{path}: a saved spaCy pipeline without an elmo component's biLM (elmo/bilm), not a biLM folder"
-    if any((path / name).exists() for name in ("model.safetensors", "model.safetensors.index.json")):
+    if any((path / name).exists() for name in (WEIGHTS_FILE, WEIGHTS_INDEX)):
         return f"{config}: no such file; expected the model's config.json beside its weights"
-    options = path / "options.json"
+    options = path / LEGACY_OPTIONS_FILE
     if options.is_dir():
         return f"{options}: is a directory, expected the legacy options.json"
     if any(path.glob("*.hdf5")):
@@ -440,6 +493,7 @@ def load_model(reference: str | Path | ModelReference, **kwargs):
 
 
 __all__ = [
+    "Checked",
     "EfmlFolder",
     "HfFolder",
     "HubId",
@@ -448,8 +502,10 @@ __all__ = [
     "ModelNotFoundError",
     "ModelReference",
     "UrlReference",
+    "check_folder",
     "fit_tokenizer",
     "is_hub_id",
+    "load_folder",
     "load_model",
     "load_pretrained",
     "parse_reference",

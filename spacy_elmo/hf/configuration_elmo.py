@@ -182,10 +182,10 @@ class ElmoConfig(PreTrainedConfig):
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
-        """As `PreTrainedConfig.from_dict`, ignoring a run-time field a config.json may carry
-        (files written by 0.1.0 saved `lstm_implementation`); keyword arguments still set it. An
-        invalid value read from a file (AutoConfig and AutoModel pass its folder as `name_or_path`)
-        is one `ElmoConfigError` line naming the file and the field."""
+        """As `PreTrainedConfig.from_dict`, ignoring a run-time field a config.json may carry (files
+        written by 0.1.0 saved `lstm_implementation`: tests/fixtures/saved_v0_1 needs this); keyword
+        arguments still set it. An invalid value read from a file (AutoConfig and AutoModel pass its
+        folder as `name_or_path`) is one `ElmoConfigError` line naming the file and the field."""
         saved = {k: v for k, v in config_dict.items() if k not in RUNTIME_FIELDS}
         try:
             return super().from_dict(saved, **kwargs)
@@ -217,6 +217,11 @@ class ElmoConfig(PreTrainedConfig):
     @property
     def n_filters(self) -> int:
         return sum(n for _, n in self.filters)
+
+    @property
+    def num_output_layers(self) -> int:
+        """The layers the biLM returns, L + 1: the token layer (0) and one per biLSTM layer (`num_layers`)."""
+        return self.num_layers + 1
 
     @property
     def output_dim(self) -> int:

@@ -44,7 +44,15 @@ class Fp32WeightsGone(RuntimeError):
 
 
 class WeightsFiles(Protocol):
-    """Where a model's fp32 weights can be read back from (its loader attaches one)."""
+    """The files a model was loaded from (its loader attaches them: the one record of where it came
+    from): where its fp32 weights can be read back from, and what a model card says it was converted
+    from."""
+
+    @property
+    def converted_from(self) -> str | None:
+        """The files as a model card names them where a converter read another format (legacy,
+        ELMoForManyLangs); None for this package's own model directory."""
+        ...
 
     def describe(self) -> str:
         """The files, for messages."""
@@ -100,6 +108,10 @@ class SafetensorsFiles:
             keys[name] = (held[key], key)
         return cls(paths, stamps(paths), keys)
 
+    @property
+    def converted_from(self) -> str | None:
+        return None  # a model directory: not a conversion
+
     def describe(self) -> str:
         return ", ".join(map(str, self.paths))
 
@@ -118,13 +130,15 @@ class SafetensorsFiles:
 
 @dataclass
 class Fp32State:
-    """What an `ElmoModel` knows of its fp32 weights: where they can be read back from (`files`, or
-    `why` not), which it released (name → shape, requires_grad, dtype, device), the `requires_grad` its
-    other parameters had before the release froze them, and a fingerprint of its weights when they
-    were last its files' (None: not known to be)."""
+    """What an `ElmoModel` knows of its fp32 weights: the files it was loaded from (`files`, or `why`
+    none), `stale` (why they no longer hold its weights: None while they do), which it released (name →
+    shape, requires_grad, dtype, device), the `requires_grad` its other parameters had before the
+    release froze them, and a fingerprint of its weights when they were last its files' (None: not
+    known to be)."""
 
     files: WeightsFiles | None = None
     why: str = "it was built in memory"
+    stale: str | None = None
     released: dict[str, tuple[tuple[int, ...], bool, torch.dtype, torch.device]] = field(default_factory=dict)
     frozen: dict[str, bool] = field(default_factory=dict)
     fingerprint: tuple | None = None
@@ -162,6 +176,7 @@ def attach(model: nn.Module, state: Fp32State, files: WeightsFiles | None, why: 
     for `why`)."""
     state.files = files
     state.why = why or state.why
+    state.stale = None
     state.fingerprint = _fingerprint(model) if files is not None else None
 
 
@@ -172,12 +187,17 @@ def release(model: nn.Module, state: Fp32State, *, explicit: bool) -> None:
     still their files'."""
     if not any(site.releasable() for _, site in _sites(model)):
         return
-    unchanged = state.files is not None and state.fingerprint is not None and _fingerprint(model) == state.fingerprint
+    unchanged = (
+        state.files is not None
+        and state.stale is None
+        and state.fingerprint is not None
+        and _fingerprint(model) == state.fingerprint
+    )
     if not unchanged:
         if not explicit:
             return
         if state.files is not None:
-            state.files, state.why = None, "its weights changed since they were loaded"
+            state.stale = "its weights changed since they were loaded"
     for prefix, site in _sites(model):
         kinds = {name: (p.dtype, p.device) for name, p in site._parameters.items() if p is not None}
         for name, (shape, requires_grad) in site.release_fp32().items():
@@ -199,8 +219,8 @@ def read_released(model: nn.Module, state: Fp32State, what: str, precision: str)
             f"and {why} (save a model before binding it to {precision} in eval mode, or load it from its files)"
         )
 
-    if state.files is None:
-        raise gone(f"it has no files to read them back from ({state.why})")
+    if state.files is None or state.stale is not None:
+        raise gone(f"it has no files to read them back from ({state.stale or state.why})")
     try:
         tensors = state.files.read(list(state.released))
     except Fp32WeightsGone as err:

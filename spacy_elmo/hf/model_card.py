@@ -17,7 +17,8 @@ import logging
 import os
 from pathlib import Path
 
-CARD_NAME = "README.md"
+from ..constants import CARD_FILE, CHAR_VOCAB_FILE, VOCAB_FILE, WORD_VOCAB_FILE
+
 CARD_MARK = (
     "<!-- Written by spacy-elmo, whose save_pretrained/convert rewrites this file; "
     "delete this line to keep your edits. -->"
@@ -39,7 +40,7 @@ def _architecture(model) -> list[str]:
         "| part | settings |",
         "| --- | --- |",
         (
-            f"| characters | a character lexicon of {c.char_vocab_size:,} ids (`char_vocab.json`), at most "
+            f"| characters | a character lexicon of {c.char_vocab_size:,} ids (`{CHAR_VOCAB_FILE}`), at most "
             f"{c.max_characters_per_token - 2} characters per word, embedded in {c.char_embedding_dim} dims |"
             if c.char_vocab_size
             else f"| characters | UTF-8 bytes of each word, at most {c.max_characters_per_token - 2} per word; "
@@ -49,7 +50,7 @@ def _architecture(model) -> list[str]:
         f"{c.n_highway} highway layer(s), projection to {c.projection_dim} |",
         *(
             [
-                f"| word embedding | {c.word_vocab_size:,} words (`word_vocab.json`) in {c.word_embedding_dim} dims, "
+                f"| word embedding | {c.word_vocab_size:,} words (`{WORD_VOCAB_FILE}`) in {c.word_embedding_dim} dims, "
                 "concatenated with the char CNN output before the projection |"
             ]
             if c.word_embedding_dim
@@ -58,11 +59,11 @@ def _architecture(model) -> list[str]:
         f"| biLSTM | {c.num_layers} layers per direction, cell {c.lstm_dim}, projection {c.projection_dim}, "
         f"skip connections: {'yes' if c.use_skip_connections else 'no'}, cell clip {c.cell_clip}, "
         f"projection clip {c.proj_clip} |",
-        f"| output | {c.num_layers + 1} layers (layer 0: context-independent token vectors) of "
+        f"| output | {c.num_output_layers} layers (layer 0: context-independent token vectors) of "
         f"{c.output_dim} dims (forward ; backward) per token |",
     ]
     if head is not None:
-        rows.append(f"| LM head | softmax over {c.vocab_size:,} words (`vocab.txt`), shared by both directions |")
+        rows.append(f"| LM head | softmax over {c.vocab_size:,} words (`{VOCAB_FILE}`), shared by both directions |")
     mixes = getattr(elmo, "scalar_mixes", None)
     params = f"{_count(elmo) - _count(mixes):,} in the biLM"
     if mixes is not None and _count(mixes):
@@ -181,7 +182,7 @@ def write_model_card(directory, model, **info) -> Path | None:
     """Writes `directory`/README.md (see `render_model_card` for `info`) and returns its path, unless
     a README.md that this package did not write (no `CARD_MARK` line) is there: that one is kept,
     with one logged line, and None is returned."""
-    path = Path(directory) / CARD_NAME
+    path = Path(directory) / CARD_FILE
     if path.is_file() and CARD_MARK not in path.read_text(encoding="utf-8", errors="replace"):
         logger.warning(
             "kept %s: it was not written by spacy-elmo, so no model card was written (delete it for one)", path
@@ -194,4 +195,4 @@ def write_model_card(directory, model, **info) -> Path | None:
     return path
 
 
-__all__ = ["CARD_MARK", "CARD_NAME", "render_model_card", "write_model_card"]
+__all__ = ["CARD_MARK", "render_model_card", "write_model_card"]

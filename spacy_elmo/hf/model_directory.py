@@ -47,11 +47,21 @@ from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDa
 
 from .. import compat
 from ..compat import CONFIG_KEYS_OF_EITHER_LINE, base_config_fields
+from ..constants import (
+    CARD_FILE,
+    CONFIG_FILE,
+    PICKLED_WEIGHTS_FILE,
+    SPECIAL_TOKENS_FILE,
+    TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILES,
+    WEIGHTS_FILE,
+    WEIGHTS_INDEX,
+)
 from ..files import check_input_file
 from ..precision import check_precision
 from ..quiet import quiet_hf
 from .configuration_elmo import ElmoConfig, config_error_message, read_json_object
-from .model_card import CARD_NAME, write_model_card
+from .model_card import write_model_card
 
 
 def _files(directory: Path) -> dict[str, os.stat_result]:
@@ -95,7 +105,7 @@ def default_tokenizer(model, directory: Path | None = None):
     from .tokenization_elmo import ElmoTokenizer
 
     config = model.config
-    if directory is not None and (directory / "tokenizer_config.json").is_file():
+    if directory is not None and (directory / TOKENIZER_CONFIG_FILE).is_file():
         tokenizer = ElmoTokenizer.from_pretrained(str(directory))
         try:
             tokenizer.check_model(config)
@@ -130,8 +140,8 @@ def save_model_directory(
     with quiet_hf():
         PreTrainedModel.save_pretrained(model, str(directory), **save_kwargs)
         tokenizer.save_pretrained(str(directory))
-    if compat.SPECIAL_TOKENS_MAP and "special_tokens_map.json" not in before:
-        (directory / "special_tokens_map.json").unlink(missing_ok=True)  # `{}`: an ElmoTokenizer has none
+    if compat.SPECIAL_TOKENS_MAP and SPECIAL_TOKENS_FILE not in before:
+        (directory / SPECIAL_TOKENS_FILE).unlink(missing_ok=True)  # `{}`: an ElmoTokenizer has none
     if card is not False:
         info: dict[str, Any] = dict(card or {})
         info.setdefault("language", tokenizer.lang)
@@ -193,9 +203,9 @@ def push_to_hub(
     with tempfile.TemporaryDirectory() as tmp:
         save_model_directory(tmp, self, tokenizer, card=card, max_shard_size=max_shard_size)
         if tags and card is not False:
-            written = ModelCard.load(os.path.join(tmp, CARD_NAME))
+            written = ModelCard.load(os.path.join(tmp, CARD_FILE))
             written.data.tags = list(dict.fromkeys([*(written.data.tags or []), *tags]))
-            written.save(os.path.join(tmp, CARD_NAME))
+            written.save(os.path.join(tmp, CARD_FILE))
         operations = [
             CommitOperationAdd(path_in_repo=p.name, path_or_fileobj=str(p)) for p in sorted(Path(tmp).iterdir())
         ]
@@ -218,7 +228,7 @@ class ElmoLoadError(ValueError):
 
 def check_config_file(source: str) -> None:
     """Rejects a local config.json with unknown fields or the wrong model type, naming the file."""
-    path = Path(source) / "config.json"
+    path = Path(source) / CONFIG_FILE
     if not path.is_file():
         return
     data = read_json_object(path, ElmoLoadError)
@@ -231,14 +241,11 @@ def check_config_file(source: str) -> None:
         raise ElmoLoadError(f"{path}: unknown field(s) {unknown}; known ELMo fields are {sorted(known)}")
 
 
-WEIGHTS_FILE, WEIGHTS_INDEX = "model.safetensors", "model.safetensors.index.json"
-
-
 def weights_name(source: str, variant: str | None = None) -> str:
     """The weights file of a local directory (what an error should name), else `source` itself."""
     for name in (WEIGHTS_FILE, WEIGHTS_INDEX):
-        if (Path(source) / _with_variant(name, variant)).is_file():
-            return str(Path(source) / _with_variant(name, variant))
+        if (Path(source) / with_variant(name, variant)).is_file():
+            return str(Path(source) / with_variant(name, variant))
     return source
 
 
@@ -251,7 +258,6 @@ def ignore_patterns(prefixes: Sequence[str]) -> list[str] | None:
 # what the model's tensors may be stored as (transformers casts them to the model's dtype); an integer
 # tensor would be cast silently into nonsense
 FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")
-TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json", "char_vocab.json", "word_vocab.json")
 
 
 def _not_a_file(path: Path, what: str) -> ElmoLoadError:
@@ -260,7 +266,7 @@ def _not_a_file(path: Path, what: str) -> ElmoLoadError:
     return ElmoLoadError(f"{path}: no such file; expected {what}")
 
 
-def _with_variant(name: str, variant: str | None) -> str:
+def with_variant(name: str, variant: str | None) -> str:
     """HF's name of a weights file of a variant: model.safetensors → model.VARIANT.safetensors."""
     if not variant:
         return name
@@ -273,8 +279,8 @@ def weights_files(directory: Path, variant: str | None = None) -> list[Path]:
     index lists (of `variant`, as HF names them: model.VARIANT.safetensors), or [] for a directory
     holding only pickled weights, which HF reads with `weights_only=True`. `ElmoLoadError` naming
     what is missing."""
-    single = directory / _with_variant(WEIGHTS_FILE, variant)
-    index = directory / _with_variant(WEIGHTS_INDEX, variant)
+    single = directory / with_variant(WEIGHTS_FILE, variant)
+    index = directory / with_variant(WEIGHTS_INDEX, variant)
     if single.is_file():
         return [single]
     if index.is_file():
@@ -286,7 +292,7 @@ def weights_files(directory: Path, variant: str | None = None) -> list[Path]:
             if not shard.is_file():
                 raise _not_a_file(shard, f"a shard of the weights ({index.name} lists it)")
         return shards
-    if not single.exists() and (directory / _with_variant("pytorch_model.bin", variant)).is_file():
+    if not single.exists() and (directory / with_variant(PICKLED_WEIGHTS_FILE, variant)).is_file():
         return []
     raise _not_a_file(single, "the weights (an ELMo model folder holds config.json and model.safetensors)")
 
@@ -367,7 +373,7 @@ def tensors_missing(weights, names: Sequence[str]) -> ElmoLoadError:
 def read_config(directory: Path) -> ElmoConfig:
     """config.json of a local model directory as an `ElmoConfig` (`check_config_file`, then the
     config's own checks), or `ElmoLoadError` naming the file."""
-    path = directory / "config.json"
+    path = directory / CONFIG_FILE
     if not path.is_file():
         raise _not_a_file(path, "the model's config.json")
     check_config_file(str(directory))
@@ -423,7 +429,7 @@ def check_directory(
     from the folder's config.json: errors name the file when they agree); `tokenizer`: check the
     tokenizer's files too (the model alone does not read them)."""
     directory = Path(directory)
-    config_file: Path | str = directory / "config.json"
+    config_file: Path | str = directory / CONFIG_FILE
     if config is None:
         config = read_config(directory)
     elif not (Path(config_file).is_file() and _same_sizes(config, read_config(directory))):
@@ -450,7 +456,7 @@ def check_directory(
         found[bare] = entry
     optional = tuple(getattr(model_class, "_optional_weights", ()))
     files = sorted({path for path, _ in tensors.values()})
-    weights = files[0] if len(files) == 1 else directory / _with_variant(WEIGHTS_INDEX, variant)
+    weights = files[0] if len(files) == 1 else directory / with_variant(WEIGHTS_INDEX, variant)
     bare_names = [name[len(prefix) :] if name.startswith(prefix) else name for name in found]
     _check_counts(config, bare_names, weights, config_file)
     missing = [name for name in expected if name not in found and not name.startswith(optional)]
@@ -545,6 +551,7 @@ def load_strict(
     *,
     model_class=None,
     arguments: dict[str, Any] | None = None,
+    checked: bool = False,
 ) -> tuple[Any, dict]:
     """(model, loading info) from `load(output_loading_info=True, ignore_mismatched_sizes=True)`
     (HF's `from_pretrained`: safetensors, `weights_only=True`), made strict: a bad config.json,
@@ -553,16 +560,18 @@ def load_strict(
     file; so do weights files that are not whole safetensors. A local folder passes the cheap checks
     first, before any weight is read (`check_directory` for `model_class`, its config.json against
     its weights; without a `model_class`, or where the loading `arguments` give a config or change
-    its sizes, the weights' headers alone: the loading info is checked after)."""
+    its sizes, the weights' headers alone: the loading info is checked after); `checked`: the folder
+    passed `check_directory` already (a model reference's check), so it is not checked again."""
     from safetensors import SafetensorError
     from transformers.utils import logging as hf_logging
 
-    check_config_file(source)
-    if Path(source).is_dir():
+    if not checked:
+        check_config_file(source)
+    if Path(source).is_dir() and not checked:
         arguments = arguments or {}
         given = arguments.get("config")
         sized = set(arguments) & (CONFIG_FIELDS - RUNTIME_CONFIG_FIELDS)  # (checked in the loading info)
-        if model_class is not None and not sized and (given is not None or (Path(source) / "config.json").is_file()):
+        if model_class is not None and not sized and (given is not None or (Path(source) / CONFIG_FILE).is_file()):
             config = given if isinstance(given, ElmoConfig) else None
             check_directory(source, model_class, variant, config=config, tokenizer=False)
         else:
@@ -617,6 +626,7 @@ __all__ = [
     "ElmoLoadError",
     "check_config_file",
     "weights_name",
+    "with_variant",
     "weights_files",
     "read_safetensors_header",
     "check_weights",

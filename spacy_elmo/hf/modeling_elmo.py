@@ -23,10 +23,8 @@ LM targets over them (§3.1); the character encoder, the biLSTM (its definition
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple, cast
 
 import torch
@@ -594,23 +592,12 @@ def apply_precision(model: nn.Module, precision: str) -> nn.Module:
     return bind_precision(model, check_precision(precision))
 
 
-def _weights_files(name, kwargs: dict) -> list:
-    """The safetensors files `from_pretrained(name, **kwargs)` read: a local folder's, or the hub
-    snapshot's in the local cache ([] where there are none: a state dict, pickled weights)."""
-    if name is None:
+def _weights_files(folder: sources.ModelFolder | None, variant: str | None) -> list:
+    """The safetensors files a model was read from ([] where there are none: a state dict, pickled weights)."""
+    if folder is None:
         return []
-    subfolder = kwargs.get("subfolder") or ""
-    folder = Path(os.fspath(name)) / subfolder
-    if not folder.is_dir():
-        config = f"{subfolder}/config.json" if subfolder else "config.json"
-        cached = sources.cached_file(
-            os.fspath(name), config, cache_dir=kwargs.get("cache_dir"), revision=kwargs.get("revision")
-        )
-        if cached is None:
-            return []
-        folder = cached.parent
     try:
-        return model_directory.weights_files(folder, kwargs.get("variant"))
+        return model_directory.weights_files(folder.path, variant)
     except ElmoLoadError:
         return []
 
@@ -630,9 +617,6 @@ class ElmoPreTrainedModel(PreTrainedModel):
     # save_pretrained / push_to_hub write a complete model directory (spacy_elmo.hf.model_directory)
     save_pretrained = model_directory.save_pretrained
     push_to_hub = model_directory.push_to_hub  # type: ignore[assignment]  # (adds tokenizer=, model_card=: not HF's signature)
-    # what a converter built this model from (`load_legacy`, `load_efml`: the files' names, as a model card
-    # shows them): the card's source when save_pretrained is given none; None for any other model
-    converted_from: str | None = None
     # a pretrained directory may carry the LM head; the encoder alone ignores it quietly
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
 
@@ -642,33 +626,66 @@ class ElmoPreTrainedModel(PreTrainedModel):
         a bad config.json, missing or mis-shaped tensors and NaN/inf weights raise `ElmoLoadError`
         naming the source. `lstm_implementation=` chooses the biLSTM kernel (a run-time setting,
         never read from the file). An argument it does not honour raises a one-line `TypeError` /
-        `ValueError` before anything is read (`model_directory.check_loading_arguments`), and so
-        does a name of no model (`sources.locate`: no such folder; a hub id not cached when the hub
-        cannot be asked). The loaded biLM binds its `config.precision` (eval mode: a low precision
-        releases the fp32 weights it converts, which it reads back from these files when needed)."""
+        `ValueError` before anything is read (`model_directory.check_loading_arguments`). The name is
+        resolved once (`sources.resolve`): a folder as it is, a hub id to its snapshot in the local
+        cache after one request to the hub; a name of no model is one line (no such folder; a hub id
+        not cached when the hub cannot be asked). The loaded biLM binds its `config.precision` (eval
+        mode: a low precision releases the fp32 weights it converts, which it reads back from these
+        files when needed)."""
         model_directory.check_loading_arguments(f"{cls.__name__}.from_pretrained", args, kwargs)
-        # a folder that is not there, or a hub id neither cached nor to be had: one line, no retries
-        kwargs.update(sources.locate(pretrained_model_name_or_path, **kwargs))
+        folder = sources.resolve(pretrained_model_name_or_path, **kwargs)
+        return cls._from_folder(folder, kwargs, checked=False)
+
+    @classmethod
+    def from_checked_folder(cls, folder: sources.ModelFolder, **kwargs):
+        """`from_pretrained` of a folder a model reference resolved and checked already
+        (`formats.references`: `model_directory.check_directory` for `ElmoModel`), read without
+        checking it again; where the files came from (`sources.HUB_ARGUMENTS`) is settled."""
+        model_directory.check_loading_arguments(f"{cls.__name__}.from_pretrained", (), kwargs)
+        return cls._from_folder(folder, kwargs, checked=True)
+
+    @classmethod
+    def _from_folder(cls, folder: sources.ModelFolder | None, kwargs: dict, *, checked: bool):
+        """The model of a resolved folder (None: a config and a state dict given instead of files)."""
         want_info = kwargs.pop("output_loading_info", False)
         kwargs.pop("ignore_mismatched_sizes", None)  # False (checked): load_strict passes True, then refuses
-        # the checks of a local directory read the folder HF reads
-        source = str(pretrained_model_name_or_path)
-        if kwargs.get("subfolder"):
-            source = os.path.join(source, kwargs["subfolder"])
-        load = functools.partial(
-            super().from_pretrained, pretrained_model_name_or_path, **compat.loading_arguments(kwargs)
+        reading = {name: value for name, value in kwargs.items() if name not in sources.HUB_ARGUMENTS}
+        # what messages name: a local folder as the user wrote it, a hub snapshot's path in the cache
+        source = (
+            None if folder is None else folder.local_text(kwargs) if folder.repo_folder is None else str(folder.path)
         )
-        model, info = model_directory.load_strict(
-            load, source, cls._optional_weights, kwargs.get("variant"), model_class=cls, arguments=kwargs
-        )
-        files = _weights_files(pretrained_model_name_or_path, kwargs)
+        load = functools.partial(super().from_pretrained, source, **compat.loading_arguments(reading))
+        try:
+            model, info = model_directory.load_strict(
+                load,
+                str(source),
+                cls._optional_weights,
+                kwargs.get("variant"),
+                model_class=cls,
+                arguments=kwargs,
+                checked=checked,
+            )
+        except ElmoLoadError as err:
+            raise (err if folder is None else folder.damaged(err)) from None
+        files = _weights_files(folder, kwargs.get("variant"))
         for prefix, module in model.named_modules():
             if isinstance(module, ElmoModel):
                 names = fp32_weights.weight_names(module)
                 found = fp32_weights.SafetensorsFiles.find(files, names, prefix + "." if prefix else "")
                 module.attach_weights_files(found, "its weights were not loaded from safetensors files")
                 module._bind_precision(explicit=True)
+        if folder is not None:  # the name the user gave, not the folder it resolved to (a hub snapshot)
+            model.name_or_path = model.config.name_or_path = folder.name
         return (model, info) if want_info else model
+
+    @property
+    def converted_from(self) -> str | None:
+        """What a converter built this biLM from (`load_legacy`, `load_efml`: the files' names, as a
+        model card shows them), the card's source when save_pretrained is given none; None for any
+        other model. The loader's record of its files answers (`attach_weights_files`)."""
+        elmo = next((module for module in self.modules() if isinstance(module, ElmoModel)), None)
+        files = elmo._fp32_state.files if elmo is not None else None
+        return files.converted_from if files is not None else None
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -712,18 +729,13 @@ class ElmoModel(ElmoPreTrainedModel):
         self.token_encoder = ElmoCharacterEncoder(config)
         self.encoder = ElmoBiLstm(config)
         self.scalar_mixes = nn.ModuleList(
-            ScalarMix(config.num_layers + 1, config.scalar_mix_layer_norm)
+            ScalarMix(config.num_output_layers, config.scalar_mix_layer_norm)
             for _ in range(config.num_output_representations)
         )
         self.post_init()
         self._fp32_state = fp32_weights.Fp32State()
         self._bound: tuple[str, str] | None = None  # (precision, device type) the products are bound for
         self._bind_precision(explicit=False)  # (from a config or config.json; checked by ElmoConfig)
-
-    @property
-    def num_layers(self) -> int:
-        """Number of output layers, L + 1."""
-        return self.config.num_layers + 1
 
     def set_precision(self, precision: str) -> ElmoModel:
         """Inference in `precision`: "fp32" (exact, the default), "bf16" (bf16 products, fp32 state
@@ -889,7 +901,7 @@ class ElmoModel(ElmoPreTrainedModel):
             empty = self.token_encoder.char_embedding.weight.new_zeros(0, input_ids.shape[1], self.config.output_dim)
             return ElmoModelOutput(
                 last_hidden_state=empty,
-                hidden_states=(empty,) * self.num_layers,
+                hidden_states=(empty,) * self.config.num_output_layers,
                 attention_mask=mask,
                 mixed_representations=tuple(empty for _ in self.scalar_mixes) or None,
             )

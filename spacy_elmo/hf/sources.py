@@ -1,27 +1,38 @@
 """Where a model's files are: a local folder, or a Hugging Face hub repository (in the local cache or
-on the hub), and the one-line errors for a name that is neither.
+on the hub), resolved once into the local folder that holds them (`ModelFolder`), and the one-line
+errors for a name that is neither.
 
-`locate(name, ...)` is what `ElmoPreTrainedModel.from_pretrained` (and so `AutoModel`) asks before
-transformers reads anything: an existing folder is read as it is; a name shaped like a path that
-does not exist fails at once (`no such directory: …`); a hub id (`owner/name`) that is not cached
-fails in one line, naming both readings, when HF_HUB_OFFLINE is set or the hub cannot be reached,
-after one request without retries (huggingface_hub would retry a dead network for half a minute).
-`formats.references.HubId` asks the same. `locate_any_model(name)` asks it of a model of any kind that
-transformers reads (the transformer of a spacy-transformers config), whose hub id may have no owner.
+`resolve(name, ...)` is what `ElmoPreTrainedModel.from_pretrained` (and so `AutoModel`) asks before
+transformers reads anything, and `formats.references.HubId` asks of a hub id: an existing folder is
+read as it is; a name shaped like a path that does not exist fails at once (`no such directory: …`);
+a hub id (`owner/name`) becomes its snapshot in the local cache, after one request to the hub (a
+HEAD of its config.json, without retries: huggingface_hub would retry a dead network for half a
+minute) that says which commit the revision is; only the files of that commit not cached yet are
+downloaded (`hub_snapshot`). Offline (HF_HUB_OFFLINE, `local_files_only`), or when the hub cannot be
+reached, the cached snapshot is read; a hub id not cached then fails in one line naming both
+readings. The name the user gave stays the model's name (`ModelFolder.name`: what configs, model
+cards and messages keep). `locate_any_model(name)` asks where a model of any kind that transformers
+reads is (the transformer of a spacy-transformers config), whose hub id may have no owner.
 
 This is the one module that asks huggingface_hub about its cache and the hub (`try_to_load_from_cache`,
-`hf_hub_url`, `validate_repo_id`, names huggingface_hub 0.x and 1.x both have; offline mode and the one request
-without retries through `compat`, where the releases differ).
+`hf_hub_download`, `hf_hub_url`, `validate_repo_id`, names huggingface_hub 0.x and 1.x both have;
+offline mode and the one request without retries through `compat`, where the releases differ).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..compat import ask_hub_once, hub_offline
+from ..constants import CONFIG_FILE, PICKLED_WEIGHTS_FILE, TOKENIZER_FILES, WEIGHTS_FILE, WEIGHTS_INDEX
+
+# the `from_pretrained` arguments that say where a model's files come from: settled once they are resolved
+HUB_ARGUMENTS = ("cache_dir", "force_download", "local_files_only", "proxies", "revision", "subfolder", "token")
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -68,23 +79,6 @@ def cache_folder(snapshot_file: Path) -> Path:
     return snapshot_file.parent
 
 
-def check_cached_weights(repo_id: str, snapshot: Path) -> None:
-    """The weights a hub repository's cached snapshot holds so far, checked from their headers
-    (`model_directory.check_weights`: whole safetensors files); a damaged copy is one
-    `ModelNotFoundError` line naming the file and how to fetch it again."""
-    from .model_directory import WEIGHTS_FILE, WEIGHTS_INDEX, ElmoLoadError, check_weights
-
-    if not any((snapshot / name).exists() for name in (WEIGHTS_FILE, WEIGHTS_INDEX)):
-        return  # not downloaded yet
-    try:
-        check_weights(snapshot)
-    except ElmoLoadError as err:
-        raise ModelNotFoundError(
-            f"{err}; it is {repo_id}'s copy in the Hugging Face cache: delete {cache_folder(snapshot)} "
-            "(or load with force_download=True) to download it again"
-        ) from None
-
-
 def network_reason(err: BaseException) -> str:
     """What a failed request ran into, short: the system's `[Errno N] ...` where the message (urllib3's or httpx's,
     nested in huggingface_hub's) holds one, else the message's first line."""
@@ -102,25 +96,65 @@ def absent(repo_id: str, why: str) -> ModelAbsentError:
     )
 
 
-def locate(name, *, subfolder: str = "", **hub: Any) -> dict[str, Any]:
-    """Checks, before transformers reads anything, that `name` names a model's files, and returns
-    the `from_pretrained` arguments to add (`local_files_only` when the hub cannot be reached but
-    the repository is cached). `hub`: `from_pretrained`'s cache_dir, revision, token,
-    local_files_only. Raises `ModelAbsentError` / `ModelNotFoundError`, one line."""
-    if name is None:  # (a config and a state dict given instead of files)
-        return {}
+@dataclass(frozen=True)
+class ModelFolder:
+    """A model's files, resolved once: `path`, the local folder that holds them (the folder named, or a
+    hub repository's snapshot in the local cache), and `name`, what the user gave (what configs, model
+    cards and messages keep). `repo_folder`: a snapshot's repository folder in the cache (None for a
+    local folder)."""
+
+    path: Path
+    name: str
+    repo_folder: Path | None = None
+
+    def local_text(self, hub: dict[str, Any]) -> str:
+        """A local folder as the user wrote it (its `subfolder` in `hub`, `from_pretrained`'s arguments,
+        joined): what messages about its files name."""
+        subfolder = hub.get("subfolder") or ""
+        return os.path.join(self.name, subfolder) if subfolder else self.name
+
+    def damaged(self, err: Exception) -> Exception:
+        """`err`, a check's one line about a file here; for a cached snapshot, a `ModelNotFoundError` that
+        says how to download it again."""
+        if self.repo_folder is None:
+            return err
+        return ModelNotFoundError(
+            f"{err}; it is {self.name}'s copy in the Hugging Face cache: delete {self.repo_folder} "
+            "(or load with force_download=True) to download it again"
+        )
+
+
+def resolve(name, *, subfolder: str = "", **hub: Any) -> ModelFolder | None:
+    """The local folder of the model `name` names (None for None: a config and a state dict given
+    instead of files), resolved once, before transformers reads anything: an existing folder as it is;
+    a hub id's snapshot in the local cache (`hub_snapshot`: one request to the hub, the files not yet
+    cached downloaded). `hub`: `from_pretrained`'s cache_dir, revision, token, local_files_only,
+    force_download, variant, use_safetensors. Raises `ModelAbsentError` / `ModelNotFoundError`, one line."""
+    if name is None:
+        return None
     text = os.fspath(name)
     path = Path(text) / subfolder if subfolder else Path(text)
     if path.is_dir():
-        return {}
+        return ModelFolder(path, text)
     if Path(text).exists():
-        raise ModelNotFoundError(f"{text}: not a directory; a model is a folder (config.json + model.safetensors)")
+        raise ModelNotFoundError(f"{text}: not a directory; a model is a folder ({CONFIG_FILE} + {WEIGHTS_FILE})")
     if not is_hub_id(text):
         raise ModelAbsentError(f"no such directory: {text}")
-    return locate_hub_model(text, subfolder=subfolder, **hub)
+    return hub_snapshot(text, subfolder=subfolder, **hub)
 
 
-def locate_hub_model(
+def cached_snapshot(
+    repo_id: str, *, subfolder: str = "", cache_dir=None, revision: str | None = None
+) -> ModelFolder | None:
+    """The snapshot of `repo_id` (at `revision`, default the main branch) in the local hub cache whose
+    config.json is there (None: none is), as a `ModelFolder`; its other files may not be downloaded yet."""
+    config = cached_file(
+        repo_id, f"{subfolder}/{CONFIG_FILE}" if subfolder else CONFIG_FILE, cache_dir=cache_dir, revision=revision
+    )
+    return None if config is None else ModelFolder(config.parent, repo_id, cache_folder(config))
+
+
+def hub_snapshot(
     repo_id: str,
     *,
     subfolder: str = "",
@@ -129,20 +163,117 @@ def locate_hub_model(
     token=None,
     local_files_only: bool = False,
     force_download: bool = False,
+    variant: str | None = None,
+    use_safetensors: bool | None = None,
+    proxies: dict | None = None,
     **_: Any,
-) -> dict[str, Any]:
-    """`locate` of a hub id: its config.json cached (and the weights cached with it whole), or the
-    hub asked once (no retries)."""
-    config = f"{subfolder}/config.json" if subfolder else "config.json"
-    cached_config = cached_file(repo_id, config, cache_dir=cache_dir, revision=revision)
-    cached = cached_config is not None
-    if cached_config is not None and not force_download:
-        check_cached_weights(repo_id, cached_config.parent)
+) -> ModelFolder:
+    """A hub repository's snapshot in the local cache, holding its model's files: offline (HF_HUB_OFFLINE,
+    `local_files_only`) the cached one; else the hub is asked once (no retries) which commit `revision`
+    is, and that commit's config.json, weights (safetensors, or their index and shards; else pickled
+    weights unless `use_safetensors`) and tokenizer files not yet cached are downloaded (a file the hub
+    said it lacks is not asked for again). The hub unreachable, the cached snapshot is read. Raises
+    `ModelAbsentError` / `ModelNotFoundError`, one line."""
+    from .model_directory import with_variant
+
+    if proxies:  # (huggingface_hub's downloads take the environment's HTTPS_PROXY, not an argument)
+        raise ValueError("proxies= is not supported for a hub id: set HTTPS_PROXY (and HTTP_PROXY) instead")
+    cached = cached_snapshot(repo_id, subfolder=subfolder, cache_dir=cache_dir, revision=revision)
     if hub_offline() or local_files_only:
-        if cached:
-            return {}
-        raise absent(repo_id, "HF_HUB_OFFLINE is set" if hub_offline() else "local_files_only is set")
-    return ask_hub(repo_id, config, cached=cached, revision=revision, token=token)
+        if cached is None:
+            raise absent(repo_id, "HF_HUB_OFFLINE is set" if hub_offline() else "local_files_only is set")
+        return cached
+    config = f"{subfolder}/{CONFIG_FILE}" if subfolder else CONFIG_FILE
+    commit = ask_hub(repo_id, config, cached=cached is not None, revision=revision, token=token)
+    if commit is None:  # the hub cannot be reached: the cached copy
+        assert cached is not None
+        return cached
+    files = _SnapshotFiles(repo_id, subfolder, commit, cache_dir, token, force_download)
+    config_path = files.fetch(CONFIG_FILE, required=True)
+    assert config_path is not None
+    weights = files.fetch(with_variant(WEIGHTS_FILE, variant))
+    if weights is None:
+        index = files.fetch(with_variant(WEIGHTS_INDEX, variant))
+        if index is not None:
+            for shard in _shards(index):
+                files.fetch(shard)
+        elif not use_safetensors:
+            files.fetch(with_variant(PICKLED_WEIGHTS_FILE, variant))
+    for name in TOKENIZER_FILES:
+        files.fetch(name)
+    folder = ModelFolder(config_path.parent, repo_id, cache_folder(config_path))
+    _remember_revision(folder.repo_folder, revision or "main", commit)
+    return folder
+
+
+@dataclass(frozen=True)
+class _SnapshotFiles:
+    """The files of one commit of a hub repository, each taken from the local cache or downloaded once."""
+
+    repo_id: str
+    subfolder: str
+    commit: str
+    cache_dir: Any
+    token: Any
+    force_download: bool
+
+    def fetch(self, name: str, *, required: bool = False) -> Path | None:
+        """The cached copy of `name` at this commit, downloaded if not there yet; None where the hub
+        has no such file (remembered in the cache, so it is not asked again), unless `required`."""
+        from huggingface_hub import hf_hub_download, try_to_load_from_cache
+        from huggingface_hub.errors import EntryNotFoundError
+
+        filename = f"{self.subfolder}/{name}" if self.subfolder else name
+        if not self.force_download:
+            found = try_to_load_from_cache(self.repo_id, filename, cache_dir=self.cache_dir, revision=self.commit)
+            if isinstance(found, str):
+                return Path(found)
+            if found is not None:  # the hub said, at this commit, that it has no such file
+                return None
+        try:
+            return Path(
+                hf_hub_download(
+                    self.repo_id,
+                    filename,
+                    revision=self.commit,
+                    cache_dir=self.cache_dir,
+                    token=self.token,
+                    force_download=self.force_download,
+                )
+            )
+        except EntryNotFoundError:
+            if required:
+                raise ModelNotFoundError(f"{self.repo_id}: the hub repository has no {filename}") from None
+            return None
+        except Exception as err:  # the network went away, a full disk: one line
+            raise ModelNotFoundError(
+                f"{self.repo_id}: downloading {filename} from the Hugging Face hub failed ({network_reason(err)})"
+            ) from None
+
+
+def _shards(index: Path) -> list[str]:
+    """The shard files a downloaded weights index lists (none where it is not one: the check names it)."""
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return sorted({v for v in weight_map.values() if isinstance(v, str)}) if isinstance(weight_map, dict) else []
+
+
+def _remember_revision(repo_folder: Path | None, revision: str, commit: str) -> None:
+    """Records in the cache that `revision` (a branch or tag) is `commit` now, as huggingface_hub's own
+    downloads do (refs/REVISION): offline, the cache then serves the commit the hub last named."""
+    from ..files import write_text_atomic
+
+    if repo_folder is None or revision == commit:
+        return
+    ref = repo_folder / "refs" / revision
+    try:
+        if not ref.is_file() or ref.read_text().strip() != commit:
+            ref.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(ref, commit)
+    except OSError:  # a read-only cache: the snapshot is read all the same
+        pass
 
 
 def ask_hub(
@@ -153,15 +284,16 @@ def ask_hub(
     revision: str | None = None,
     token=None,
     layout: str = "an ELMo model in the HF layout",
-) -> dict[str, Any]:
-    """Asks the hub once (no retries) for `filename` of `repo_id`: {} when it is there,
-    `{"local_files_only": True}` when the hub cannot be reached but the repository is `cached`; else
-    `ModelAbsentError` / `ModelNotFoundError`, one line (`layout`: what a repository without the file is not)."""
+) -> str | None:
+    """Asks the hub once (no retries) for `filename` of `repo_id` at `revision`: the commit it serves it
+    from (the revision itself, where the answer names none), or None when the hub cannot be reached but
+    the repository is `cached`; else `ModelAbsentError` / `ModelNotFoundError`, one line (`layout`: what
+    a repository without the file is not)."""
     from huggingface_hub import hf_hub_url
     from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
 
     try:  # one request, no retries
-        ask_hub_once(hf_hub_url(repo_id, filename, revision=revision), timeout=10, token=token)
+        commit = ask_hub_once(hf_hub_url(repo_id, filename, revision=revision), timeout=10, token=token)
     except RepositoryNotFoundError:
         raise ModelAbsentError(f"no such directory: {repo_id}; no such model on the Hugging Face hub either") from None
     except EntryNotFoundError:
@@ -170,9 +302,9 @@ def ask_hub(
         raise ModelNotFoundError(f"{repo_id}: the Hugging Face hub refused it: {str(err).splitlines()[0]}") from None
     except Exception as err:  # no network: DNS, refused connection, timeout, proxy
         if cached:
-            return {"local_files_only": True}
+            return None
         raise absent(repo_id, f"the hub cannot be reached ({network_reason(err)})") from None
-    return {}
+    return commit or revision or "main"
 
 
 def locate_any_model(name: str) -> None:
@@ -188,24 +320,26 @@ def locate_any_model(name: str) -> None:
         raise ModelNotFoundError(f"{text}: not a directory; a model is a folder (config.json and its weights)")
     if not is_hub_id(text, owner=False):
         raise ModelAbsentError(f"no such directory: {text}")
-    if cached_file(text, "config.json") is not None:
+    if cached_file(text, CONFIG_FILE) is not None:
         return
     if hub_offline():
         raise absent(text, "HF_HUB_OFFLINE is set")
-    ask_hub(text, "config.json", cached=False, layout="a transformers model")
+    ask_hub(text, CONFIG_FILE, cached=False, layout="a transformers model")
 
 
 __all__ = [
+    "HUB_ARGUMENTS",
     "ModelAbsentError",
+    "ModelFolder",
     "ModelNotFoundError",
     "absent",
     "ask_hub",
     "cache_folder",
     "cached_file",
-    "check_cached_weights",
+    "cached_snapshot",
+    "hub_snapshot",
     "is_hub_id",
-    "network_reason",
-    "locate",
     "locate_any_model",
-    "locate_hub_model",
+    "network_reason",
+    "resolve",
 ]

@@ -25,6 +25,7 @@ from ..characters import (
     Utf8Characters,
     WordLexicon,
 )
+from ..constants import CHAR_VOCAB_FILE, WORD_VOCAB_FILE
 
 _UTF8_VOCAB = {"<pad>": 0, **{f"<0x{b:02X}>": b + 1 for b in range(256)}}
 _UTF8_VOCAB.update(
@@ -39,7 +40,6 @@ _UTF8_VOCAB.update(
         )
     }
 )
-CHAR_VOCAB_FILE, WORD_VOCAB_FILE = "char_vocab.json", "word_vocab.json"
 # what `__call__` takes besides the text (HF's names and meanings); anything else is refused
 _PADDING = {True: "longest", "longest": "longest", "max_length": "max_length"}
 _TRUNCATION = {True: True, "longest_first": True, "only_first": True, False: False, "do_not_truncate": False}
@@ -279,4 +279,4 @@ def spacy_word_splitter(lang: str = "en") -> Callable[[str], list[str]]:
     return split
 
 
-__all__ = ["ElmoTokenizer", "spacy_word_splitter", "CHAR_VOCAB_FILE", "WORD_VOCAB_FILE"]
+__all__ = ["ElmoTokenizer", "spacy_word_splitter"]

@@ -14,7 +14,11 @@
 | per-thread `torch.set_num_threads` (ATen's | the two LSTM directions on two  | the directions one after the   |
 | OpenMP backend keeps a count per thread)   | threads (`packed_lstm`)         | other (same operations)        |
 
-Each fallback is logged once (no silent fallbacks). Tests force every fallback (`FORCE_FALLBACK`).
+The probes of the private ops are plain functions of the op namespace (`onednn_linear_works`,
+`quantized_linear_works`: torch's by default), so a test hands them one that lacks an op or computes
+something else. Where a probe finds one missing or different (an older or newer torch, a build without
+oneDNN or fbgemm), its path falls back to the exact one with one warning line, once per process (no
+silent fallbacks); tests switch every fallback on (`FORCE_FALLBACK`, logged once as info).
 
 Two hardware capabilities are checked here too, once per process, from the CPU's flags
 (/proc/cpuinfo; torch 2.13 has no public query for the instruction set itself:
@@ -38,6 +42,7 @@ import platform
 import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -49,17 +54,23 @@ _logged: set[str] = set()
 
 
 def _fallback(name: str, why: str) -> bool:
+    """False, after one line the first time: a warning where a probe found the capability missing or
+    different, info where a test switched it off."""
     if name not in _logged:
         _logged.add(name)
-        logger.info("spacy_elmo.kernels: %s unavailable (%s); using the exact fallback", name, why)
+        level = logging.INFO if name in FORCE_FALLBACK else logging.WARNING
+        logger.log(level, "spacy_elmo.kernels: %s unavailable (%s); using the exact fallback", name, why)
     return False
 
 
-def _probe_onednn() -> str | None:
+def _probe_onednn(ops: Any = None) -> str | None:
+    """None when oneDNN's linear ops (`ops`: torch.ops.mkldnn unless given) compute what the fast paths
+    expect of them, else why not."""
     try:
-        if not torch.backends.mkldnn.is_available():
-            return "oneDNN not built"
-        ops = torch.ops.mkldnn
+        if ops is None:
+            if not torch.backends.mkldnn.is_available():
+                return "oneDNN not built"
+            ops = torch.ops.mkldnn
         weight = ops._reorder_linear_weight(torch.ones(4, 3), 2)
         out = ops._linear_pointwise(torch.ones(2, 3), weight, None, "none", [], "")
         if out.shape != (2, 4) or not torch.equal(out, torch.full((2, 4), 3.0)):
@@ -74,6 +85,13 @@ def _probe_onednn() -> str | None:
     except (AttributeError, RuntimeError, TypeError) as err:
         return f"{type(err).__name__}: {err}"
     return None
+
+
+def onednn_linear_works(ops: Any = None) -> bool:
+    """Whether oneDNN's prepacked linear is there and computes what the fast paths expect: `ops`
+    (torch.ops.mkldnn unless given) has `_reorder_linear_weight` and `_linear_pointwise` (its `binary`
+    variant too), which give the products of a prepacked and of a plain weight."""
+    return _probe_onednn(ops) is None
 
 
 _ONEDNN_PROBLEM = _probe_onednn()
@@ -174,8 +192,9 @@ def _is_x86() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 
 
-def _probe_native_bf16(cpuinfo: str | None = None) -> str | None:
-    """None when the CPU multiplies bf16 natively (and torch's oneDNN can use it), else why not."""
+def _probe_native_bf16(cpuinfo: str | None = None, ops: Any = None) -> str | None:
+    """None when the CPU multiplies bf16 natively (and torch's oneDNN, `ops` unless torch.ops.mkldnn, can
+    use it), else why not."""
     flags = _cpu_flags(cpuinfo)
     if flags is None:
         return "no /proc/cpuinfo to read the CPU's flags from"
@@ -184,7 +203,7 @@ def _probe_native_bf16(cpuinfo: str | None = None) -> str | None:
     if not flags & wanted:
         return f"the CPU has none of the flags {', '.join(sorted(wanted))}"
     try:
-        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        if not (torch.ops.mkldnn if ops is None else ops)._is_mkldnn_bf16_supported():
             return "torch's oneDNN has no bf16 GEMM here"
     except (AttributeError, RuntimeError) as err:
         return f"{type(err).__name__}: {err}"
@@ -216,10 +235,12 @@ def int8_engine() -> str | None:
     return next((engine for engine in _INT8_ENGINES if engine in engines), None)
 
 
-def pack_int8_weight(qweight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None):
-    """torch's packed weight for `quantized.linear_dynamic`: int8 [N, K] with per-row (output) `scales`
-    [N] (zero points 0) and an fp32 bias. The packing takes a quantized tensor, whose creation torch
-    deprecates (the warning is ours to handle: without it, `int8_products` says no)."""
+def pack_int8_weight(qweight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None, ops: Any = None):
+    """torch's packed weight for `quantized.linear_dynamic` (`ops`: torch.ops.quantized unless given):
+    int8 [N, K] with per-row (output) `scales` [N] (zero points 0) and an fp32 bias. The packing takes a
+    quantized tensor, whose creation torch deprecates (the warning is ours to handle: without it,
+    `int8_products` says no)."""
+    ops = torch.ops.quantized if ops is None else ops
     engine = int8_engine()
     if engine is None:
         raise RuntimeError("torch has no x86 / fbgemm / oneDNN quantized engine")
@@ -231,14 +252,38 @@ def pack_int8_weight(qweight: torch.Tensor, scales: torch.Tensor, bias: torch.Te
             quantized = torch._make_per_channel_quantized_tensor(
                 qweight, scales.double(), torch.zeros(qweight.shape[0], dtype=torch.long), 0
             )
-            return torch.ops.quantized.linear_prepack(quantized, bias)
+            return ops.linear_prepack(quantized, bias)
         finally:
             torch.backends.quantized.engine = previous
 
 
-def _probe_int8(cpuinfo: str | None = None) -> str | None:
-    """None when int8 products beat fp32 here (`INT8_CPUS`) and torch's quantized dynamic linear gives
-    the integer products exactly, else why not."""
+def _probe_quantized_linear(ops: Any = None) -> str | None:
+    """None when torch's quantized dynamic linear (`ops`: torch.ops.quantized unless given) gives the
+    integer products exactly, else why not."""
+    ops = torch.ops.quantized if ops is None else ops
+    try:
+        # integers: activations 0..255 (scale 1, zero point 0) times weights in [-127, 127], summed exactly
+        x = torch.arange(70 * 3, dtype=torch.float32).reshape(3, 70) * 37 % 256
+        x[0, 0], x[0, 1] = 0.0, 255.0
+        w = (torch.arange(4 * 70).reshape(4, 70) * 53 % 255 - 127).to(torch.int8)
+        y = ops.linear_dynamic(x, pack_int8_weight(w, torch.ones(4), None, ops), False)
+        if not torch.equal(y, x @ w.float().t()):
+            return "torch's quantized dynamic linear gave an unexpected result"
+    except (AttributeError, RuntimeError, TypeError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def quantized_linear_works(ops: Any = None) -> bool:
+    """Whether torch's int8 dynamic linear is there and gives the integer products exactly: `ops`
+    (torch.ops.quantized unless given) has `linear_prepack` (of a weight made by
+    `torch._make_per_channel_quantized_tensor`) and `linear_dynamic`, and an engine packs for them."""
+    return _probe_quantized_linear(ops) is None
+
+
+def _probe_int8(cpuinfo: str | None = None, ops: Any = None) -> str | None:
+    """None when int8 products beat fp32 here (`INT8_CPUS`) and torch's quantized dynamic linear (`ops`
+    unless torch.ops.quantized) gives the integer products exactly, else why not."""
     if not _is_x86():
         return f"int8 products are not taken on {platform.machine() or 'this CPU'}"
     flags = _cpu_flags(cpuinfo)
@@ -246,17 +291,7 @@ def _probe_int8(cpuinfo: str | None = None) -> str | None:
         return "no /proc/cpuinfo to read the CPU's flags from"
     if not any(flag in flags for flag, _ in INT8_CPUS):
         return f"the CPU has none of the flags {', '.join(flag for flag, _ in INT8_CPUS)}"
-    try:
-        # integers: activations 0..255 (scale 1, zero point 0) times weights in [-127, 127], summed exactly
-        x = torch.arange(70 * 3, dtype=torch.float32).reshape(3, 70) * 37 % 256
-        x[0, 0], x[0, 1] = 0.0, 255.0
-        w = (torch.arange(4 * 70).reshape(4, 70) * 53 % 255 - 127).to(torch.int8)
-        y = torch.ops.quantized.linear_dynamic(x, pack_int8_weight(w, torch.ones(4), None), False)
-        if not torch.equal(y, x @ w.float().t()):
-            return "torch's quantized dynamic linear gave an unexpected result"
-    except (AttributeError, RuntimeError, TypeError) as err:
-        return f"{type(err).__name__}: {err}"
-    return None
+    return _probe_quantized_linear(ops)
 
 
 @functools.cache

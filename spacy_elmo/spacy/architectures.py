@@ -4,8 +4,7 @@ the segmenters the biLM layer can use (`registry.misc`, entry point `spacy_misc`
 - `spacy-elmo.ElmoBiLM.v2`: the `elmo` component's model — Docs → all biLM layers per Doc, each
   Doc cut into the sequences the biLM runs by a registered `segmenter`.
 - `spacy-elmo.ElmoBiLM.v1`: the same layer with the default segmenter's settings as its own
-  arguments and autocast called `mixed_precision` (`spacy-elmo.ElmoModel.v1`, its name in
-  pipelines saved before 0.2, is the same function); configs naming it keep loading.
+  arguments and autocast called `mixed_precision`.
 - `spacy-elmo.ElmoListener.v1`: tok2vec for downstream components, listening to `elmo`.
 - `spacy-elmo.ElmoTok2Vec.v1`: tok2vec with its own biLM (no shared `elmo` component).
 - `spacy-elmo.ElmoEmbed.v1`: an `embed` block for spacy.Tok2Vec.v2 — ELMo enters *below* the
@@ -27,6 +26,7 @@ from spacy.util import registry
 from thinc.api import Maxout, Model, chain, with_array
 from thinc.types import Floats2d, Floats3d
 
+from ..constants import MAX_BATCH_TOKENS, MAX_LENGTH, WINDOW_OVERLAP
 from .layers.bilm import build_bilm
 from .layers.listener import ElmoListener
 from .layers.scalar_mix import build_scalar_mix
@@ -37,7 +37,7 @@ from .layers.tok2vec import BiLMLayers, build_elmo_features
 @registry.architectures("spacy-elmo.ElmoBiLM.v2")
 def ElmoBiLM_v2(
     name: str | None = None,
-    max_batch_tokens: int = 4096,
+    max_batch_tokens: int = MAX_BATCH_TOKENS,
     segmenter: Segmenter | None = None,
     autocast: bool = False,
     # {} (not None): the default is what spaCy fills into configs; it is only read (build_bilm copies it)
@@ -63,16 +63,12 @@ def ElmoBiLM_v2(
     )
 
 
-# "spacy-elmo.ElmoModel.v1" is the name pipelines saved before 0.2 use for the same layer: kept
-# registered so they load, but it is not the torch `spacy_elmo.ElmoModel`, so configs now name
-# ElmoBiLM (a thinc layer around the torch biLM)
-@registry.architectures("spacy-elmo.ElmoModel.v1")
 @registry.architectures("spacy-elmo.ElmoBiLM.v1")
 def ElmoBiLM_v1(
     name: str | None = None,
-    max_batch_tokens: int = 4096,
-    max_length: int = 256,
-    window_overlap: int = 64,
+    max_batch_tokens: int = MAX_BATCH_TOKENS,
+    max_length: int = MAX_LENGTH,
+    window_overlap: int = WINDOW_OVERLAP,
     mixed_precision: bool = False,
     # {} (not None): the default is what spaCy fills into configs; it is only read (build_bilm copies it)
     grad_scaler_config: dict[str, Any] = {},  # noqa: B006
@@ -162,14 +158,14 @@ def ScalarMix_v1(dropout: float = 0.0, l2: float = 0.001) -> Model[list[Floats3d
 
 
 @registry.misc("spacy-elmo.sentences_or_windows.v1")
-def sentences_or_windows_v1(max_length: int = 256, window_overlap: int = 64) -> Segmenter:
+def sentences_or_windows_v1(max_length: int = MAX_LENGTH, window_overlap: int = WINDOW_OVERLAP) -> Segmenter:
     """The default segmenter: the whole Doc up to `max_length` tokens; past it, its sentences when
     they are set, else the Doc, each cut into windows of `max_length` overlapping by `window_overlap`."""
     return SentencesOrWindows(max_length, window_overlap)
 
 
 @registry.misc("spacy-elmo.windows.v1")
-def windows_v1(max_length: int = 256, window_overlap: int = 64) -> Segmenter:
+def windows_v1(max_length: int = MAX_LENGTH, window_overlap: int = WINDOW_OVERLAP) -> Segmenter:
     """Windows of `max_length` tokens overlapping by `window_overlap`, ignoring sentences."""
     return Windows(max_length, window_overlap)
 

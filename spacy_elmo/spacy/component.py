@@ -67,15 +67,12 @@ precision = null
 [elmo.model]
 @architectures = "spacy-elmo.ElmoBiLM.v2"
 name = null
-max_batch_tokens = 4096
-autocast = false
-grad_scaler_config = {}
 
 [elmo.model.segmenter]
 @misc = "spacy-elmo.sentences_or_windows.v1"
-max_length = 256
-window_overlap = 64
 """
+# (the layer's and the segmenter's other settings: their registered functions' defaults, which spaCy
+# fills in; `spacy_elmo.constants` holds them)
 DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)
 
 register_extensions()

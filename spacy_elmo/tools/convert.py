@@ -17,23 +17,13 @@ import os
 import stat
 from pathlib import Path
 
+from ..constants import CARD_FILE, MODEL_FILES
 from ..files import check_output, made_folders, start_temporary, temporary_sibling
 from ..formats.references import parse_reference
-from ..hf.model_card import CARD_MARK, CARD_NAME
+from ..hf.model_card import CARD_MARK
 from ..hf.model_directory import save_model_directory
 
 logger = logging.getLogger(__name__)
-
-# the files of a model directory (model_directory.save_model_directory): those convert would replace
-MODEL_FILES = (
-    "config.json",
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "char_vocab.json",
-    "word_vocab.json",
-)
 
 
 def convert(
@@ -58,10 +48,10 @@ def convert(
 
         language_class(lang)
     reference = parse_reference(",".join(source))
-    reference.check()  # cheap: no weights read, no network
+    checked = reference.check()  # cheap: no weights read, no network
     with made_folders(output.parent), temporary_sibling(output) as tmp:
         start_temporary(tmp, output, folder=True)
-        model, tokenizer = reference.load(lang=lang, progress=progress)
+        model, tokenizer = reference.load(checked=checked, lang=lang, progress=progress)
         card = {
             "source": reference.describe(),
             "license": license,
@@ -75,7 +65,7 @@ def convert(
 
 def written_by_convert(folder: Path) -> bool:
     """Whether `folder` is a model directory this package wrote (its model card's mark)."""
-    card = folder / CARD_NAME
+    card = folder / CARD_FILE
     try:
         return card.is_file() and CARD_MARK in card.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -88,7 +78,7 @@ def _move_into_place(tmp: Path, output: Path) -> None:
         return
     for written in sorted(tmp.iterdir()):
         target = output / written.name
-        if written.name == CARD_NAME and target.is_file() and not written_by_convert(output):
+        if written.name == CARD_FILE and target.is_file() and not written_by_convert(output):
             logger.warning("kept %s: it was not written by spacy-elmo, so no model card was written", target)
             continue
         if target.is_file():
@@ -112,18 +102,4 @@ def check_legacy_order(options: Path, weights: Path) -> None:
         )
 
 
-def describe_source(source: list[str]) -> str:
-    """Deprecated: `parse_reference(",".join(source)).describe()` (what a model card says the model
-    was converted from); kept for one release."""
-    import warnings
-
-    warnings.warn(
-        "spacy_elmo.tools.convert.describe_source is deprecated: use "
-        "spacy_elmo.formats.references.parse_reference(reference).describe()",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return parse_reference(",".join(source)).describe()
-
-
-__all__ = ["MODEL_FILES", "check_legacy_order", "convert", "written_by_convert"]
+__all__ = ["check_legacy_order", "convert", "written_by_convert"]

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from ..constants import DEFAULT_DEVICE
 from ..devices import Distributed, pick_device
 from ..files import check_output, made_folders, start_temporary, temporary_sibling
 from ..precision import Precision, check_precision
@@ -69,7 +70,7 @@ def dump_embeddings(
     data_format: str = "tokenized",
     lang: str = "en",
     progress: bool = True,
-    device: str = "auto",
+    device: str = DEFAULT_DEVICE,
     overwrite: bool = False,
     precision: str | None = None,
 ) -> int:
@@ -96,12 +97,12 @@ def dump_embeddings(
     for path in {output, target}:
         check_output(path, overwrite=overwrite)
     reference = parse_reference(model_ref)
-    reference.check()
+    checked = reference.check()
     check_text_input(input_path)
     tokenize = make_tokenizer(data_format, lang)
     with made_folders(output.parent), temporary_sibling(target) as tmp:
         start_temporary(tmp, target)
-        model, tokenizer = reference.load()
+        model, tokenizer = reference.load(checked=checked)
         model = _with_precision(model.to(torch_device).eval(), chosen)
         from_stdin = str(input_path) == "-"
         bar = None
@@ -135,7 +136,9 @@ def dump_embeddings(
                         for i, words in part:
                             if not words:
                                 out.create_dataset(
-                                    str(i), shape=(model.num_layers, 0, model.config.output_dim), dtype="float32"
+                                    str(i),
+                                    shape=(model.config.num_output_layers, 0, model.config.output_dim),
+                                    dtype="float32",
                                 )
                         written += len(part)
                     chunk.clear()
@@ -184,7 +187,7 @@ def print_embeddings(
     dims: int = 6,
     data_format: str = "tokenized",
     lang: str = "en",
-    device: str = "auto",
+    device: str = DEFAULT_DEVICE,
     precision: str | None = None,
 ) -> None:
     """`spacy-elmo embed MODEL` (no files): each sentence of standard input (one per line) and the
@@ -194,13 +197,13 @@ def print_embeddings(
     OPTIONS["embed"]["--dims"].check(dims, "dims")
     chosen = _check_precision(precision)  # before any work
     reference = parse_reference(model_ref)
-    reference.check()  # cheap: no weights read, no network
+    checked = reference.check()  # cheap: no weights read, no network
     tokenize = make_tokenizer(data_format, lang)
     # standard input is read (and decoded) whole before the model loads
     lines = [words for words in (tokenize(line.strip()) for line in read_lines(stdin_bytes(), "<stdin>")) if words]
     if not lines:
         raise TextError("<stdin>: no input: give one sentence per line on stdin")
-    model, tokenizer = reference.load()
+    model, tokenizer = reference.load(checked=checked)
     model = _with_precision(model.to(pick_device(device)), chosen)
     torch.set_printoptions(precision=4, sci_mode=False)
     with torch.no_grad():

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from ..constants import DEFAULT_DEVICE
 from .options import OPTIONS
 
 TASKS = ("pos", "upos", "ner-type")
@@ -213,7 +214,7 @@ def probe_tasks(
     seed: int = 0,
     l2: float = 1e-4,
     max_iter: int = 100,
-    device: str = "auto",
+    device: str = DEFAULT_DEVICE,
     progress: bool = False,
 ) -> dict:
     """{"tasks": {task: run_probe(...)}} for a model reference (HF dir, hub id, legacy or EFML files,
@@ -225,11 +226,11 @@ def probe_tasks(
     check_settings(tasks, max_sentences, seed, l2, max_iter)
     torch.manual_seed(seed)
     reference = parse_reference(model_ref)
-    reference.check()  # a wrong reference fails before the data is read
+    checked = reference.check()  # a wrong reference fails before the data is read
     data = {
         task: (read_examples(train, task, max_sentences), read_examples(dev, task, max_sentences)) for task in tasks
     }
-    model, tokenizer = reference.load()
+    model, tokenizer = reference.load(checked=checked)
     model = model.to(pick_device(device))
     result: dict[str, Any] = {
         "model": str(model_ref),
@@ -284,7 +285,7 @@ def probe_and_report(
     seed: int = 0,
     l2: float = 1e-4,
     max_iter: int = 100,
-    device: str = "auto",
+    device: str = DEFAULT_DEVICE,
     progress: bool = False,
     output: Path | None = None,
     plot: Path | None = None,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from ..constants import DEFAULT_DEVICE
 from ..training.vocabulary import SPECIAL_TOKENS, Vocabulary
 from .options import OPTIONS
 
@@ -30,7 +31,7 @@ def nearest_words(
     layer: int = 2,
     min_count: int = 2,
     max_sentences: int = 0,
-    device: str = "auto",
+    device: str = DEFAULT_DEVICE,
     progress: bool = True,
 ) -> list[tuple[str, float]]:
     """`spacy-elmo similar`: the `n` (word, cosine) nearest to `word`: among the vocabulary
@@ -49,10 +50,10 @@ def nearest_words(
     ):
         ranges[option].check(value, option)
     reference = parse_reference(model_ref)
-    reference.check()  # first (cheap): a wrong model reference is the likelier mistake
+    checked = reference.check()  # first (cheap): a wrong model reference is the likelier mistake
     if corpus is None:
         vocab = find_vocab(reference, vocab_file)  # read before the model loads
-        model, tokenizer = reference.load()
+        model, tokenizer = reference.load(checked=checked)
         model = model.to(pick_device(device))
         return most_similar(model, word, vocab, n, tokenizer=tokenizer)
     from ..text_input import check_text_files
@@ -61,7 +62,7 @@ def nearest_words(
     known = reference.lstm_layers()  # the bound of `layer`, from the config (None: known once loaded)
     if known is not None:
         ranges["--layer"].check(layer, "--layer", high=known)
-    model, tokenizer = reference.load()
+    model, tokenizer = reference.load(checked=checked)
     ranges["--layer"].check(layer, "--layer", high=model.config.num_layers)
     model = model.to(pick_device(device))
     sentences = read_sentences(corpus, max_sentences)

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..constants import CHECKPOINTS_FOLDER, WEIGHTS_FILE
 from ..files import write_text_atomic
 from ..hf.model_directory import save_model_directory
 from .batches import DataPosition
@@ -212,7 +213,7 @@ class Checkpoints:
             shutil.rmtree(tmp, ignore_errors=True)  # frees the space a partial write took
             if not isinstance(err, Exception):  # Ctrl-C, SIGTERM: the previous checkpoint stands
                 raise
-            cause = _os_error(err, tmp / "model.safetensors")
+            cause = _os_error(err, tmp / WEIGHTS_FILE)
             if cause is None:
                 raise
             raise CheckpointError(_failure(cause, final, previous)) from err
@@ -281,7 +282,7 @@ class Checkpoints:
 
 def interrupted_message(output: str | Path) -> str:
     """What an interrupted pretraining left in `output`: the checkpoint `--resume` continues from."""
-    last = Checkpoints(Path(output) / "checkpoints").latest()
+    last = Checkpoints(Path(output) / CHECKPOINTS_FOLDER).latest()
     if last is None:
         return f"interrupted: no checkpoint was written to {output} yet"
     return (

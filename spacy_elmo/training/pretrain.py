@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from ..constants import LEGACY_FOLDER, RUN_CONFIG_FILE, RUN_SUMMARY_FILE, VOCAB_FILE
 from ..devices import Distributed
 from ..files import write_text_atomic
 from ..hf.model_directory import save_model_directory
@@ -46,7 +47,7 @@ def save_checkpoint(run: Run) -> Path | None:
         run.tokenizer,
         run.optimizer.state_dict(),
         rng,
-        {"pretrain.cfg": run.settings.to_config().to_str(), "state.json": json.dumps(state, indent=2)},
+        {RUN_CONFIG_FILE: run.settings.to_config().to_str(), "state.json": json.dumps(state, indent=2)},
     )
 
 
@@ -203,7 +204,7 @@ def write_summary(run: Run, final: dict) -> None:
     for record in run.metrics.records():
         if record.get("event") == "vocab" and "unigram_heldout_ppl" in record:
             summary["unigram_heldout_ppl"] = record["unigram_heldout_ppl"]
-    write_text_atomic(run.output / "pretrain_summary.json", json.dumps(summary, indent=2) + "\n")
+    write_text_atomic(run.output / RUN_SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
 
 
 def export(run: Run, final: dict) -> None:
@@ -217,11 +218,11 @@ def export(run: Run, final: dict) -> None:
     corpus = next((r["train_words"] for r in run.metrics.records() if r.get("event") == "vocab"), None)
     card = {"training": {"text": run.train_files, "corpus_words": corpus, **final}}
     save_model_directory(run.output, run.model, run.tokenizer, card=card)
-    write_text_atomic(run.output / "pretrain.cfg", run.settings.to_config().to_str())
+    write_text_atomic(run.output / RUN_CONFIG_FILE, run.settings.to_config().to_str())
     if run.settings.export.legacy:
-        legacy = run.output / "legacy"
+        legacy = run.output / LEGACY_FOLDER
         save_legacy(run.model, legacy)
-        run.vocab.save(legacy / "vocab.txt")
+        run.vocab.save(legacy / VOCAB_FILE)
     run.model.train()
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..constants import CHECKPOINTS_FOLDER, METRICS_FILE, TOKENIZER_CONFIG_FILE, VOCAB_FILE
 from ..devices import Distributed
 from ..files import check_output, resolve_files
 from ..hf.configuration_elmo import config_error_message
@@ -104,8 +105,8 @@ def build_run(settings: PretrainSettings, output: str | Path, *, resume: bool = 
         dist = Distributed.from_env(system.device)
     except ValueError as err:
         raise PretrainError(str(err)) from None
-    checkpoints = Checkpoints(output / "checkpoints", training.keep_checkpoints)
-    metrics = MetricsLog(output / "metrics.jsonl", dist.is_main)
+    checkpoints = Checkpoints(output / CHECKPOINTS_FOLDER, training.keep_checkpoints)
+    metrics = MetricsLog(output / METRICS_FILE, dist.is_main)
     check_output(output, overwrite=True, folder=True, what="--output")  # a folder (what it holds: choose_start)
     check_writable(output)  # before any slow work
     chosen = choose_start(
@@ -199,7 +200,7 @@ class _Text:
 
 def _vocabulary(start: Start, output: Path, text: _Text) -> Vocabulary:
     data = text.settings.data
-    own = output / "vocab.txt"
+    own = output / VOCAB_FILE
     if isinstance(start, Resume):
         if not own.is_file():
             raise PretrainError(f"cannot resume: {own} is missing")
@@ -268,11 +269,11 @@ def _tokenizer(start: Start, settings: PretrainSettings, config, vocab: Vocabula
     and word lexicons), else UTF-8 characters (or the lexicon) with the data's language."""
     from ..hf.tokenization_elmo import ElmoTokenizer
 
-    if isinstance(start, Resume) and (start.checkpoint / "tokenizer_config.json").is_file():
+    if isinstance(start, Resume) and (start.checkpoint / TOKENIZER_CONFIG_FILE).is_file():
         return ElmoTokenizer.from_pretrained(str(start.checkpoint))
     if isinstance(start, FromElmo) and start.tokenizer is not None:
         return start.tokenizer
-    if isinstance(start, (FromLanguageModel, FromElmo)) and (start.path / "tokenizer_config.json").is_file():
+    if isinstance(start, (FromLanguageModel, FromElmo)) and (start.path / TOKENIZER_CONFIG_FILE).is_file():
         return ElmoTokenizer.from_pretrained(str(start.path))
     words = {word: i for i, word in enumerate(vocab.words)} if config.word_vocab_size else None
     return ElmoTokenizer(

@@ -17,10 +17,14 @@ import os
 import re
 import shlex
 import sys
+import types
+import typing
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+
+from ..constants import DEFAULT_DEVICE, Device
 
 
 class PretrainError(ValueError):
@@ -54,7 +58,7 @@ class PathsSettings(_Section):
 class SystemSettings(_Section):
     seed: int = Field(0, ge=0)
     threads: int = Field(0, ge=0)  # 0 = torch's default
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Device = DEFAULT_DEVICE
 
 
 class DataSettings(_Section):
@@ -90,7 +94,8 @@ class TrainingSettings(_Section):
     lr_decay_start: float = Field(0.5, ge=0, lt=1)  # fraction of max_steps where the decay begins
     warmup_steps: int = Field(0, ge=0)  # linear warm-up from 0 over this many steps
     adagrad_initial_accumulator: float = Field(1.0, ge=0)
-    adam_betas: list[float] = Field([0.9, 0.999], min_length=2, max_length=2)
+    # typing's List, not list[float]: see _confection_readable
+    adam_betas: typing.List[float] = Field([0.9, 0.999], min_length=2, max_length=2)  # noqa: UP006
     adam_eps: float = Field(1e-8, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     clip_norm: float = Field(10.0, ge=0)  # global gradient norm (0 = no clipping)
@@ -132,6 +137,16 @@ MODEL_EXCLUDED = {
 }
 
 
+def _confection_readable(annotation: Any) -> Any:
+    """`list[X]` (nested too) as `typing.List[X]`, the same type to pydantic and confection. Python 3.10 takes a
+    builtin generic alias for a class (`isinstance(list[int], type)` is true there, not on 3.11), and confection's
+    schema reading then calls `issubclass` on it, which raises."""
+    if isinstance(annotation, types.GenericAlias) and annotation.__origin__ is list:
+        (item,) = get_args(annotation)
+        return typing.List[_confection_readable(item)]  # type: ignore[misc]  # noqa: UP006
+    return annotation
+
+
 def _model_fields() -> dict[str, tuple[Any, Any]]:
     from ..compat import base_config_fields
     from ..hf.configuration_elmo import ElmoConfig
@@ -149,7 +164,7 @@ def _model_fields() -> dict[str, tuple[Any, Any]]:
             default = field.default_factory()
         else:
             raise TypeError(f"ElmoConfig.{field.name} has no default")
-        fields[field.name] = (annotation, default)
+        fields[field.name] = (_confection_readable(annotation), default)
     return fields
 
 

@@ -23,25 +23,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..hf.model_directory import TOKENIZER_FILES, WEIGHTS_FILE, WEIGHTS_INDEX
+from ..constants import (
+    CHECKPOINTS_FOLDER,
+    CONFIG_FILE,
+    LEGACY_FOLDER,
+    METRICS_FILE,
+    MODEL_FILES,
+    RUN_CONFIG_FILE,
+    RUN_SUMMARY_FILE,
+    VOCAB_FILE,
+    WEIGHTS_FILE,
+)
 from .checkpoints import Checkpoints, MetricsLog
 from .settings import PretrainError, PretrainSettings, check_resumable
 
 # what a run writes in its output directory (a README.md it did not write is kept, so it is not here)
 RUN_FILES = (
-    "checkpoints",
-    "metrics.jsonl",
-    "vocab.txt",
-    "pretrain.cfg",
-    "pretrain_summary.json",
-    "legacy",
-    "config.json",
-    WEIGHTS_FILE,
-    WEIGHTS_INDEX,
-    *TOKENIZER_FILES,
+    CHECKPOINTS_FOLDER,
+    METRICS_FILE,
+    VOCAB_FILE,
+    RUN_CONFIG_FILE,
+    RUN_SUMMARY_FILE,
+    LEGACY_FOLDER,
+    *MODEL_FILES,
 )
 # what a run stopped before its first checkpoint leaves: `--resume` starts such a run over
-SCRATCH_FILES = ("checkpoints", "metrics.jsonl", "vocab.txt")
+SCRATCH_FILES = (CHECKPOINTS_FOLDER, METRICS_FILE, VOCAB_FILE)
 
 
 def earlier_run_files(output: Path) -> list[str]:
@@ -145,8 +152,8 @@ def pretrained_start(settings: PretrainSettings, start: Fresh | Resume) -> Start
     from ..hf.configuration_elmo import ElmoConfig
 
     path = Path(str(reference))
-    vocab_file = path / "vocab.txt"
-    if (path / "config.json").is_file():
+    vocab_file = path / VOCAB_FILE
+    if (path / CONFIG_FILE).is_file():
         config = ElmoConfig.from_pretrained(str(path))
         if config.vocab_size and vocab_file.is_file() and _has_lm_head(path):
             return FromLanguageModel(path, config, vocab_file)
@@ -161,7 +168,7 @@ def _check_resumable(
 ) -> None:
     from confection import Config
 
-    saved = Config().from_disk(checkpoint / "pretrain.cfg", interpolate=False)
+    saved = Config().from_disk(checkpoint / RUN_CONFIG_FILE, interpolate=False)
     check_resumable(saved, settings, checkpoint)
     before = checkpoints.load_state(checkpoint)[1].get("threads")  # None: written before they were kept
     if before and device_type == "cpu" and before["torch_threads"] != threads["torch_threads"]:
@@ -180,7 +187,7 @@ def _threads_text(threads: dict) -> str:
 def _has_lm_head(path: Path) -> bool:
     from safetensors import safe_open
 
-    weights = path / "model.safetensors"
+    weights = path / WEIGHTS_FILE
     if not weights.is_file():
         return False
     with safe_open(str(weights), "pt") as handle:

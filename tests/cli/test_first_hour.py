@@ -18,6 +18,7 @@ from spacy.tokens import Doc, DocBin
 
 from helpers import TINY, lm_text, run  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo.cli import main
+from spacy_elmo.constants import VERSION
 
 SPACY_ELMO = Path(sys.executable).with_name("spacy-elmo")  # the console script, as a user runs it
 
@@ -144,13 +145,13 @@ def test_version_answers_without_importing_the_package_torch_transformers_or_spa
     script = Path(sys.executable).with_name("spacy-elmo")
     assert script.is_file(), "the console script is installed beside the interpreter"
     done = run(sys.executable, "-X", "importtime", str(script), "--version")
-    assert done.returncode == 0 and done.stdout.strip() == "spacy-elmo 0.1.0", done.stderr[-2000:]
+    assert done.returncode == 0 and done.stdout.strip() == f"spacy-elmo {VERSION}", done.stderr[-2000:]
     imported = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if "|" in line}
     assert not imported & {"spacy_elmo", "torch", "transformers", "spacy", "thinc", "numpy"}, sorted(imported)
     for args in (["--help"], ["embed", "--help"]):  # the rest goes through spacy_elmo.cli
         done = run(str(script), *args)
         assert done.returncode == 0 and "usage: spacy-elmo" in done.stdout, done.stderr[-2000:]
-    assert run(sys.executable, "-m", "spacy_elmo", "--version").stdout.strip() == "spacy-elmo 0.1.0"
+    assert run(sys.executable, "-m", "spacy_elmo", "--version").stdout.strip() == f"spacy-elmo {VERSION}"
 
 
 def test_import_spacy_elmo_registers_the_auto_classes(tiny_model_dir, tmp_path):

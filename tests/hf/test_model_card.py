@@ -7,10 +7,12 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+import torch
 from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.hf_api import RepoUrl
 
-from spacy_elmo import ElmoConfig, ElmoForBidirectionalLM, ElmoTokenizer
+from spacy_elmo import ElmoConfig, ElmoForBidirectionalLM, ElmoModel, ElmoTokenizer
 from spacy_elmo.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,6 +62,24 @@ def test_the_card_names_what_a_converter_read_unless_told_otherwise(fixtures_dir
         tmp_path / "new"
     )
     assert "- Not recorded (this card was written by `save_pretrained`)." in _card(tmp_path / "new").text
+
+
+def test_the_source_is_recorded_once_with_the_files_the_loader_attached(allennlp_dir, tmp_path):
+    """`converted_from` is the attached files' (where low precisions read fp32 weights back from), not a
+    second record: it follows them, stays when the weights change after loading, and cannot be set."""
+    from spacy_elmo import load_legacy
+
+    model = load_legacy(allennlp_dir / "options.json", allennlp_dir / "lm_weights.hdf5")
+    assert model.converted_from == "`options.json` + `lm_weights.hdf5`"
+    with torch.no_grad():
+        model.encoder.layers[0].bias.add_(1.0)  # fine-tuned, say: still converted from those files
+    assert model.converted_from == "`options.json` + `lm_weights.hdf5`"
+    model.save_pretrained(tmp_path / "saved")
+    assert ElmoModel.from_pretrained(tmp_path / "saved").converted_from is None  # a model directory: not converted
+    model.attach_weights_files(None, "it was read from bytes")
+    assert model.converted_from is None
+    with pytest.raises(AttributeError):
+        model.converted_from = "`other.hdf5`"
 
 
 def test_lm_head_and_training_details(tmp_path):

@@ -116,3 +116,9 @@ def test_hub_ids_fail_fast_in_one_line_and_a_damaged_cached_copy_is_named(hub, t
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 2 and typo in errors[0] and str(damaged) in errors[1], done.stderr[-3000:]
     assert not (tmp_path / "converted").exists() or (tmp_path / "converted" / "model.safetensors").is_file()
+
+
+def test_proxies_for_a_hub_id_are_refused_in_one_line_before_any_request():
+    """huggingface_hub's downloads take the environment's HTTPS_PROXY: an argument that would be ignored is refused."""
+    with pytest.raises(ValueError, match=r"^proxies= is not supported for a hub id: set HTTPS_PROXY"):
+        ElmoModel.from_pretrained("test-org/tiny-elmo", proxies={"https": "http://127.0.0.1:9"})

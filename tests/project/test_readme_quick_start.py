@@ -15,6 +15,7 @@ def test_readme_opens_with_a_quick_start_for_spacy_and_hf_users():
     quick = text[text.index("## Quick start") : text.index("## Set-up: two commands")]
     assert text.index("## Quick start") < text.index("make main")  # the package first, then the project
     assert "pip install" in quick and "load_legacy(" in quick and "docs/models.md" in quick
+    assert quick.index("python -m venv .venv") < quick.index("pip install")  # an environment of its own first
     assert "AllenNLP" in quick and "hub" in quick  # where real weights come from
     assert (
         'add_pipe("elmo"' in quick and "AutoModel.from_pretrained" in quick and 'pipeline("feature-extraction"' in quick

@@ -1,14 +1,19 @@
 """One owner for each value of the `elmo` component (issue 50): the model reference is parsed once
 and the precision checked once per component; saved pipelines keep their vectors across the
 change to `spacy-elmo.ElmoBiLM.v2`; segmentation is a registered function, the user's own
-included, and the layer cache keeps two segmentations of one text apart; names that moved keep
-working from their old place for one release, with a warning."""
+included, and the layer cache keeps two segmentations of one text apart."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
+import os
+import subprocess
 import sys
+import textwrap
 import threading
+import urllib.parse
 from collections import Counter
 from pathlib import Path
 
@@ -20,8 +25,10 @@ from spacy.util import registry
 from thinc.util import to_numpy
 
 from float32_error import assert_float32_error, exact_copy, forward_terms  # tests/ is on sys.path
-from spacy_elmo import ElmoTokenizer
+from spacy_elmo import ElmoModel, ElmoTokenizer
+from spacy_elmo.cli import main
 from spacy_elmo.formats import references
+from spacy_elmo.hf import model_directory
 from spacy_elmo.kernels import capabilities
 from spacy_elmo.precision import check_precision
 from spacy_elmo.spacy.architectures import ElmoBiLM_v2
@@ -234,31 +241,174 @@ def test_the_layer_cache_keeps_two_segmentations_apart(tiny_model_dir):
     assert cache.hits == 1
 
 
-# --- moved names: one release with a warning -----------------------------------------------------
+# --- resolved once: one hub request and one check of the files per load ------------------------------
 
 
-def test_moved_names_work_from_their_old_place_with_a_warning(tiny_model_dir):
-    from spacy_elmo.spacy.layers import bilm, bilm_files, segmentation
+def test_a_folder_is_checked_once_per_load_in_every_face(tiny_model_dir, tmp_path):
+    """From `add_pipe` to the first Doc, in `load_model`, `from_pretrained` and the commands, the model
+    folder passes `check_directory` once (the reference's check, handed to its load)."""
+    text = tmp_path / "in.txt"
+    text.write_text("The cat sat .\n", encoding="utf-8")
 
-    for name, module in [("window_spans", segmentation), ("Segment", segmentation), ("load_bilm", bilm_files)]:
-        with pytest.warns(DeprecationWarning, match=rf"bilm\.{name} is deprecated: import it from {module.__name__}"):
-            assert getattr(bilm, name) is getattr(module, name)
-    nlp = spacy.blank("en")
-    docs = [nlp("a b c d e f g")]
-    with pytest.warns(DeprecationWarning, match="plan_segments"):
-        old = bilm.plan_segments(docs, 3, 1)  # the old signature: (docs, max_length, overlap)
-    assert old == segmentation.plan_segments(docs, SentencesOrWindows(3, 1))
-    with pytest.warns(DeprecationWarning, match="segmenter=SentencesOrWindows"):
-        layer = bilm.build_bilm(str(tiny_model_dir), max_length=3, window_overlap=1, mixed_precision=False)
-    assert layer.attrs["segmenter"] == SentencesOrWindows(3, 1)
-    with pytest.raises(AttributeError):
-        bilm.no_such_name  # noqa: B018
+    def first_doc():
+        nlp = spacy.blank("en")
+        nlp.add_pipe("elmo", config={"model": str(tiny_model_dir)})
+        return nlp("The cat sat .")._.elmo.layers.shape == (3, 4, 32)
+
+    faces = {
+        "add_pipe + first Doc": first_doc,
+        "load_model": lambda: references.load_model(str(tiny_model_dir)).config.num_output_layers == 3,
+        "from_pretrained": lambda: ElmoModel.from_pretrained(tiny_model_dir).config.num_output_layers == 3,
+        "spacy-elmo embed": lambda: main(["embed", str(tiny_model_dir), str(text), str(tmp_path / "out.hdf5")]) == 0,
+        "spacy-elmo convert": lambda: main(["convert", str(tiny_model_dir), str(tmp_path / "converted")]) == 0,
+    }
+    for face, load in faces.items():
+        with calls_of(model_directory.check_directory) as calls:
+            assert load(), face
+        assert calls["check_directory"] == 1, (face, calls)
 
 
-def test_describe_source_is_deprecated_for_the_references_description(allennlp_dir):
-    from spacy_elmo.tools.convert import describe_source
+REVISION = "0123456789abcdef0123456789abcdef01234567"
 
-    pair = [str(allennlp_dir / "options.json"), str(allennlp_dir / "lm_weights.hdf5")]
-    with pytest.warns(DeprecationWarning, match="describe"):
-        assert describe_source(pair) == "`options.json` + `lm_weights.hdf5`"
-    assert references.parse_reference(",".join(pair)).describe() == "`options.json` + `lm_weights.hdf5`"
+
+@contextlib.contextmanager
+def fake_hub(repos: dict[str, Path]):
+    """A Hugging Face hub at http://127.0.0.1:PORT serving each repository `repos` names (its files as the
+    hub's `resolve` route serves them, at REVISION for any revision asked), in a thread of this process;
+    yields (its address, the requests it got: (face, method, path), the face being what the client
+    announced last through /__face__/NAME)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    requests: list[tuple[str, str, str]] = []
+    face = ["-"]
+
+    class Hub(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def answer(self, body: bool):
+            if self.path.startswith("/__face__/"):
+                face[0] = urllib.parse.unquote(self.path.removeprefix("/__face__/"))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            requests.append((face[0], self.command, self.path))
+            owner, name, route, revision, *rest = self.path.lstrip("/").split("/")
+            folder = repos.get(f"{owner}/{name}")
+            path = folder / "/".join(rest) if folder is not None and route == "resolve" else None
+            if path is None or not path.is_file():
+                self.send_response(404)
+                self.send_header("X-Error-Code", "RepoNotFound" if folder is None else "EntryNotFound")
+                self.send_header("X-Repo-Commit", REVISION)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            data = path.read_bytes()
+            self.send_response(200)
+            self.send_header("X-Repo-Commit", REVISION)
+            self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if body:
+                self.wfile.write(data)
+
+        def do_HEAD(self):
+            self.answer(body=False)
+
+        def do_GET(self):
+            self.answer(body=True)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", requests
+    finally:
+        server.shutdown()
+
+
+# each face in turn in a fresh process (huggingface_hub reads HF_ENDPOINT and its cache's place when imported),
+# announcing itself to the hub, counting the checks of a model folder
+_HUB_FACES = textwrap.dedent("""
+    import json, os, sys, threading, urllib.parse, urllib.request
+    from collections import Counter
+    from pathlib import Path
+    import spacy
+    from spacy_elmo import ElmoModel
+    from spacy_elmo.cli import main
+    from spacy_elmo.formats.references import load_model
+    from spacy_elmo.hf import model_directory
+
+    HUB, NAME = os.environ["HF_ENDPOINT"], "test-org/tiny-elmo"
+    checks, face = Counter(), ["-"]
+    code = model_directory.check_directory.__code__
+
+    def count(frame, event, arg):
+        if event == "call" and frame.f_code is code:
+            checks[face[0]] += 1
+
+    def first_doc():
+        nlp = spacy.blank("en")
+        nlp.add_pipe("elmo", config={"model": NAME})
+        nlp("The cat sat .")
+        return nlp.config["components"]["elmo"]["model"]
+
+    faces = {
+        "first from_pretrained": lambda: ElmoModel.from_pretrained(NAME).config.name_or_path,
+        "from_pretrained": lambda: ElmoModel.from_pretrained(NAME).config.name_or_path,
+        "load_model": lambda: load_model(NAME).config.name_or_path,
+        "add_pipe + first Doc": first_doc,
+        "spacy-elmo embed": lambda: main(["embed", NAME, "in.txt", "out.hdf5", "--no-progress"]),
+        "spacy-elmo convert": lambda: main(["convert", NAME, "converted", "--no-progress"]),
+    }
+    Path("in.txt").write_text("The cat sat .\\n", encoding="utf-8")
+    names = {}
+    sys.setprofile(count)
+    threading.setprofile(count)
+    for face[0], run in faces.items():
+        urllib.request.urlopen(f"{HUB}/__face__/{urllib.parse.quote(face[0])}").read()
+        names[face[0]] = run()
+    sys.setprofile(None)
+    print(json.dumps({"checks": checks, "names": names}))
+""")
+
+
+def test_a_hub_id_is_asked_once_and_its_snapshot_checked_once_per_load(tiny_model_dir, tmp_path):
+    """Every face that takes a hub id asks the hub once per load (which commit `main` is) and checks the
+    snapshot once; the first load downloads each file once, later ones nothing; configs, the model's
+    name and the card keep the hub id, never the snapshot's path."""
+    cache = tmp_path / "hub"
+    with fake_hub({"test-org/tiny-elmo": tiny_model_dir}) as (address, requests):
+        env = {"HF_ENDPOINT": address, "HF_HUB_CACHE": str(cache), "HF_HOME": str(tmp_path / "home")}
+        env = {**{k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}, **env, "OMP_NUM_THREADS": "1"}
+        done = subprocess.run(
+            [sys.executable, "-c", _HUB_FACES], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    by_face: dict[str, list[tuple[str, str]]] = {}
+    for face, method, path in requests:
+        # (huggingface_hub 2.x's own registry of coding agents, fetched once a day: not about the model)
+        if not path.startswith("/api/agent-harnesses"):
+            by_face.setdefault(face, []).append((method, path))
+    faces = list(result["names"])
+    assert set(by_face) == set(faces), by_face
+    lookup = ("HEAD", "/test-org/tiny-elmo/resolve/main/config.json")
+    for face in faces:
+        asked = by_face[face]
+        assert asked[0] == lookup and lookup not in asked[1:], (face, asked)  # which commit main is: asked once
+        if face == "first from_pretrained":  # then each file of that commit, once
+            assert all(f"/resolve/{REVISION}/" in path for _, path in asked[1:]), asked
+            assert len(asked) == len(set(asked)), asked
+        else:
+            assert asked == [lookup], (face, asked)  # all else from the cache
+        assert result["checks"][face] == 1, (face, result["checks"])
+    downloaded = {path.rsplit("/", 1)[1] for method, path in by_face["first from_pretrained"] if method == "GET"}
+    assert {"config.json", "model.safetensors", "tokenizer_config.json"} <= downloaded
+    names = result["names"]
+    assert {face: names[face] for face in ("from_pretrained", "load_model", "add_pipe + first Doc")} == dict.fromkeys(
+        ("from_pretrained", "load_model", "add_pipe + first Doc"), "test-org/tiny-elmo"
+    )
+    card = (tmp_path / "converted" / "README.md").read_text(encoding="utf-8")
+    assert "test-org/tiny-elmo" in card and str(cache) not in card
+    assert str(cache) not in (tmp_path / "converted" / "config.json").read_text(encoding="utf-8")

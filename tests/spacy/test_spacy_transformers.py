@@ -8,8 +8,6 @@ spacy-transformers' newest release, 1.4.0, requires transformers<4.53.3, so thes
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -21,13 +19,13 @@ import spacy
 from helpers import (
     make_corpus,
     run,
-    source_tree,
     spacy_transformers_missing,
 )  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo.tools.init_config import shipped_configs
 
 pytestmark = pytest.mark.skipif(spacy_transformers_missing() is not None, reason=str(spacy_transformers_missing()))
 
+ROOT = Path(__file__).resolve().parents[2]
 TEXTS = ["Yesterday Alice went to see the sea .", "Yesterday Bob went to see Paris ."]
 
 
@@ -128,17 +126,40 @@ def test_ner_elmo_trf_trains_saves_reloads_and_packages(tiny_model_dir, tiny_ber
     assert wheel.stat().st_size > 0
 
 
-def test_installing_beside_spacy_transformers_keeps_its_transformers(tmp_path):
-    """`pip install .` (a copy of the checkout) into this environment, which holds spacy-transformers 1.4.0 and
-    the transformers it takes, resolved by pip without constraints and without a package index (`--no-index
-    --dry-run --report`): what is installed already satisfies every requirement, so pip installs spacy-elmo alone,
-    upgrading nothing of the transformers side; a requirement that needed another release would fail here."""
-    src = source_tree(tmp_path / "src")
-    env = {k: v for k, v in os.environ.items() if k != "PIP_CONSTRAINT"}
-    done = run(
-        sys.executable, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--dry-run", "--quiet",
-        "--report", tmp_path / "report.json", src, env=env, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
-    assert [item["metadata"]["name"] for item in report["install"]] == ["spacy-elmo"]
+def _freeze(path: Path) -> dict[str, str]:
+    """`pip freeze` lines by distribution name (canonical): {name: the line}."""
+    lines = [
+        line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()[:1] not in ("", "#")
+    ]
+    return {re.sub(r"[-_.]+", "-", re.split(r"\s*(?:==|@| )", line, maxsplit=1)[0]).lower(): line for line in lines}
+
+
+def test_installing_beside_spacy_transformers_keeps_its_transformers():
+    """Installing spacy-elmo into a spacy-transformers user's environment replaces nothing of it.
+
+    `make test-compat` makes this environment in that order: the user's (Python 3.10, torch at setup.cfg's floor,
+    transformers 4.53.2, spacy-transformers 1.4.0), `pip freeze` (freeze-before.txt), then `pip install
+    ".[package]"` as the README says, `pip freeze` again (freeze-after.txt): every package of the first is in
+    the second at the same version. And as the environment is now (the declared floors installed): every
+    requirement setup.cfg declares is met by what is installed, and pip finds nothing broken (`pip check`), so
+    installing the checkout again would change nothing either."""
+    import configparser
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    before_path, after_path = Path(sys.prefix, "freeze-before.txt"), Path(sys.prefix, "freeze-after.txt")
+    assert before_path.is_file() and after_path.is_file(), f"no {before_path.name} in {sys.prefix}: make test-compat"
+    before, after = _freeze(before_path), _freeze(after_path)
+    assert "spacy-transformers" in before and "torch" in before and "spacy-elmo" not in before
+    assert "spacy-elmo" in after
+    assert {name: after.get(name) for name in before} == before
+
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg", encoding="utf-8")
+    declared = setup["options"]["install_requires"] + "\n" + setup["options.extras_require"]["package"]
+    for requirement in map(Requirement, filter(None, map(str.strip, declared.splitlines()))):
+        found = version(requirement.name)
+        assert requirement.specifier.contains(found, prereleases=True), f"{requirement}: {found} installed"
+    checked = run(sys.executable, "-m", "pip", "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr

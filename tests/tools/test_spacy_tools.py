@@ -19,6 +19,7 @@ from spacy.tokens import DocBin
 
 from helpers import make_corpus, run, spacy_transformers_missing  # tests/ is on sys.path (rootdir conftest)
 from spacy_elmo.cli import main
+from spacy_elmo.constants import DEFAULT_DEVICE, MAX_BATCH_TOKENS, MAX_LENGTH, WINDOW_OVERLAP
 from spacy_elmo.tools.init_config import shipped_configs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,6 +67,37 @@ def test_every_shipped_spacy_config_passes_spacy_debug_config(name, corpus, tiny
     assert "Config is valid" in capsys.readouterr().out
 
 
+# the settings a config may repeat whose default `spacy_elmo.constants` owns: {setting: owned value}
+OWNED_LAYER_DEFAULTS = {
+    "max_batch_tokens": MAX_BATCH_TOKENS,
+    "max_length": MAX_LENGTH,
+    "window_overlap": WINDOW_OVERLAP,
+}
+
+
+def test_the_configs_repeat_the_owned_defaults_as_they_are():
+    """configs/*.cfg cannot import `spacy_elmo.constants`: where one repeats a default the package owns there
+    (the biLM layer's batch and segmenter settings, a pretraining's device), it is that value."""
+    from confection import Config
+
+    checked = 0
+    for path in sorted((ROOT / "configs").rglob("*.cfg")):
+        config = Config().from_str(path.read_text(encoding="utf-8"), interpolate=False)
+        blocks = [config]
+        while blocks:
+            block = blocks.pop()
+            blocks += [value for value in block.values() if isinstance(value, dict)]
+            if str(block.get("@architectures", block.get("@misc", ""))).startswith("spacy-elmo."):
+                for setting, owned in OWNED_LAYER_DEFAULTS.items():
+                    if setting in block:
+                        assert block[setting] == owned, (path.name, setting, block[setting], owned)
+                        checked += 1
+        if "device" in config.get("system", {}):
+            assert config["system"]["device"] == DEFAULT_DEVICE, (path.name, config["system"]["device"])
+            checked += 1
+    assert checked >= 12  # (the walk sees the settings: 3 in each of 4 spaCy configs, a device in 5)
+
+
 def spacy_cli(*args, **kwargs):
     """`python -m spacy ARGS`, as a user types it."""
     return run(sys.executable, "-m", "spacy", *args, **kwargs)
@@ -76,7 +108,7 @@ def shown(done) -> str:
 
 
 def test_the_listener_configs_are_the_ones_the_docs_name():
-    assert sorted(LISTENER_CONFIGS) == ["ner_elmo", "ner_elmo_trf", "tagger_elmo", "textcat_elmo"]
+    assert sorted(LISTENER_CONFIGS) == ["ner_elmo", "ner_elmo_static", "ner_elmo_trf", "tagger_elmo", "textcat_elmo"]
 
 
 @pytest.mark.slow
@@ -89,6 +121,8 @@ def test_spacy_debug_model_on_every_listener_config(name, train_corpus, corpus, 
         if spacy_transformers_missing():
             pytest.skip(spacy_transformers_missing())
         paths += ["--paths.transformer", str(request.getfixturevalue("tiny_bert_dir"))]
+    if "static" in name:
+        paths += ["--paths.vectors", str(request.getfixturevalue("tiny_vectors_dir"))]
     config = tmp_path / f"{name}.cfg"
     assert main(["init-config", name, str(config), *paths]) == 0
     component = spacy.util.load_config(config)["nlp"]["pipeline"][-1]

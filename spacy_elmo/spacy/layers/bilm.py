@@ -8,8 +8,9 @@ Doc's output does not depend on what else is in the batch.
 
 The layer holds its model reference parsed once (`attrs["reference"]`, beside the text it was given,
 `attrs["name"]`, which is what a saved config names): the component checks it cheaply when it is
-built (`check_source`), and the torch biLM is loaded from it lazily on first use
-(`formats.references`: the biLM with its tokenizer fitted), unless weights arrive first
+built (`check_source`, keeping what the check found in `attrs["checked"]`), and the torch biLM is
+loaded from it lazily on first use (`formats.references`: the biLM with its tokenizer fitted, its
+files read without being checked again), unless weights arrive first
 (`set_elmo_model`, `from_bytes`, `bilm_files`): a saved pipeline therefore never needs the
 original files. The inference precision is the biLM's own (`config.precision`, read from its files
 and changed only by `set_precision`); a precision the component sets before the biLM is loaded waits
@@ -20,7 +21,6 @@ the biLM's config alone holds it.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -41,6 +41,7 @@ from thinc.api import (
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats3d
 
+from ...constants import MAX_BATCH_TOKENS
 from . import bilm_files, segmentation
 from .layer_cache import LayerCache, doc_cache_key
 from .segmentation import Segmenter, SentencesOrWindows, doc_segments
@@ -112,22 +113,18 @@ def doc_key(model: Model, doc: Doc):
 def build_bilm(
     name: str | None,
     *,
-    max_batch_tokens: int = 4096,
+    max_batch_tokens: int = MAX_BATCH_TOKENS,
     segmenter: Segmenter | None = None,
     autocast: bool = False,
     grad_scaler_config: dict[str, Any] | None = None,
-    **deprecated: Any,
 ) -> Model[list[Doc], list[Floats3d]]:
     """Docs → one [L+1, len(doc), dim] array per Doc from the biLM found at `name` (loaded lazily).
 
     name: a model reference (`formats.references`), parsed here, once; segmenter: `Doc → segments`
-    (`segmentation.py`; default `spacy-elmo.sentences_or_windows.v1`'s, 256 tokens overlapping by 64);
-    autocast: torch autocast in the biLM (GPU), with a gradient scaler configured by
-    `grad_scaler_config`. (`max_length`, `window_overlap` and `mixed_precision`, the arguments of
-    `spacy-elmo.ElmoBiLM.v1`, are still taken, with a deprecation warning.)"""
+    (`segmentation.py`; default `spacy-elmo.sentences_or_windows.v1` with its defaults); autocast:
+    torch autocast in the biLM (GPU), with a gradient scaler configured by `grad_scaler_config`."""
     from ...formats.references import parse_reference
 
-    segmenter, autocast = _deprecated_arguments(segmenter, autocast, deprecated)
     if max_batch_tokens < 1:
         raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
     scaler_cfg = dict(grad_scaler_config or {})
@@ -158,31 +155,14 @@ def build_bilm(
             "name": name,  # the text, as configs and saved layers name it
             # (text, its parsed reference): not msgpack, so never in a saved layer's bytes
             "reference": (name, parse_reference(name)) if name else None,
+            # what `check_source` found (`references.Checked`), for the load to read without checking again
+            "checked": None,
             "max_batch_tokens": int(max_batch_tokens),
             "segmenter": segmenter if segmenter is not None else SentencesOrWindows(),
             # the `elmo` component's precision for a biLM not loaded yet (None: the biLM's own)
             "load_precision": None,
         },
     )
-
-
-def _deprecated_arguments(segmenter, autocast: bool, deprecated: dict[str, Any]):
-    """`build_bilm`'s arguments before the segmenter and autocast were named: (segmenter, autocast)."""
-    unknown = set(deprecated) - {"max_length", "window_overlap", "mixed_precision"}
-    if unknown:
-        raise TypeError(f"build_bilm() got unexpected keyword arguments {sorted(unknown)}")
-    if deprecated:
-        warnings.warn(
-            "build_bilm(max_length=, window_overlap=, mixed_precision=) is deprecated: pass "
-            "segmenter=SentencesOrWindows(max_length, window_overlap) and autocast=",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-    if "max_length" in deprecated or "window_overlap" in deprecated:
-        if segmenter is not None:
-            raise TypeError("build_bilm() takes a segmenter or max_length/window_overlap, not both")
-        segmenter = SentencesOrWindows(deprecated.get("max_length", 256), deprecated.get("window_overlap", 64))
-    return segmenter, bool(deprecated.get("mixed_precision", autocast))
 
 
 def _stack(model: Model) -> ElmoLayerStack:
@@ -204,7 +184,7 @@ def install_bilm(model: Model, elmo, tokenizer) -> None:
         bind_precision(elmo, wanted)
     stack.elmo, stack.tokenizer = elmo, tokenizer
     model.set_dim("nO", int(elmo.config.output_dim), force=True)
-    model.set_dim("nL", int(elmo.config.num_layers) + 1, force=True)
+    model.set_dim("nL", int(elmo.config.num_output_layers), force=True)
 
 
 def set_elmo_model(model: Model, elmo, tokenizer=None) -> None:
@@ -289,7 +269,7 @@ def check_source(model: Model) -> None:
         return
     reference = _reference(model)
     try:
-        reference.check()
+        model.attrs["checked"] = reference.check()
     except ModelAbsentError:
         pass
     # ValueError: broken legacy files (LegacyFormatError); OSError: a malformed URL (DownloadError)
@@ -298,12 +278,14 @@ def check_source(model: Model) -> None:
 
 
 def _load(model: Model):
-    """(model, tokenizer fitted to it) of the layer's reference (`ModelReference.load`); a
-    reference to nothing, or to files that turn out broken when read (each reader's one-line
-    error naming the file), is one `ElmoSettingError` line naming the setting."""
+    """(model, tokenizer fitted to it) of the layer's reference (`ModelReference.load`, handed what
+    `check_source` found, so the files are checked once); a reference to nothing, or to files that
+    turn out broken when read (each reader's one-line error naming the file), is one
+    `ElmoSettingError` line naming the setting."""
     reference = _reference(model)
+    checked, model.attrs["checked"] = model.attrs.get("checked"), None
     try:
-        return reference.load()
+        return reference.load(checked=checked if checked is not None and checked.reference == reference else None)
     # as in check_source: ModelNotFoundError and the readers' errors (ValueError), a download (OSError)
     except (ValueError, OSError) as err:
         raise ElmoSettingError(title=f"{_SETTING}: {err}") from None
@@ -384,36 +366,6 @@ def predict_cached(model: Model, docs: Sequence[Doc], cache: LayerCache | None) 
             cache.put(keys[i], layers)
             outputs[i] = layers
     return outputs  # type: ignore[return-value]
-
-
-# names that moved in 0.2 (segmentation.py, bilm_files.py): importable from here for one release
-_MOVED = {
-    "Segment": "segmentation",
-    "window_spans": "segmentation",
-    "plan_segments": "segmentation",
-    "save_bilm": "bilm_files",
-    "load_bilm": "bilm_files",
-    "bilm_to_bytes": "bilm_files",
-    "bilm_from_bytes": "bilm_files",
-}
-
-
-def __getattr__(name: str):
-    """A moved name, with a `DeprecationWarning` naming its new module. `plan_segments` keeps its
-    old signature here, `(docs, max_length, overlap)`."""
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    where = f"spacy_elmo.spacy.layers.{_MOVED[name]}"
-    warnings.warn(
-        f"spacy_elmo.spacy.layers.bilm.{name} is deprecated: import it from {where}", DeprecationWarning, stacklevel=2
-    )
-    if name == "plan_segments":
-        return _plan_segments_v1
-    return getattr({"segmentation": segmentation, "bilm_files": bilm_files}[_MOVED[name]], name)
-
-
-def _plan_segments_v1(docs: Sequence[Doc], max_length: int, overlap: int):
-    return segmentation.plan_segments(docs, SentencesOrWindows(max_length, overlap))
 
 
 __all__ = [

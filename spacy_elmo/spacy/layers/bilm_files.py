@@ -29,7 +29,8 @@ def load_bilm(path: str | Path, device: torch.device | None = None):
     """(biLM in eval mode, tokenizer) from the local model directory `path` (safetensors only).
 
     A broken directory raises `ElmoLoadError` naming the file and the problem. A directory
-    without tokenizer files (written by 0.1.0) gets the UTF-8 tokenizer.
+    without tokenizer files (written by 0.1.0: tests/fixtures/saved_v0_1 needs this) gets the UTF-8
+    tokenizer.
     """
     from ...formats.references import HfFolder
 
@@ -50,8 +51,10 @@ def bilm_to_bytes(elmo, tokenizer) -> bytes:
 def bilm_from_bytes(data: bytes, device: torch.device | None = None):
     """(biLM, tokenizer) serialized by `bilm_to_bytes` ((None, None) if it held none), read by `load_bilm`.
 
-    Also reads release 0.1.0's bytes, {"config": config.json text, "weights": safetensors}.
+    Also reads 0.1.0's bytes, {"config": config.json text, "weights": safetensors}
+    (tests/hf/test_serialization.py's bytes of tests/fixtures/saved_v0_1 need this).
     """
+    from ...constants import CONFIG_FILE, WEIGHTS_FILE
     from ...hf.model_directory import ElmoLoadError
 
     msg = srsly.msgpack_loads(data)
@@ -62,7 +65,7 @@ def bilm_from_bytes(data: bytes, device: torch.device | None = None):
     elif msg["config"] is None:
         files = None
     else:
-        files = {"config.json": msg["config"].encode("utf8"), "model.safetensors": msg.get("weights", b"")}
+        files = {CONFIG_FILE: msg["config"].encode("utf8"), WEIGHTS_FILE: msg.get("weights", b"")}
     if files is None:
         return None, None
     with tempfile.TemporaryDirectory() as tmp:

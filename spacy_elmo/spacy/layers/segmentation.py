@@ -28,6 +28,8 @@ from typing import Any
 
 from spacy.tokens import Doc, Span
 
+from ...constants import MAX_LENGTH, WINDOW_OVERLAP
+
 # what a segmenter returns for a segment
 SegmentSpec = Span | tuple[int, int] | tuple[int, int, int, int]
 Segmenter = Callable[[Doc], Iterable[SegmentSpec]]
@@ -73,8 +75,8 @@ class SentencesOrWindows:
     sentences (when set), each (or the Doc) cut into windows of `max_length` tokens overlapping by
     `window_overlap`. (A dataclass, not a closure, so a pipeline pickles.)"""
 
-    max_length: int = 256
-    window_overlap: int = 64
+    max_length: int = MAX_LENGTH
+    window_overlap: int = WINDOW_OVERLAP
     __name__ = "spacy-elmo.sentences_or_windows.v1"
 
     def __post_init__(self) -> None:
@@ -93,8 +95,8 @@ class Windows:
     """`spacy-elmo.windows.v1`: windows of `max_length` tokens overlapping by `window_overlap` over
     the whole Doc, ignoring its sentences."""
 
-    max_length: int = 256
-    window_overlap: int = 64
+    max_length: int = MAX_LENGTH
+    window_overlap: int = WINDOW_OVERLAP
     __name__ = "spacy-elmo.windows.v1"
 
     def __post_init__(self) -> None:
