@@ -141,6 +141,55 @@ def _count_char_cnn(model) -> dict:
     return stats
 
 
+def bound_products(model) -> dict:
+    """The precision each of the model's products was bound to (`ElmoModel.set_precision`), read off its modules:
+    the LSTM's weights for one row and for several, the highway and projection linears, the char CNN's product
+    (fp32 where a module has no bound product: a package measured by --baseline from before the decider)."""
+    lstm = {}
+    layer = model.encoder.layers[0]
+    if hasattr(layer, "weight_products"):
+        lstm = {n: {"one_row": p.one_row.dtype, "rows": p.rows.dtype} for n, p in layer.weight_products().items()}
+    linears = [
+        (m.in_features, m.out_features, getattr(getattr(m, "product", None), "dtype", "fp32"))
+        for m in model.token_encoder.modules()
+        if isinstance(m, torch.nn.Linear)
+    ]
+    char_cnn = getattr(getattr(model.token_encoder, "products", None), "dtype", "fp32")
+    return {"lstm": lstm, "linears": linears, "char_cnn": char_cnn}
+
+
+def limits_of_the_row(config, products: dict, lengths: list[list[int]], words: float, threads: int, batch: int) -> dict:
+    """The row's own denominators, measured in this process right after its timing (so under the same load):
+    the time of its matrix products alone at their exact shapes in their bound precisions (the biLSTM's and the
+    highway and projection layers' on the batch's distinct words; the char CNN's FLOPs go to the run's GEMM
+    peak of their precision), and at batch 1 the read rate of its per-step weights, touched as the model
+    touches them (`machine.step_read_rate`, `READ_SAMPLES` samples), and of a buffer larger than the caches
+    (the weights a sentence reads once)."""
+    out = {
+        "lstm_product_seconds": statistics.mean(
+            machine.lstm_product_seconds(config, rows, threads, products=products["lstm"]) for rows in lengths[:2]
+        ),
+        "linear_product_seconds": machine.linear_product_seconds(
+            [(round(words), k, n, p) for k, n, p in products["linears"]]
+        ),
+    }
+    if batch == 1:
+        streamed = flops_mod.streamed_weights(config, products)
+        steps = round(statistics.mean(n for rows in lengths for n in rows))
+        samples = [machine.step_read_rate(streamed["per_step"], steps, threads) for _ in range(READ_SAMPLES)]
+        out.update(
+            bytes_per_step=streamed["bytes_per_step"],
+            bytes_per_batch=streamed["bytes_per_batch"],
+            step_read_rates=[s["peak"] for s in samples],
+            step_read_kernels=[s["per_kernel"] for s in samples],
+            batch_read_rates=[machine.read_bandwidth(512, 3)["peak"] for _ in range(READ_SAMPLES)],
+        )
+    return out
+
+
+READ_SAMPLES = 5
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model-dir", required=True)
@@ -213,12 +262,14 @@ def main(argv=None) -> int:
             unique_words_per_position=unique,
         )
     result["rss_peak_inference_mib"] = _rss_peak_kib() / 1024  # before the product bound's own weights
-    if args.mode == "exact":  # the time of the biLSTM's products alone, at their shapes' measured rates
+    if args.mode in ("exact", "bf16", "int8"):  # the row's own denominators (the products alone, the read rates)
         lengths = [[int(n) + 2 for n in mask.sum(dim=1)] for _, mask in encoded]  # + <S>, </S>
-        result["lstm_product_seconds"] = statistics.mean(
-            machine.lstm_product_seconds(config, rows, args.threads) for rows in lengths[:2]
-        )
-        result["encoder_flops_per_batch"] = (stats["words_encoded"] / runs) * (
+        products = bound_products(model)
+        words_per_batch = stats["words_encoded"] / runs
+        result["bound_products"] = products
+        result.update(limits_of_the_row(config, products, lengths, words_per_batch, args.threads, args.batch))
+        result["char_cnn_flops_per_batch"] = words_per_batch * executed
+        result["encoder_flops_per_batch"] = words_per_batch * (
             executed + flops_mod.token_encoder_flops(config) - flops_mod.char_cnn_flops(config)
         )
     result["rss_peak_load_mib"] = load_peak / 1024

@@ -53,4 +53,52 @@ def weight_bytes(config, bytes_per_value: int = 4) -> dict:
     }
 
 
-__all__ = ["char_cnn_flops", "token_encoder_flops", "lstm_flops_per_token", "forward_flops_per_token", "weight_bytes"]
+VALUE_BYTES = {"fp32": 4, "bf16": 2, "int8": 1}
+INT8_COLUMN_BYTES = 8  # per output column of an int8 weight: its fp32 scale and the packed form's int32 offset
+
+
+def _weight(rows: int, columns: int, precision: str) -> list[tuple[int, int]]:
+    """A [rows, columns] weight read in `precision`, as (rows, bytes per row) buffers: the values, and int8's
+    per-column extras as one more row."""
+    weight = [(rows, columns * VALUE_BYTES[precision])]
+    return weight + ([(1, columns * INT8_COLUMN_BYTES)] if precision == "int8" else [])
+
+
+def streamed_weights(config, products: dict) -> dict:
+    """The weights the biLM reads at batch 1, in the precisions its products were bound to.
+
+    `products`: {"lstm": {weight name: {"one_row": precision, "rows": precision}}, "linears": [(K, N, precision)],
+    "char_cnn": precision} (a model's bound answers; fp32 where absent). Returns `per_step`: per layer, per
+    direction, the (rows, bytes per row) buffers a one-row step reads (the recurrent weight and the cell
+    projection); `bytes_per_step`, their sum; `bytes_per_batch`: what a sentence reads once (the LSTM's input
+    weights, the highway and projection layers, the char CNN's product)."""
+    hidden, proj = config.lstm_dim, config.projection_dim
+    lstm = products.get("lstm") or {}
+
+    def precision(name: str, which: str) -> str:
+        return (lstm.get(name) or {}).get(which, "fp32")
+
+    direction = _weight(proj, 4 * hidden, precision("hidden_weight", "one_row"))
+    if hidden != proj:
+        direction += _weight(hidden, proj, precision("proj_weight", "one_row"))
+    per_step = [[list(direction), list(direction)] for _ in range(config.num_layers)]
+    once = config.num_layers * 2 * [_weight(proj, 4 * hidden, precision("input_weight", "rows"))]
+    once += [_weight(k, n, p) for k, n, p in products.get("linears") or []]
+    widest = max(width for width, _ in config.filters)
+    n_filters = sum(num for _, num in config.filters)
+    once.append(_weight(widest * config.char_embedding_dim, n_filters, products.get("char_cnn") or "fp32"))
+    return {
+        "per_step": per_step,
+        "bytes_per_step": sum(r * b for layer in per_step for d in layer for r, b in d),
+        "bytes_per_batch": sum(r * b for weight in once for r, b in weight),
+    }
+
+
+__all__ = [
+    "char_cnn_flops",
+    "token_encoder_flops",
+    "lstm_flops_per_token",
+    "forward_flops_per_token",
+    "weight_bytes",
+    "streamed_weights",
+]

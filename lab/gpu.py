@@ -14,8 +14,12 @@ Then here, on the files that came back:
 `run` takes the commit it measures from `.gpu/stamp.json` (`python -m lab.gpu_pack stamp`, here, just before the
 call), never from git there: the device tool sends the working tree with the git metadata of the session's start.
 It checks the tree it got against the stamp's file hashes and records what differs. It unpacks the carried
-packages (`.gpu/site.tar.xz`) and runs each part in its own process with its own time box, in this order:
+packages (`.gpu/site.tar.xz`), checks that its Python and torch are inside the range setup.cfg declares
+(`declared_range`; outside it the run stops before any part), and runs each part in its own process with its own
+time box, in this order (HEAD's tests first, then the inference rows, then the levers):
 
+- `tests`: `pytest --spacy-gpu tests/spacy tests/hf/test_serialization.py` and the CUDA kernel and training-step
+  tests, side by side, each log under $OUT;
 - `gemm`: the GPU's bf16, tf32 and fp32 matrix-product rates and a device-to-device copy (the ceilings);
 - `inference`: the raw `ElmoModel` (original and small sizes, random weights of the right shape) at batch 1, 32
   and 128 in fp32, bf16 (`set_precision("bf16")`, the project's bf16) and bf16 autocast, with the default kernel
@@ -27,8 +31,6 @@ packages (`.gpu/site.tar.xz`) and runs each part in its own process with its own
 - `pipe`: `nlp.pipe` with the `elmo` component on the GPU (`spacy.require_gpu()`) against the raw model on the
   same sentences; levers: Docs made beforehand, the component's length bucketing over larger `batch_size`,
   larger `max_batch_tokens`, thinc's mixed precision;
-- `tests`: `pytest --spacy-gpu tests/spacy tests/hf/test_serialization.py` and the CUDA kernel and training-step
-  tests, side by side, each log under $OUT;
 - `step`: the pretraining step's levers in one run: the fused LSTM kernel, then `torch.compile` of the token
   encoder, each after steps with the default kernels; a profile of one step.
 
@@ -57,7 +59,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PREP = ROOT / ".gpu"  # what `python -m lab.gpu_pack` prepares and the device tool carries
 RUNS = ROOT / "bench" / "results" / "runs.jsonl"
 RESULTS = ROOT / "bench" / "results"
-PARTS = ["gemm", "inference", "pretrain", "pipe", "tests", "step"]
+# in the order a run takes them: HEAD's tests, the ceilings and the inference rows, then the levers
+PARTS = ["tests", "gemm", "inference", "pretrain", "pipe", "step"]
 # seconds each part may take on the GPU (a part past its box is stopped; the record keeps what it finished)
 BOXES = {"gemm": 30, "inference": 100, "pretrain": 130, "pipe": 70, "tests": 130, "step": 75}
 DEADLINE = 390  # seconds for the whole run on the GPU: a later part gets what is left (the device call: 420)
@@ -137,7 +140,7 @@ def settings(quick: bool, device: str) -> dict:
                 else ["tests/spacy", "tests/hf/test_serialization.py"]
             ),
             "cuda": (
-                ["tests/kernels/test_invariance.py"]
+                ["tests/kernels/test_invariance.py", "tests/kernels/test_cuda_graphs.py"]
                 if quick
                 else [
                     "tests/kernels",
@@ -1022,6 +1025,39 @@ def unpack_site(archive: Path, dest: Path) -> dict:
     return json.loads(manifest.read_text(encoding="utf-8")) if manifest.is_file() else {}
 
 
+def declared_range(setup_cfg: Path = ROOT / "setup.cfg") -> dict:
+    """The Python and torch versions setup.cfg declares: `python_requires` and install_requires' torch."""
+    import configparser
+
+    from packaging.requirements import Requirement
+
+    parser = configparser.ConfigParser()
+    parser.read(setup_cfg, encoding="utf-8")
+    options = parser["options"]
+    lines = [line.strip() for line in options["install_requires"].splitlines()]
+    torch_spec = next(
+        str(Requirement(line).specifier) for line in lines if line and not line.startswith("#") and
+        Requirement(line).name == "torch"
+    )  # fmt: skip
+    return {"python": options["python_requires"], "torch": torch_spec}
+
+
+def versions_in_range(declared: dict, found: dict) -> dict:
+    """{name: {found, declared, inside}} for the Python and torch `found` (their public versions, without a
+    local tag such as +cu128, against the `declared` specifiers)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    return {
+        name: {
+            "found": found[name],
+            "declared": declared[name],
+            "inside": SpecifierSet(declared[name]).contains(Version(found[name]).public, prereleases=True),
+        }
+        for name in ("python", "torch")
+    }
+
+
 def check_packages(args) -> int:
     """Imports what the parts need and prints, as one JSON line, the versions found and the requirements of
     spaCy, thinc, pydantic, confection and weasel that what is installed does not meet."""
@@ -1118,6 +1154,16 @@ def orchestrate(args) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("lab.gpu: --device cuda, but torch sees no CUDA device (use --device cpu --quick for a check)")
     record["machine"] = machine_info(args.device)
+    import platform
+
+    record["range"] = versions_in_range(
+        declared_range(), {"python": platform.python_version(), "torch": torch.__version__}
+    )
+    outside = [f"{n} {v['found']} (setup.cfg: {v['declared']})" for n, v in record["range"].items() if not v["inside"]]
+    if outside:  # what users install could not be this: the run would measure something else
+        save(out, record)
+        raise SystemExit(f"lab.gpu: outside the range setup.cfg declares: {', '.join(outside)}; no part run")
+    print(f"lab.gpu: inside the declared range: {json.dumps(record['range'])}", flush=True)
     for name, version in (record["site"]["check"].get("versions") or {}).items():
         if name in record["machine"]:  # this process does not have the carried packages on its path
             record["machine"][name] = version

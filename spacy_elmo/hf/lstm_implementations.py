@@ -88,12 +88,16 @@ def bilstm_packed(bilstm, tokens, mask, state, return_state):
     return layers, type(state)(*final) if final is not None else None
 
 
-def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
+def bilstm_cuda_graphs(
+    bilstm, tokens, mask, state, return_state, graphs: kernels.cuda_graphs.GraphCapture | None = None
+):
     """`bilstm_eager` replayed from a CUDA graph captured per bucketed (batch, steps): extra rows are
     empty and extra steps padding, which leave the real rows' values unchanged. With bf16 products
     bound (`ElmoLstmLayer.bind_products`), the layers run as `bilstm_fused`'s forward with bf16
     products (bf16 weights made once per replay, fp32 state, `kernels.fused_lstm`), as "packed"
-    computes them on the CPU; eager would multiply the fp32 weights."""
+    computes them on the CPU; eager would multiply the fp32 weights. `graphs`: how a graph is captured
+    and replayed (`kernels.cuda_graphs.CUDA_GRAPHS`; a test gives one that replays on the CPU)."""
+    graphs = graphs if graphs is not None else kernels.cuda_graphs.CUDA_GRAPHS
     bf16 = any(p.rows.dtype == "bf16" for layer in bilstm.layers for p in layer.weight_products().values())
     batch, steps, dim = tokens.shape
     rows, time = kernels.cuda_graphs.bucket(batch), kernels.cuda_graphs.bucket(steps)
@@ -104,14 +108,15 @@ def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
     h = state.h.new_zeros(*state.h.shape[:2], rows, state.h.shape[-1])
     c = state.c.new_zeros(*state.c.shape[:2], rows, state.c.shape[-1])
     h[:, :, :batch], c[:, :, :batch] = state.h, state.c
+    device_type = graphs.device_type
     key = (
         rows,
         time,
         tokens.dtype,
         mask.dtype,
         return_state,
-        torch.is_autocast_enabled("cuda"),
-        kernels.autocast_dtype("cuda"),
+        torch.is_autocast_enabled(device_type),
+        kernels.autocast_dtype(device_type),
         tuple(p.data_ptr() for p in bilstm.parameters()),
         bf16,
     )
@@ -124,7 +129,7 @@ def bilstm_cuda_graphs(bilstm, tokens, mask, state, return_state):
             layers, final = bilstm_eager(bilstm, x, m, start, return_state)
         return layers + (list(final) if final is not None else [])
 
-    outputs = kernels.cuda_graphs.graphed_call(bilstm, key, run, [padded, padded_mask, h, c])
+    outputs = kernels.cuda_graphs.graphed_call(bilstm, key, run, [padded, padded_mask, h, c], graphs)
     layers = [out[:batch, :steps] for out in outputs[: len(bilstm.layers)]]
     final = type(state)(*(t[:, :, :batch] for t in outputs[len(bilstm.layers) :])) if return_state else None
     return layers, final

@@ -58,6 +58,8 @@ def test_the_quick_cpu_run_records_every_part_and_record_appends_it(tmp_path):
     assert record["machine"]["spacy"] and record["site"]["check"]["unmet"] == []
     assert set(record["settings"]) >= set(gpu.PARTS) and record["settings"]["pretrain"]["batch_tokens"] == 256
     assert [record["status"][part]["exit"] for part in gpu.PARTS] == [0] * len(gpu.PARTS)
+    assert list(record["status"]) == gpu.PARTS and gpu.PARTS[:3] == ["tests", "gemm", "inference"]  # tests first
+    assert record["range"]["torch"]["inside"] is True and record["range"]["python"]["inside"] is True
 
     # inference: every planned row, timed, with bf16's error against fp32; cuda_graphs refused on a CPU, in its row
     rows = record["parts"]["inference"]["rows"]
@@ -128,6 +130,32 @@ def test_the_quick_cpu_run_records_every_part_and_record_appends_it(tmp_path):
     assert entry["title"] in table and "| tiny | 3 | bf16 |" in table
     again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert again.returncode != 0 and "exists" in again.stderr and len(runs.read_text().splitlines()) == 2
+
+
+def test_the_declared_range_is_setup_cfgs_and_a_version_outside_it_is_told(tmp_path):
+    """The harness measures only a Python and torch inside the range setup.cfg declares (a local tag such as
+    +cu130 does not count); its own setup.cfg is read, comments between the requirements skipped."""
+    import configparser
+
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg", encoding="utf-8")
+    declared = gpu.declared_range()
+    assert f"torch{declared['torch']}" in parser["options"]["install_requires"].replace(" ", "")
+    assert declared["python"] == parser["options"]["python_requires"]
+    cfg = tmp_path / "setup.cfg"
+    cfg.write_text(
+        "[options]\npython_requires = >=3.10\ninstall_requires =\n    spacy>=3.8\n    # torch<2 is not this line\n"
+        "    torch>=2.4.1,<3\n    numpy\n",
+        encoding="utf-8",
+    )
+    assert gpu.declared_range(cfg) == {"python": ">=3.10", "torch": "<3,>=2.4.1"}
+    inside = gpu.versions_in_range(gpu.declared_range(cfg), {"python": "3.12.3", "torch": "2.9.0+cu130"})
+    assert inside == {
+        "python": {"found": "3.12.3", "declared": ">=3.10", "inside": True},
+        "torch": {"found": "2.9.0+cu130", "declared": "<3,>=2.4.1", "inside": True},
+    }
+    outside = gpu.versions_in_range(gpu.declared_range(cfg), {"python": "3.9.18", "torch": "2.3.1+cu121"})
+    assert [v["inside"] for v in outside.values()] == [False, False]
 
 
 def test_the_tree_check_names_changed_and_missing_files(tmp_path):
