@@ -45,13 +45,14 @@ def quick_start_blocks(lang: str) -> list[str]:
 
 
 def quick_start_commands() -> list[list[str]]:
-    """The quick start's shell commands (continued lines joined, comments dropped), except `pip install`
-    (the wheel stands for the clone here), and the `spacy-elmo init-config ...` its text gives."""
+    """The quick start's shell commands (continued lines joined, comments dropped), except the virtual
+    environment's creation and `pip install` (the test's own fresh venv and the wheel stand for them), and the
+    `spacy-elmo init-config ...` its text gives."""
     commands = []
     for block in quick_start_blocks("bash"):
         for line in block.replace("\\\n", " ").splitlines():
             words = shlex.split(line, comments=True)
-            if words and words[:2] != ["pip", "install"]:
+            if words and words[:2] != ["pip", "install"] and words[:3] != ["python", "-m", "venv"]:
                 commands.append(words)
     init = re.findall(r"`(spacy-elmo init-config [^`]+)`", " ".join(quick_start().split()))
     assert len(init) == 1, init
@@ -76,6 +77,7 @@ def run(command, **kwargs) -> subprocess.CompletedProcess:
 def test_quick_start_is_what_this_test_runs():
     """The parsing above finds the README's commands and the prints it checks."""
     commands = quick_start_commands()
+    assert "python -m venv .venv && . .venv/bin/activate" in quick_start()  # the step the test's own venv stands for
     assert commands[0][:2] == ["spacy-elmo", "convert"] and commands[-1][:2] == ["spacy-elmo", "init-config"]
     code = "\n".join(quick_start_blocks("python"))
     assert "load_legacy(" in code and 'add_pipe("elmo"' in code and "AutoModel.from_pretrained" in code
