@@ -32,7 +32,7 @@ README_MAX_LINES = 150
 
 
 def test_the_readme_stays_short():
-    """README is the user's first page: at most 150 lines, the gains table `lab/gains.py` writes into it
+    """README is the user's first page: at most 150 lines, the gains table `lab/reports/gains.py` writes into it
     included (when that table grows past it, the README gets a short form and the full one stays in
     results/gains.md)."""
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()

@@ -160,7 +160,9 @@ def _check(kind: str, words: list[str]) -> None:
         module = words[0][len("lab.") :]
         if module.isupper():  # a placeholder: `python -m lab.NAME`
             return
-        assert (ROOT / "lab" / f"{module}.py").is_file(), f"no module lab/{module}.py"
+        path = ROOT / "lab" / module.replace(".", "/")
+        # `python -m lab.X.Y` runs lab/X/Y.py, or lab/X/Y/__main__.py for a package (the GPU harness, lab.gpu)
+        assert path.with_suffix(".py").is_file() or (path / "__main__.py").is_file(), f"no module lab.{module}"
 
 
 @pytest.mark.parametrize(
@@ -188,6 +190,8 @@ def test_a_removed_or_misspelled_command_is_caught():
         ("project", ["all", "--vars.no_such_variable", "1"]),
         ("make", ["no-such-target"]),
         ("lab", ["lab.variants"]),
+        ("lab", ["lab.train_ner"]),  # moved into lab/experiments/
+        ("lab", ["lab.reports"]),  # a folder, not a command
     ):
         with pytest.raises(AssertionError):
             _check(kind, words)

@@ -1,6 +1,6 @@
-"""Every published gain interval recomputed from the committed run records, independently of lab/gains.py.
+"""Every published gain interval recomputed from the committed run records, independently of lab/reports/gains.py.
 
-The recomputation here shares no code with lab/gains.py: it pairs records by file name, takes the mean and sd
+The recomputation here shares no code with lab/reports/gains.py: it pairs records by file name, takes the mean and sd
 from `statistics` and t(0.975, n − 1) from Student's t density integrated numerically (Simpson's rule) and inverted
 by bisection, not from gains.py's table of quantiles."""
 
@@ -185,13 +185,13 @@ def test_a_changed_score_is_caught(tmp_path):
 
 
 def test_t_quantiles_agree_with_the_scripts_table(script):
-    gains = script("gains")
+    gains = script("reports.gains")
     for df in (1, 2, 4, 9):
         assert abs(_t975(df) - gains.T975[df]) < 5e-6, df
 
 
 def test_the_published_files_are_what_gains_writes_now(script):
-    gains = script("gains")
+    gains = script("reports.gains")
     args = [str(RUNS / folder) for folder in FOLDERS]
     args += ["--out", str(ROOT / "results" / "gains.json"), "--table", str(ROOT / "results" / "gains.md")]
     args += ["--looks", str(ROOT / "results" / "test_looks.json")]
@@ -212,7 +212,7 @@ def test_pairing_by_task_fraction_seed_and_data(script, tmp_path):
     """Baseline and ELMo pair by task, fraction, seed and training data; a second biLM's runs in a folder of their
     own pair with the baselines of the same data and show their shift from the first biLM; a folder absent, or a
     cell with no pair, reads "not run"; an unscored record is left out."""
-    gains = script("gains")
+    gains = script("reports.gains")
     seeds, second, confirm = tmp_path / "training_seeds", tmp_path / "bilm2", tmp_path / "confirmation"
     for seed, (base, elmo, elmo2) in enumerate([(70.0, 75.0, 74.0), (71.0, 77.0, 78.0), (69.0, 73.0, 73.5)]):
         _record(seeds, f"ner_baseline_10_s{seed}", base)
@@ -248,7 +248,7 @@ def test_pairing_by_task_fraction_seed_and_data(script, tmp_path):
 
 
 def test_pages_get_the_tables_between_their_markers(script, tmp_path):
-    gains = script("gains")
+    gains = script("reports.gains")
     page = tmp_path / "page.md"
     page.write_text("lead\n<!-- gains:start -->\nold\n<!-- gains:end -->\nafter\n")
     assert gains.splice(page.read_text(), "gains", "| t |\n") == (
@@ -283,6 +283,6 @@ def test_the_looks_table_gives_each_round_of_a_cell_its_paired_gain(script):
 
 def gains_rows_cover_the_ledger(script, ledger: list[dict]) -> bool:
     """Every look of the ledger is in exactly one row of the looks table."""
-    rows = script("gains").looks_rows(ledger)
+    rows = script("reports.gains").looks_rows(ledger)
     listed = sorted(entry["look"] for row in rows for entry in row["looks"])
     return listed == sorted(entry["look"] for entry in ledger)
