@@ -22,7 +22,8 @@ rounded to 2 decimals.
 (the commit a look was published at, or scored at) and what was scored, with each ELMo look's gain over the
 baseline's look at the same seed (that round's, else the latest before it). `--pages` puts the tables into Markdown
 pages between `<!-- gains:start -->` / `<!-- gains:end -->` and `<!-- test-looks:start -->` /
-`<!-- test-looks:end -->` (a page without the markers is left alone); `--check` writes nothing and exits 1 when a
+`<!-- test-looks:end -->`, and the pre-registered confirmation's cells alone, the README's summary, between
+`<!-- confirmation:start -->` / `<!-- confirmation:end -->` (a page without the markers is left alone); `--check` writes nothing and exits 1 when a
 file differs from what it would write. Standard library only; it imports no other script.
 """  # noqa: E501 - the first line is the script's --help description, whole
 
@@ -202,6 +203,28 @@ def gains_table(table_rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+CONFIRMATION = "confirmation"  # the pre-registered check: the README's summary shows its first-biLM cells
+TASK_DATA = {"ner": "WNUT-17 NER (F1)", "pos": "UD English-LinES POS (accuracy)"}
+
+
+def confirmation_table(table_rows: list[dict]) -> str:
+    """The README's summary: the confirmation's cells (the first biLM) with each seed's gain and the 95% interval."""
+    lines = [
+        "| confirmation: data and task | train % | n seeds | per-seed gains | mean ± sd | 95% interval |",
+        "|---|---:|---:|---|---:|---|",
+    ]
+    for row in table_rows:
+        if row["records"] != CONFIRMATION or row["bilm"] != "first":
+            continue
+        head = f"| {TASK_DATA[row['task']]} | {row['fraction']} | "
+        if row["status"] == NOT_RUN:
+            lines.append(head + f"{NOT_RUN} | | | |")
+            continue
+        per_seed = ", ".join(f"s{s} {_signed(g)}" for s, g in row["per_seed"].items())
+        lines.append(head + f"{row['n']} | {per_seed} | {_pm(row)} | {_interval(row)} |")
+    return "\n".join(lines) + "\n"
+
+
 # ---------------------------------------------------------------------------------------------
 # the ledger of test looks
 
@@ -328,7 +351,7 @@ def outputs(args) -> dict[Path, str]:
         "interval mean ± t(0.975, n − 1) · sd / √n over seeds (t from a table of exact quantiles)."
     )
     written = {args.out: json.dumps({"about": about, "rows": table_rows}, indent=1, ensure_ascii=False) + "\n"}
-    tables = {"gains": gains_table(table_rows)}
+    tables = {"gains": gains_table(table_rows), "confirmation": confirmation_table(table_rows)}
     written[args.table] = tables["gains"]
     if args.looks:
         ledger = json.loads(args.looks.read_text(encoding="utf8"))
