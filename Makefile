@@ -110,7 +110,7 @@ time-test: install
 
 # inference speed: appends a run to bench/results/runs.jsonl and writes bench/results/inference.md from it
 bench: install
-	$(BIN)/python -m lab.bench
+	$(BIN)/python -m lab.benchmarks.bench
 
 clean:
 	rm -rf $(VENV) $(COMPAT_VENV) $(NEWEST_VENV) build *.egg-info

@@ -72,7 +72,7 @@ def measure_fixture(name: str) -> dict:
 
     saved = tempfile.TemporaryDirectory(prefix="spacy_elmo_precision_error_")
     if name == ORIGINAL:  # its seeded weights written to files, as the bench's: a precision switch reads them back
-        from lab.bench import ensure_model
+        from lab.benchmarks.bench import ensure_model
 
         folder = ensure_model("original", 0, Path(saved.name))
         options, weights = folder / "options.json", folder / "lm_weights.hdf5"

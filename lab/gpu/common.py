@@ -45,7 +45,7 @@ def settings(quick: bool, device: str) -> dict:
             "lever_batch": 3 if quick else 128,
             "lever_kernels": ["packed", "eager"],
             "big_batch": 6 if quick else 512,
-            "sentences": "lab.bench_worker.make_sentences(seed=1, zipf=False): 20-30 words, nearly all distinct",
+            "sentences": "bench_worker.make_sentences(seed=1, zipf=False): 20-30 words, nearly all distinct",
             "distinct_batches": 2 if quick else 4,
             "min_seconds": 0.05 if quick else 0.5,
             "min_batches": 2 if quick else 5,

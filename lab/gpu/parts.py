@@ -90,9 +90,9 @@ def _inference_plan(s: dict) -> list[dict]:
 def part_inference(ctx) -> None:
     import torch
 
-    from lab import flops
-    from lab.bench import ensure_model
-    from lab.bench_worker import make_sentences, output_errors
+    from lab.benchmarks import flops
+    from lab.benchmarks.bench import ensure_model
+    from lab.benchmarks.bench_worker import make_sentences, output_errors
     from spacy_elmo import load_legacy
     from spacy_elmo.characters import batch_to_char_ids
 
@@ -148,7 +148,7 @@ def part_inference(ctx) -> None:
         try:
             model = model_for(spec["arch"])
             config = model.config
-            cache = spec["lever"] == "token cache on"  # on Zipfian text (lab.bench's cache row), batches repeating
+            cache = spec["lever"] == "token cache on"  # Zipfian text (bench's cache row), batches repeating
             pairs = batches_for(spec["batch"], config.max_characters_per_token, zipf=cache)
             autocast = spec["mode"] == "bf16-autocast"
             model.set_precision("bf16" if spec["mode"] == "bf16" else "fp32")
@@ -394,8 +394,8 @@ def part_pipe(ctx) -> None:
     import torch
     from spacy.tokens import Doc
 
-    from lab.bench import config_for
-    from lab.bench_worker import make_sentences
+    from lab.benchmarks.bench import config_for
+    from lab.benchmarks.bench_worker import make_sentences
     from spacy_elmo import ElmoModel, ElmoTokenizer
     from spacy_elmo.characters import batch_to_char_ids
     from spacy_elmo.spacy import component  # noqa: F401  (registers the factory where entry points are absent)

@@ -200,9 +200,7 @@ def test_the_lab_is_in_folders_by_job_and_no_module_is_long():
     folders = {p.name for p in (ROOT / "lab").iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders == LAB_FOLDERS
     assert all((ROOT / "lab" / folder / "__init__.py").is_file() for folder in folders)
-    # (the four inference-benchmark modules move into lab/benchmarks/ in a commit of their own)
-    loose = sorted(p.name for p in (ROOT / "lab").glob("*.py"))
-    assert loose == ["__init__.py", "bench.py", "bench_worker.py", "flops.py", "machine.py"]
+    assert [p.name for p in (ROOT / "lab").glob("*.py")] == ["__init__.py"]
     long = {
         p.relative_to(ROOT).as_posix(): n
         for p in (ROOT / "lab").rglob("*.py")

@@ -46,7 +46,7 @@ if (_policy or "passive").lower() in ("passive", "active"):
 
 import torch  # noqa: E402 - after the wait policy is set
 
-from lab import flops, machine  # noqa: E402
+from lab.benchmarks import flops, machine  # noqa: E402
 
 ARCHITECTURES = {
     # name: (legacy name, ElmoConfig overrides); all use the 2048cnn filters, 16-dim char embeddings
@@ -66,7 +66,8 @@ ARCHITECTURES = {
     ),
 }
 FILTERS_2048 = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
-ROOT = Path(__file__).resolve().parent.parent
+from lab import ROOT  # noqa: E402, I001
+
 RUNS = ROOT / "bench" / "results" / "runs.jsonl"
 PRECISIONS = ("bf16", "int8")  # the extras that are a precision: rows at every batch size
 PRECISION_OF_MODE = {"exact": "fp32", "bf16": "bf16", "int8": "int8"}
@@ -137,7 +138,15 @@ def code_version(directory: Path) -> str:
 
 
 def run_worker(model_dir: Path, batch: int, mode: str, args, source: str | None = None) -> dict:
-    command = [sys.executable, "-m", "lab.bench_worker", "--model-dir", str(model_dir), "--batch", str(batch)]
+    command = [
+        sys.executable,
+        "-m",
+        "lab.benchmarks.bench_worker",
+        "--model-dir",
+        str(model_dir),
+        "--batch",
+        str(batch),
+    ]
     command += ["--mode", mode, "--threads", str(args.threads), "--min-seconds", str(args.min_seconds)]
     if batch == 1:
         command += ["--batches", "8"]

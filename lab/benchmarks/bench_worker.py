@@ -14,8 +14,8 @@ import time
 
 import torch
 
-from lab import flops as flops_mod
-from lab import machine
+from lab.benchmarks import flops as flops_mod
+from lab.benchmarks import machine
 
 MODES = ["exact", "cache", "int8", "bf16", "pipe", "pipe-bf16", "pipe-int8"]
 
