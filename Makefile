@@ -71,7 +71,7 @@ test-compat: $(COMPAT_VENV)/.installed
 	$(COMPAT_BIN)/pip install -q -c constraints-compat.txt transformers
 
 # The newest end: NEWEST_PYTHON (pyenv's 3.13, the newest CPython accepted) with the newest torch and transformers
-# pip resolves (no constraints), the package's tests; `python -m lab.environments` runs it once and
+# pip resolves (no constraints), the package's tests; `python -m lab.benchmarks.environments` runs it once and
 # records versions, counts, time and machine in bench/results/environments.md
 NEWEST_PYTHON ?= $(HOME)/.pyenv/versions/3.13.0/bin/python
 NEWEST_VENV := .venv-newest
@@ -106,18 +106,18 @@ lint: install
 
 # `make test` in a fresh clone of HEAD, timed: writes bench/results/make_test.txt (the duration the README cites)
 time-test: install
-	$(BIN)/python -m lab.time_make_test
+	$(BIN)/python -m lab.benchmarks.time_make_test
 
 # inference speed: appends a run to bench/results/runs.jsonl and writes bench/results/inference.md from it
 bench: install
-	$(BIN)/python -m lab.bench
+	$(BIN)/python -m lab.benchmarks.bench
 
 clean:
 	rm -rf $(VENV) $(COMPAT_VENV) $(NEWEST_VENV) build *.egg-info
 
 # `make main` states its own wall time: its start (UTC), taken when make reads this file, before it builds .venv,
 # goes to the report, which gives the time from it to the report's end. Its test scorings repeat the published
-# `all` run's recipe when nothing changed, which lab/evaluate_runs.py scores only with a reason (test_looks.json keeps it)
+# `all` run's recipe when nothing changed, which lab/experiments/evaluate_runs.py scores only with a reason (test_looks.json keeps it)
 MAIN_STARTED := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 
 main: install

@@ -8,7 +8,7 @@ output, a `provenance` block inside a JSON result). As a library::
     ...                                                                            # do the work
     prov.write(out_dir / "provenance.json")   # end time, copies of the configs in out_dir/configs/
 
-The project's wrapper around a command it does not own (`python -m lab.provenance_step --out X --
+The project's wrapper around a command it does not own (`python -m lab.experiments.provenance_step --out X --
 CMD ...`) is the lab's, in lab/: it does not ship with the package.
 """
 

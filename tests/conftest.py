@@ -58,7 +58,7 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.fixture(scope="session")
 def script():
-    """`script(name)`: the lab's module lab/NAME.py."""
+    """`script("FOLDER.NAME")`: the lab's module lab/FOLDER/NAME.py."""
     return lambda name: importlib.import_module(f"lab.{name}")
 
 

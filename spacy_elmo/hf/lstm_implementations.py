@@ -34,8 +34,9 @@ def resolve_lstm_implementation(
     outside the kernels; under CPU autocast its products follow autocast's bf16, see
     `kernels.fused_lstm`), or "eager" under autocast on other devices. The inference kernel
     is "packed" on the CPU and "cuda_graphs" on CUDA, where the recurrent loop's launches, not its
-    arithmetic, bound a batch: on an H200 it was faster than "packed" and "eager" at every batch
-    size, precision and architecture measured (bench/results/gpu_h200_a10544b). The inference
+    arithmetic, bound a batch: on an H200 it was faster than "packed" and "eager" at batch 1 to 128 in
+    every precision and architecture measured (bench/results/gpu_h200_a10544b; not at batch 512 in bf16,
+    nor, in a later run, in fp32 at 128: bench/results/README.md, "On a GPU"). The inference
     precision does not change that choice: both compute the products as the layers bound them,
     autocast's dtype rules under autocast, and a gradient makes them fp32 (the training kernels).
     An explicit choice that cannot run here raises `RuntimeError`.

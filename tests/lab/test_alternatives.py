@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lab import alternatives_campaign, alternatives_data, alternatives_report, alternatives_vectors
+from lab.data import alternatives_data
+from lab.experiments import alternatives_campaign, alternatives_vectors
+from lab.reports import alternatives_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,7 +129,7 @@ def test_cells_run_seed_by_seed_with_the_fine_tuning_rule(tmp_path):
     import yaml
 
     adopted = yaml.safe_load((ROOT / "project.yml").read_text())["vars"]["seeds_ner_elmo_10_settings"]
-    from lab.provenance_step import settings_as_options
+    from lab.experiments.provenance_step import settings_as_options
 
     assert settings_as_options(adopted) == alternatives_campaign.FINE_TUNE
 

@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from lab import bench, bench_worker, flops, machine
+from lab.benchmarks import bench, bench_worker, flops, machine
 
 ROW = {
     "arch": "tiny",

@@ -1,4 +1,4 @@
-"""The project's workflows start by checking what they need is installed (lab/check_requirements.py):
+"""The project's workflows start by checking what they need is installed (lab/experiments/check_requirements.py):
 well under a second, and ONE line saying what to pip install when something is missing."""
 
 from __future__ import annotations
@@ -30,7 +30,11 @@ def _fake_install(tmp_path: Path) -> Path:
 
 def _run(*args, env=None, python=(sys.executable,)):
     return subprocess.run(
-        [*python, "-m", "lab.check_requirements", *args], capture_output=True, text=True, env=env, timeout=60
+        [*python, "-m", "lab.experiments.check_requirements", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
 
 
@@ -39,12 +43,12 @@ def test_workflows_start_with_the_check():
     scripts = {c["name"]: c["script"] for c in project["commands"]}
     for workflow, extras in (("all", "--extras plot"), ("zh", None)):
         first = scripts[project["workflows"][workflow][0]]
-        assert first[0].startswith("python -m lab.check_requirements"), (workflow, first)
+        assert first[0].startswith("python -m lab.experiments.check_requirements"), (workflow, first)
         assert (extras in first[0]) if extras else "--extras" not in first[0]
 
 
 def test_installed_environment_passes_fast():
-    from lab import check_requirements
+    from lab.experiments import check_requirements
 
     start = time.perf_counter()
     missing, _ = check_requirements.problems(["plot"])

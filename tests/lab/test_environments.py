@@ -1,6 +1,6 @@
-"""lab/environments.py: the legs' records (bench/results/environments.md). A leg's pytest summaries are found in
-its output (test-compat runs pytest twice), the versions are read from a leg's own Python, and the table names
-each record's versions, counts, times, commit and CPU."""
+"""lab/benchmarks/environments.py: the legs' records (bench/results/environments.md). A leg's pytest summaries are
+found in its output (test-compat runs pytest twice), the versions are read from a leg's own Python, and the table
+names each record's versions, counts, times, commit and CPU."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from lab import environments
+from lab.benchmarks import environments
 
 OUTPUT = """\
 .venv-compat/bin/pip install -q -c constraints-compat.txt transformers

@@ -1,4 +1,4 @@
-"""lab/gpu.py and lab/gpu_pack.py, the GPU harness: its quick CPU run goes through every part and leaves a record
+"""lab/gpu/ and lab/gpu/pack.py, the GPU harness: its quick CPU run goes through every part and leaves a record
 with the commit, machine, settings and figures of each row, which `record` appends to the log of runs; the tree
 check, the carried packages and the scrubbing of machine paths."""
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lab import gpu, gpu_pack
+from lab.gpu import common, orchestrate, parts, tables
+from lab.gpu import pack as gpu_pack
 
 ROOT = Path(__file__).resolve().parents[2]
 LINES = ROOT / "assets" / "confirmation" / "ud_english_lines" / "dev.conllu"  # real English, in the repository
@@ -38,11 +39,11 @@ def corpus_from_treebank(folder: Path, sentences: int = 300) -> None:
 def test_the_quick_cpu_run_records_every_part_and_record_appends_it(tmp_path):
     prep, out = tmp_path / "prep", tmp_path / "out"
     corpus_from_treebank(prep / "corpus")
-    subprocess.run([sys.executable, "-m", "lab.gpu_pack", "stamp", "--dest", str(prep)], cwd=ROOT, check=True)
+    subprocess.run([sys.executable, "-m", "lab.gpu.pack", "stamp", "--dest", str(prep)], cwd=ROOT, check=True)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     env = dict(os.environ, OUT=str(out), PYTHON=sys.executable)
     done = subprocess.run(
-        ["bash", "lab/gpu.sh", "--device", "cpu", "--quick", "--prep", str(prep)],
+        ["bash", "lab/gpu/gpu.sh", "--device", "cpu", "--quick", "--prep", str(prep)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -56,14 +57,14 @@ def test_the_quick_cpu_run_records_every_part_and_record_appends_it(tmp_path):
     assert record["commit"] == head and record["tree"]["same"] is True and record["tree"]["files"] > 100
     assert record["machine"]["device"] == "cpu" and record["machine"]["torch"] and record["machine"]["python"]
     assert record["machine"]["spacy"] and record["site"]["check"]["unmet"] == []
-    assert set(record["settings"]) >= set(gpu.PARTS) and record["settings"]["pretrain"]["batch_tokens"] == 256
-    assert [record["status"][part]["exit"] for part in gpu.PARTS] == [0] * len(gpu.PARTS)
-    assert list(record["status"]) == gpu.PARTS and gpu.PARTS[:3] == ["tests", "gemm", "inference"]  # tests first
+    assert set(record["settings"]) >= set(common.PARTS) and record["settings"]["pretrain"]["batch_tokens"] == 256
+    assert [record["status"][part]["exit"] for part in common.PARTS] == [0] * len(common.PARTS)
+    assert list(record["status"]) == common.PARTS and common.PARTS[:3] == ["tests", "gemm", "inference"]  # tests first
     assert record["range"]["torch"]["inside"] is True and record["range"]["python"]["inside"] is True
 
     # inference: every planned row, timed, with bf16's error against fp32; cuda_graphs refused on a CPU, in its row
     rows = record["parts"]["inference"]["rows"]
-    plan = [spec for spec in gpu._inference_plan(record["settings"]["inference"]) if "profile" not in spec]
+    plan = [spec for spec in parts._inference_plan(record["settings"]["inference"]) if "profile" not in spec]
     assert [(r["mode"], r["kernel"], r["batch"], r["lever"]) for r in rows] == [
         (p["mode"], p["kernel"], p["batch"], p["lever"]) for p in plan
     ]
@@ -112,7 +113,7 @@ def test_the_quick_cpu_run_records_every_part_and_record_appends_it(tmp_path):
     command = [sys.executable, "-m", "lab.gpu", "record", str(out), "--runs", str(runs), "--into", str(results)]
     subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
     entry = json.loads(runs.read_text(encoding="utf-8").splitlines()[-1])
-    assert entry["kind"] == "gpu" and entry["schema"] == gpu.SCHEMA and entry["commit"].startswith(head[:7])
+    assert entry["kind"] == "gpu" and entry["schema"] == common.SCHEMA and entry["commit"].startswith(head[:7])
     assert entry["machine"]["device"] == "cpu" and entry["settings"] == record["settings"]
     assert [t["title"].split(",")[0].split(" ")[0] for t in entry["tables"]][:3] == [
         "Ceilings",
@@ -139,7 +140,7 @@ def test_the_declared_range_is_setup_cfgs_and_a_version_outside_it_is_told(tmp_p
 
     parser = configparser.ConfigParser()
     parser.read(ROOT / "setup.cfg", encoding="utf-8")
-    declared = gpu.declared_range()
+    declared = orchestrate.declared_range()
     assert f"torch{declared['torch']}" in parser["options"]["install_requires"].replace(" ", "")
     assert declared["python"] == parser["options"]["python_requires"]
     cfg = tmp_path / "setup.cfg"
@@ -148,13 +149,14 @@ def test_the_declared_range_is_setup_cfgs_and_a_version_outside_it_is_told(tmp_p
         "    torch>=2.4.1,<3\n    numpy\n",
         encoding="utf-8",
     )
-    assert gpu.declared_range(cfg) == {"python": ">=3.10", "torch": "<3,>=2.4.1"}
-    inside = gpu.versions_in_range(gpu.declared_range(cfg), {"python": "3.12.3", "torch": "2.9.0+cu130"})
+    assert orchestrate.declared_range(cfg) == {"python": ">=3.10", "torch": "<3,>=2.4.1"}
+    declared = orchestrate.declared_range(cfg)
+    inside = orchestrate.versions_in_range(declared, {"python": "3.12.3", "torch": "2.9.0+cu130"})
     assert inside == {
         "python": {"found": "3.12.3", "declared": ">=3.10", "inside": True},
         "torch": {"found": "2.9.0+cu130", "declared": "<3,>=2.4.1", "inside": True},
     }
-    outside = gpu.versions_in_range(gpu.declared_range(cfg), {"python": "3.9.18", "torch": "2.3.1+cu121"})
+    outside = orchestrate.versions_in_range(declared, {"python": "3.9.18", "torch": "2.3.1+cu121"})
     assert [v["inside"] for v in outside.values()] == [False, False]
 
 
@@ -162,17 +164,18 @@ def test_the_tree_check_names_changed_and_missing_files(tmp_path):
     for name, text in (("a.txt", "one"), ("b/c.txt", "two"), ("d.txt", "three")):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    stamp = {"files": {name: gpu.blob_sha1(tmp_path / name) for name in ("a.txt", "b/c.txt", "d.txt")}}
+    stamp = {"files": {name: common.blob_sha1(tmp_path / name) for name in ("a.txt", "b/c.txt", "d.txt")}}
     assert (
-        gpu.blob_sha1(tmp_path / "a.txt")
+        common.blob_sha1(tmp_path / "a.txt")
         == subprocess.run(
             ["git", "hash-object", str(tmp_path / "a.txt")], capture_output=True, text=True
         ).stdout.strip()
     )
-    assert gpu.check_tree(stamp, tmp_path) == {"files": 3, "differ": [], "missing": [], "same": True}
+    assert common.check_tree(stamp, tmp_path) == {"files": 3, "differ": [], "missing": [], "same": True}
     (tmp_path / "b" / "c.txt").write_text("changed")
     (tmp_path / "d.txt").unlink()
-    assert gpu.check_tree(stamp, tmp_path) == {"files": 3, "differ": ["b/c.txt"], "missing": ["d.txt"], "same": False}
+    changed = {"files": 3, "differ": ["b/c.txt"], "missing": ["d.txt"], "same": False}
+    assert common.check_tree(stamp, tmp_path) == changed
 
 
 def test_the_stamp_tells_changes_from_files_left_behind(tmp_path):
@@ -198,7 +201,7 @@ def test_the_stamp_tells_changes_from_files_left_behind(tmp_path):
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     assert stamp["commit"] == head and stamp["dirty"] == ["code.py"] and stamp["left_behind"] == ["big.bin"]
     assert sorted(stamp["files"]) == [".gitignore", "code.py", "kept.txt"]
-    assert gpu.check_tree(stamp, repo)["same"] is True
+    assert common.check_tree(stamp, repo)["same"] is True
 
 
 def test_a_record_names_no_folder_of_the_machine():
@@ -206,15 +209,15 @@ def test_a_record_names_no_folder_of_the_machine():
         "Model saved to /tmp/tmpab12/run0\n"
         'File "/opt/torch/.venv/lib/python3.12/site-packages/torch/nn/modules/module.py", line 3\n'
         "/tmp/spacy_elmo_gpu_site/spacy/language.py:12: warning\n"
-        "at /root/repo/spacy_elmo/hf/modeling_elmo.py:40 and /work/wt/lab/gpu.py\n"
+        "at /root/repo/spacy_elmo/hf/modeling_elmo.py:40 and /work/wt/lab/gpu/parts.py\n"
     )
-    assert gpu.scrub(text) == (
+    assert tables.scrub(text) == (
         "Model saved to TMP/run0\n"
         'File "site-packages/torch/nn/modules/module.py", line 3\n'
         "site-packages/spacy/language.py:12: warning\n"
-        "at spacy_elmo/hf/modeling_elmo.py:40 and lab/gpu.py\n"
+        "at spacy_elmo/hf/modeling_elmo.py:40 and lab/gpu/parts.py\n"
     )
-    assert gpu.gpu_short_name("NVIDIA H200") == "h200" and gpu.gpu_short_name("NVIDIA H100 80GB HBM3") == "h100"
+    assert tables.gpu_short_name("NVIDIA H200") == "h200" and tables.gpu_short_name("NVIDIA H100 80GB HBM3") == "h100"
 
 
 def test_steady_speed_is_taken_after_the_warm_up_steps():
@@ -222,8 +225,8 @@ def test_steady_speed_is_taken_after_the_warm_up_steps():
         {"step": s, "words": 100 * s, "train_seconds": 2.0 * s if s <= 10 else 20 + (s - 10), "words_per_s": 1.0}
         for s in range(5, 35, 5)
     ]
-    assert gpu.steady_rate(records, 10) == pytest.approx(100.0)  # 2000 words in the 20 s after step 10
-    assert gpu.steady_rate(records, 40) is None
+    assert parts.steady_rate(records, 10) == pytest.approx(100.0)  # 2000 words in the 20 s after step 10
+    assert parts.steady_rate(records, 40) is None
 
 
 def test_the_carried_packages_are_the_requirements_the_image_lacks():
@@ -248,7 +251,7 @@ def test_the_packed_site_unpacks_with_the_package_entry_points(tmp_path):
     archive = gpu_pack.pack(folder, tmp_path / "prep", {"python": gpu_pack.DEVICE_TAG})
     assert json.loads((tmp_path / "prep" / "site.json").read_text())["python"] == "cp312 linux x86_64"
     unpacked = tmp_path / "unpacked"
-    manifest = gpu.unpack_site(archive, unpacked)
+    manifest = orchestrate.unpack_site(archive, unpacked)
     assert manifest["python"] == gpu_pack.DEVICE_TAG and manifest["unpacked_bytes"] > 0
     assert not (unpacked / "spacy_elmo").exists() and not (unpacked / "bin").exists()
     (info,) = unpacked.glob("spacy_elmo-*.dist-info")

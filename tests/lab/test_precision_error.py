@@ -1,5 +1,5 @@
 """results/precision_error.md (the table docs/performance.md cites) is written from results/precision_error.json,
-which lab/precision_error.py measures on the fixture biLMs through `ElmoModel.set_precision` (issue 33: no
+which lab/benchmarks/precision_error.py measures on the fixture biLMs through `ElmoModel.set_precision` (issue 33: no
 typed figures; issue 42: from a clean tree)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ RESULTS = ROOT / "results" / "precision_error.json"
 
 
 def test_the_table_is_what_the_results_file_renders(script, tmp_path):
-    precision = script("precision_error")
+    precision = script("benchmarks.precision_error")
     assert precision.main(["table", "--check"]) == 0
     copy = tmp_path / RESULTS.name
     shutil.copy(RESULTS, copy)
@@ -33,7 +33,7 @@ def test_the_recorded_errors_are_what_the_fixture_biLMs_give(script, one_torch_t
     its products), and are small and non-zero."""
     from spacy_elmo.kernels import capabilities
 
-    precision = script("precision_error")
+    precision = script("benchmarks.precision_error")
     recorded = json.loads(RESULTS.read_text())["fixtures"]["bilm-tf"]
     now = precision.measure_fixture("bilm-tf")
     assert ("bf16" in now) == capabilities.native_bf16_available()

@@ -11,7 +11,7 @@ RESULTS = ROOT / "results" / "precision_parity.json"
 
 
 def test_the_parity_table_is_its_record_and_within_a_fifth_of_a_point(script):
-    parity = script("precision_parity")
+    parity = script("experiments.precision_parity")
     record = json.loads(RESULTS.read_text(encoding="utf8"))
     assert parity.table(record["rows"]) == RESULTS.with_suffix(".md").read_text(encoding="utf8")
     assert record["provenance"]["git"]["dirty"] is False

@@ -1,10 +1,10 @@
-"""lab/preprocess_conll.py reads the three formats the project trains on into the same sentences."""
+"""lab/data/preprocess_conll.py reads the three formats the project trains on into the same sentences."""
 
 from __future__ import annotations
 
 
 def test_conll2003_wnut17_and_conllu_give_words_tags_and_entities(tmp_path, script):
-    pre = script("preprocess_conll")
+    pre = script("data.preprocess_conll")
     conll = tmp_path / "a.txt"
     conll.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n")
     assert pre.read_conll(conll) == [[[("EU", "NNP", "B-ORG"), ("rejects", "VBZ", "O")], [("Peter", "NNP", "B-PER")]]]

@@ -1,5 +1,5 @@
-"""lab/pretrain_speed.py: alternates the pretraining command of two trees, records each run's steady speed and lists
-finished pretrainings' held-out perplexity."""
+"""lab/benchmarks/pretrain_speed.py: alternates the pretraining command of two trees, records each run's steady
+speed and lists finished pretrainings' held-out perplexity."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from helpers import write_grammar_corpus  # tests/ is on sys.path
-from lab import pretrain_speed
+from lab.benchmarks import pretrain_speed
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """spacy_elmo.provenance: the record every result carries (commit, dirty paths, configs, machine, times);
-lab/provenance_step.py: the project's wrapper writing one around a command."""
+lab/experiments/provenance_step.py: the project's wrapper writing one around a command."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from spacy_elmo.provenance import Provenance, git_state, sha256
 
-STEP = ["-m", "lab.provenance_step"]
+STEP = ["-m", "lab.experiments.provenance_step"]
 
 
 def _git(cwd, *args):
@@ -83,7 +83,7 @@ def test_project_settings_reach_the_command_with_their_dashes(tmp_path):
     `--settings 'a.b=value ...'` and add the dashes back; checked through weasel itself."""
     (tmp_path / "project.yml").write_text(
         'vars:\n  settings: ""\ncommands:\n  - name: show\n    script:\n'
-        "      - \"python -m lab.provenance_step --out record.json --settings '${vars.settings}' -- "
+        "      - \"python -m lab.experiments.provenance_step --out record.json --settings '${vars.settings}' -- "
         "python -c 'import sys; print(sys.argv[1:])'\"\n",
         encoding="utf-8",
     )

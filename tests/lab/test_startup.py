@@ -1,4 +1,4 @@
-"""lab/startup.py times the first commands a user runs and writes a record of what it measured and where."""
+"""lab/benchmarks/startup.py times the first commands a user runs and writes a record of what it measured and where."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lab import startup
+from lab.benchmarks import startup
 
 
 @pytest.mark.slow

@@ -1,11 +1,11 @@
-"""lab/time_make_test.py: times a command in a fresh clone of HEAD and writes what the README cites."""
+"""lab/benchmarks/time_make_test.py: times a command in a fresh clone of HEAD and writes what the README cites."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-from lab import time_make_test
+from lab.benchmarks import time_make_test
 
 MAKEFILE = """test:
 \ttest ! -e assets && test ! -e ../shared

@@ -190,9 +190,28 @@ def test_the_lab_is_one_package_and_the_library_never_imports_it():
     assert imports == []
 
 
+LAB_FOLDERS = {"data", "experiments", "reports", "benchmarks", "gpu"}
+MAX_LAB_MODULE_LINES = 800
+
+
+def test_the_lab_is_in_folders_by_job_and_no_module_is_long():
+    """lab/ holds folders by job (lab/__init__.py names them), each a package; no module sits loose beside them
+    and none is over 800 lines, so that a reader finds a step by what it does and reads it whole."""
+    folders = {p.name for p in (ROOT / "lab").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == LAB_FOLDERS
+    assert all((ROOT / "lab" / folder / "__init__.py").is_file() for folder in folders)
+    assert [p.name for p in (ROOT / "lab").glob("*.py")] == ["__init__.py"]
+    long = {
+        p.relative_to(ROOT).as_posix(): n
+        for p in (ROOT / "lab").rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LAB_MODULE_LINES
+    }
+    assert long == {}
+
+
 # --- the lab (lab/) uses the public API only --------------------------------------------------------------
 
-LAB = sorted((ROOT / "lab").glob("*.py"))
+LAB = sorted((ROOT / "lab").rglob("*.py"))
 PUBLIC_ROW = re.compile(r"^\| `(spacy_elmo[\w.]*)` \| ([^|]+) \| [^|]+ \|$", re.M)
 
 # Imports the public API does not offer, by file (lab/NAME.py), each with its reason; an entry no longer needed

@@ -32,7 +32,7 @@ README_MAX_LINES = 150
 
 
 def test_the_readme_stays_short():
-    """README is the user's first page: at most 150 lines, the gains table `lab/gains.py` writes into it
+    """README is the user's first page: at most 150 lines, the gains table `lab/reports/gains.py` writes into it
     included (when that table grows past it, the README gets a short form and the full one stays in
     results/gains.md)."""
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
@@ -102,7 +102,8 @@ def test_config_blocks_parse(doc):
                 )
 
 
-LINKED = [*DOCS, ROOT / "results" / "README.md"]  # the user's pages and the experiment's report
+# the user's pages, the experiment's report and the benchmarks' page
+LINKED = [*DOCS, ROOT / "results" / "README.md", ROOT / "bench" / "results" / "README.md"]
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 
@@ -115,7 +116,8 @@ def _anchors(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("doc", LINKED, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_relative_links_resolve(doc):
-    """Every relative link (and image) of README.md, docs/*.md and results/README.md names a file of the
+    """Every relative link (and image) of README.md, docs/*.md, results/README.md and bench/results/README.md names a
+    file of the
     repository, and every #anchor a heading of the page it points to."""
     broken = []
     for target in LINK.findall(FENCE.sub("", doc.read_text(encoding="utf-8"))):
@@ -128,3 +130,33 @@ def test_relative_links_resolve(doc):
         elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
             broken.append(f"{target}: no such heading")
     assert not broken, f"{doc.relative_to(ROOT)}: {broken}"
+
+
+# a commit as a page would name it: 7 to 40 hex digits with a letter and a digit, a word of its own (not inside a
+# path or a name such as tests/fixtures/saved_c55240e or a sha256 prefix in backquotes)
+COMMIT = re.compile(r"(?<![\w/.`-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![\w/`-]|\.\w)")
+PERFORMANCE_MAX_LINES = 250
+
+
+def commit_mentions(text: str) -> list[str]:
+    return COMMIT.findall(text)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_user_pages_name_no_commit(doc):
+    """README.md and docs/ are for users: which commit measured what is in the records and the pages beside them
+    (results/, bench/results/README.md), never on a user page, where it would be history to wade through."""
+    assert commit_mentions(doc.read_text(encoding="utf-8")) == []
+
+
+def test_a_commit_on_a_page_is_found():
+    found = commit_mentions("measured at 7f386cf, see a10544b; a10544b0ff in full; c55240e.\n")
+    assert found == ["7f386cf", "a10544b", "a10544b0ff", "c55240e"]
+    assert commit_mentions("tests/fixtures/saved_c55240e, gpu_h200_7f386cf/, 1e-05, `9c9b68c2`, report.md") == []
+
+
+def test_the_performance_page_stays_short():
+    """docs/performance.md says what to choose on which hardware and cites the generated tables; the benchmarks'
+    method, targets and development history are bench/results/README.md's."""
+    lines = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= PERFORMANCE_MAX_LINES, f"docs/performance.md has {len(lines)} lines"

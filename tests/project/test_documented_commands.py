@@ -1,6 +1,6 @@
-"""Every command the user's pages name exists and its arguments parse: README.md, docs/*.md and
-results/README.md, in their shell blocks and their inline code. `spacy-elmo X ...` (or `python -m
-spacy_elmo X ...`) parses with the command's own parser, its numbers in their declared ranges (a
+"""Every command the user's pages name exists and its arguments parse: README.md, docs/*.md,
+results/README.md and bench/results/README.md, in their shell blocks and their inline code. `spacy-elmo X ...`
+(or `python -m spacy_elmo X ...`) parses with the command's own parser, its numbers in their declared ranges (a
 placeholder `...` leaves the options only, each of which must be the command's); `spacy project run
 X` / `weasel run X` names a command or workflow of project.yml, and each `--vars.NAME` a variable of
 it; `make X` a target of the Makefile; `python -m lab.X` a module of the lab. Shell blocks quote
@@ -20,7 +20,12 @@ from spacy_elmo.cli import build_parser, split_overrides
 from spacy_elmo.cli.arguments import input_file, input_file_or_stdin
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "results" / "README.md"]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "results" / "README.md",
+    ROOT / "bench" / "results" / "README.md",
+]
 FENCED = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 INLINE = re.compile(r"`([^`]+)`")  # (markdown pairs the backticks in order; a span may wrap a line)
 SHELL = {"", "bash", "sh", "shell", "console"}
@@ -160,7 +165,9 @@ def _check(kind: str, words: list[str]) -> None:
         module = words[0][len("lab.") :]
         if module.isupper():  # a placeholder: `python -m lab.NAME`
             return
-        assert (ROOT / "lab" / f"{module}.py").is_file(), f"no module lab/{module}.py"
+        path = ROOT / "lab" / module.replace(".", "/")
+        # `python -m lab.X.Y` runs lab/X/Y.py, or lab/X/Y/__main__.py for a package (the GPU harness, lab.gpu)
+        assert path.with_suffix(".py").is_file() or (path / "__main__.py").is_file(), f"no module lab.{module}"
 
 
 @pytest.mark.parametrize(
@@ -188,6 +195,8 @@ def test_a_removed_or_misspelled_command_is_caught():
         ("project", ["all", "--vars.no_such_variable", "1"]),
         ("make", ["no-such-target"]),
         ("lab", ["lab.variants"]),
+        ("lab", ["lab.train_ner"]),  # moved into lab/experiments/
+        ("lab", ["lab.reports"]),  # a folder, not a command
     ):
         with pytest.raises(AssertionError):
             _check(kind, words)

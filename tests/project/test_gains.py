@@ -1,6 +1,6 @@
-"""Every published gain interval recomputed from the committed run records, independently of lab/gains.py.
+"""Every published gain interval recomputed from the committed run records, independently of lab/reports/gains.py.
 
-The recomputation here shares no code with lab/gains.py: it pairs records by file name, takes the mean and sd
+The recomputation here shares no code with lab/reports/gains.py: it pairs records by file name, takes the mean and sd
 from `statistics` and t(0.975, n − 1) from Student's t density integrated numerically (Simpson's rule) and inverted
 by bisection, not from gains.py's table of quantiles."""
 
@@ -16,14 +16,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "results" / "runs"
 FOLDERS = ("training_seeds", "confirmation")  # the record folders the published table is written from
+README = ROOT / "README.md"  # its Results: the confirmation's cells alone (`<!-- confirmation:start -->`)
 PAGES = (
-    ROOT / "README.md",
     ROOT / "results" / "README.md",
     ROOT / "results" / "gains.md",
     ROOT / "results" / "confirmation.md",
 )
 INTERVAL = re.compile(r"\[([+-]?\d+\.\d+), ([+-]?\d+\.\d+)\]")
 GAINS_HEADER = "| data | task | train % | biLM |"
+SUMMARY_HEADER = "| confirmation: data and task | train % |"
+SUMMARY_TASKS = {"WNUT-17 NER (F1)": "ner", "UD English-LinES POS (accuracy)": "pos"}
 
 
 def _t975(df: int) -> float:
@@ -155,9 +157,60 @@ def mismatches(runs: Path, gains_json: Path, pages: tuple[Path, ...]) -> list[st
     return wrong
 
 
+def summary_mismatches(runs: Path, page: Path) -> list[str]:
+    """Every row of the page's confirmation summary that differs from the recomputation, every confirmation cell
+    (first biLM) it leaves out, and every interval on the page outside the summary."""
+    expected = {key: want for key, want in recompute(runs).items() if key[0] == "confirmation" and key[3] is None}
+    wrong, seen, in_table = [], set(), False
+    for number, line in enumerate(page.read_text(encoding="utf8").splitlines(), 1):
+        if line.startswith(SUMMARY_HEADER):
+            in_table = True
+            continue
+        in_table = in_table and line.startswith("|")
+        if not in_table or line.startswith("|---"):
+            if INTERVAL.search(line):
+                wrong.append(f"{page.name}:{number}: an interval outside the summary: {line}")
+            continue
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        key = ("confirmation", SUMMARY_TASKS[cells[0]], cells[1], None)
+        seen.add(key)
+        want = expected.get(key)
+        right = ["not run", "", "", ""]
+        if want is not None:
+            right = [
+                str(len(want["per_seed"])),
+                ", ".join(f"s{seed} {_fmt(gain)}" for seed, gain in want["per_seed"].items()),
+                f"{_fmt(want['mean'])} ± {want['sd']:.2f}",
+                f"[{_fmt(want['interval'][0])}, {_fmt(want['interval'][1])}]",
+            ]
+        if cells[2:6] != right:
+            wrong.append(f"{page.name}:{number}: {key}: {cells[2:6]} != {right}")
+    wrong += [f"{page.name}: no summary row for {key}" for key in expected if key not in seen]
+    return wrong
+
+
+def test_the_readme_summarizes_the_confirmation_as_recomputed_from_the_records():
+    """README's Results is the pre-registered confirmation alone: each cell's per-seed gains, mean and interval as
+    the records give them; the whole table (CoNLL-2003 too) is results/README.md's, not the README's."""
+    text = README.read_text(encoding="utf8")
+    assert SUMMARY_HEADER in text and GAINS_HEADER not in text
+    assert summary_mismatches(RUNS, README) == []
+
+
+def test_a_changed_confirmation_score_is_caught_in_the_readme(tmp_path):
+    runs = tmp_path / "runs"
+    shutil.copytree(RUNS, runs)
+    path = runs / "confirmation" / "pos_elmo_10_s3.json"
+    record = json.loads(path.read_text(encoding="utf8"))
+    record["test"]["score"] += 0.5
+    path.write_text(json.dumps(record), encoding="utf8")
+    wrong = summary_mismatches(runs, README)
+    assert len(wrong) == 1 and "'pos', '10'" in wrong[0], wrong
+
+
 def test_every_published_interval_is_recomputed_from_the_records():
     pages_with_table = [page for page in PAGES if GAINS_HEADER in page.read_text(encoding="utf8")]
-    assert set(pages_with_table) == set(PAGES)  # the README, the results pages and gains.md all show the table
+    assert set(pages_with_table) == set(PAGES)  # the results pages and gains.md all show the table
     assert mismatches(RUNS, ROOT / "results" / "gains.json", PAGES) == []
     # the CoNLL cells are there, each with its seeds
     expected = recompute(RUNS)
@@ -185,18 +238,18 @@ def test_a_changed_score_is_caught(tmp_path):
 
 
 def test_t_quantiles_agree_with_the_scripts_table(script):
-    gains = script("gains")
+    gains = script("reports.gains")
     for df in (1, 2, 4, 9):
         assert abs(_t975(df) - gains.T975[df]) < 5e-6, df
 
 
 def test_the_published_files_are_what_gains_writes_now(script):
-    gains = script("gains")
+    gains = script("reports.gains")
     args = [str(RUNS / folder) for folder in FOLDERS]
     args += ["--out", str(ROOT / "results" / "gains.json"), "--table", str(ROOT / "results" / "gains.md")]
     args += ["--looks", str(ROOT / "results" / "test_looks.json")]
     args += ["--looks-table", str(ROOT / "results" / "test_looks.md")]
-    args += ["--pages", *(str(page) for page in PAGES if page.name != "gains.md"), "--check"]
+    args += ["--pages", str(README), *(str(page) for page in PAGES if page.name != "gains.md"), "--check"]
     assert gains.main(args) == 0, "run the `gains` command of project.yml"
 
 
@@ -212,7 +265,7 @@ def test_pairing_by_task_fraction_seed_and_data(script, tmp_path):
     """Baseline and ELMo pair by task, fraction, seed and training data; a second biLM's runs in a folder of their
     own pair with the baselines of the same data and show their shift from the first biLM; a folder absent, or a
     cell with no pair, reads "not run"; an unscored record is left out."""
-    gains = script("gains")
+    gains = script("reports.gains")
     seeds, second, confirm = tmp_path / "training_seeds", tmp_path / "bilm2", tmp_path / "confirmation"
     for seed, (base, elmo, elmo2) in enumerate([(70.0, 75.0, 74.0), (71.0, 77.0, 78.0), (69.0, 73.0, 73.5)]):
         _record(seeds, f"ner_baseline_10_s{seed}", base)
@@ -248,7 +301,7 @@ def test_pairing_by_task_fraction_seed_and_data(script, tmp_path):
 
 
 def test_pages_get_the_tables_between_their_markers(script, tmp_path):
-    gains = script("gains")
+    gains = script("reports.gains")
     page = tmp_path / "page.md"
     page.write_text("lead\n<!-- gains:start -->\nold\n<!-- gains:end -->\nafter\n")
     assert gains.splice(page.read_text(), "gains", "| t |\n") == (
@@ -283,6 +336,6 @@ def test_the_looks_table_gives_each_round_of_a_cell_its_paired_gain(script):
 
 def gains_rows_cover_the_ledger(script, ledger: list[dict]) -> bool:
     """Every look of the ledger is in exactly one row of the looks table."""
-    rows = script("gains").looks_rows(ledger)
+    rows = script("reports.gains").looks_rows(ledger)
     listed = sorted(entry["look"] for row in rows for entry in row["looks"])
     return listed == sorted(entry["look"] for entry in ledger)

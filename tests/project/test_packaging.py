@@ -130,10 +130,10 @@ def test_the_readme_says_what_each_leg_runs():
 
 
 def test_the_gpu_harness_image_is_inside_the_declared_range():
-    """The device image the GPU harness runs on (lab/gpu_pack.py's DEVICE_PYTHON; lab/gpu_image.txt: its own
+    """The device image the GPU harness runs on (lab/gpu/pack.py's DEVICE_PYTHON; lab/gpu/image.txt: its own
     torch and transformers, not carried) is one setup.cfg accepts: its Python, and the torch and transformers
     the newest GPU record found there (bench/results/runs.jsonl)."""
-    from lab.gpu_pack import DEVICE_PYTHON, image
+    from lab.gpu.pack import DEVICE_PYTHON, image
 
     python, requirements = _declared()
     assert python.contains(DEVICE_PYTHON["python_full_version"])

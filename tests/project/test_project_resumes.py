@@ -1,6 +1,6 @@
 """A user's first hour (issue 20): an interrupted project resumes. The resumable pretraining step
-(lab/pretrain_resumable.py) resumes an unfinished run, skips a finished one and starts over on new data;
-Ctrl-C during torchrun pretraining prints one line and keeps the checkpoint; lab/train_ner.py does not redo
+(lab/experiments/pretrain_resumable.py) resumes an unfinished run, skips a finished one and starts over on new data;
+Ctrl-C during torchrun pretraining prints one line and keeps the checkpoint; lab/experiments/train_ner.py does not redo
 finished trainings. Real subprocesses for what a user types, real spaCy runs."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _pretraining_step(output: Path, train: Path, *extra) -> list:
     return [
         sys.executable,
         "-m",
-        "lab.pretrain_resumable",
+        "lab.experiments.pretrain_resumable",
         "--output",
         output,
         "--config",
@@ -89,7 +89,7 @@ def test_ctrl_c_during_torchrun_pretraining_prints_one_line_and_keeps_the_checkp
     command = [
         sys.executable,
         "-m",
-        "lab.pretrain_resumable",
+        "lab.experiments.pretrain_resumable",
         "--output",
         output,
         "--config",
@@ -134,7 +134,7 @@ def _train_ner_command(corpus: Path, tmp_path: Path) -> tuple[Path, list]:
     return data, [
         sys.executable,
         "-m",
-        "lab.train_ner",
+        "lab.experiments.train_ner",
         ROOT / "configs" / "ner_baseline.cfg",
         "--name",
         "b",

@@ -148,8 +148,8 @@ def test_project_smoke_workflow(tmp_path):
 
 
 def test_train_ner_reports_a_failed_run(tmp_path, capsys, script):
-    """lab/train_ner.py: a run that fails shows the end of its log and makes the script exit 1."""
-    train_ner = script("train_ner")
+    """lab/experiments/train_ner.py: a run that fails shows the end of its log and makes the script exit 1."""
+    train_ner = script("experiments.train_ner")
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for name in ("train_10.spacy", "dev.spacy"):
@@ -173,7 +173,7 @@ def test_train_ner_reports_a_failed_run(tmp_path, capsys, script):
 
 def test_zh_preprocess_strips_tags_and_joins_split_person_names(script):
     """People's Daily tags names as surname + given name ("江/nr 泽民/nr"): joined into one word."""
-    preprocess_zh = script("preprocess_zh")
+    preprocess_zh = script("data.preprocess_zh")
     line = (
         "19980101-01-001-002/m  主席/n  江/nr  泽民/nr  和/c  [中央/n  人民/n]nt  "
         "克林顿/nr  欧阳/nr  修/nr  、/w  李/nr  鹏/nr"
@@ -184,14 +184,14 @@ def test_zh_preprocess_strips_tags_and_joins_split_person_names(script):
 
 
 def test_evaluate_runs_scores_once_and_keeps_the_score_of_a_replaced_model(tmp_path, script):
-    """lab/evaluate_runs.py: a model is scored on test once; when its run is trained again (a newer
+    """lab/experiments/evaluate_runs.py: a model is scored on test once; when its run is trained again (a newer
     model-best), the earlier score and its provenance move to {out}.replaced/ instead of being overwritten."""
     import spacy
     from spacy.tokens import Doc, DocBin
 
     from spacy_elmo.provenance import Provenance
 
-    evaluate_runs = script("evaluate_runs")
+    evaluate_runs = script("experiments.evaluate_runs")
     nlp = spacy.blank("en")
     test = tmp_path / "test.spacy"
     DocBin(docs=[Doc(nlp.vocab, words=["a", "b"])]).to_disk(test)
@@ -219,7 +219,7 @@ def test_train_ner_counts_a_run_on_other_threads_as_another_run(tmp_path, script
     run's record holds the settings it trained with (the child's environment, not the script's)."""
     from spacy_elmo.provenance import Provenance, threads
 
-    train_ner = script("train_ner")
+    train_ner = script("experiments.train_ner")
     folder = tmp_path / "b_10"
     (folder / "model-last").mkdir(parents=True)
     command, inputs = ["python", "-m", "spacy", "train", "c.cfg"], {"c.cfg": "abc"}
@@ -234,7 +234,7 @@ def test_train_ner_counts_a_run_on_other_threads_as_another_run(tmp_path, script
 def test_train_ner_gives_fraction_settings_to_that_fractions_runs_only(tmp_path, capsys, monkeypatch, script):
     """`--fraction-settings 10 SETTINGS` (the seeds run's fine-tuning at 10%): the runs on train_10 get the
     settings last, after `--` and --settings; the runs on train_100 do not; an unknown fraction is refused."""
-    train_ner = script("train_ner")
+    train_ner = script("experiments.train_ner")
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for name in ("train_10.spacy", "train_100.spacy", "dev.spacy"):
@@ -333,9 +333,18 @@ class _Parsed(Exception):
 
 # per finished (or unattended) workflow: its fewest commands and the lab modules among them
 NOT_SMOKED = {
-    "bilm2": (7, {"train_ner", "evaluate_runs", "pretrain_resumable", "publish_bilm", "gains"}),
-    "confirmation": (9, {"train_ner", "evaluate_runs", "preprocess_conll"}),
-    "alternatives": (4, {"alternatives_data", "alternatives_campaign", "alternatives_report"}),
+    "bilm2": (
+        7,
+        {
+            "experiments.train_ner",
+            "experiments.evaluate_runs",
+            "experiments.pretrain_resumable",
+            "experiments.publish_bilm",
+            "reports.gains",
+        },
+    ),
+    "confirmation": (9, {"experiments.train_ner", "experiments.evaluate_runs", "data.preprocess_conll"}),
+    "alternatives": (4, {"data.alternatives_data", "experiments.alternatives_campaign", "reports.alternatives_report"}),
 }
 
 

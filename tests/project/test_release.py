@@ -1,7 +1,7 @@
 """Release-ready (issue 34): `python -m build` makes a wheel and an sdist that `twine check` accepts, each with
 the LICENSE text, and leaves the source tree as it found it; the
 wheel holds the package and nothing of the lab (lab/, bench/, results/, tests/, the project steps'
-wrapper lab/provenance_step.py, configs/experiments); and a fresh virtual environment holding only
+wrapper lab/experiments/provenance_step.py, configs/experiments); and a fresh virtual environment holding only
 that wheel and its dependencies (torch pinned by constraints.txt, as `make test` installs it) runs the
 README's quick start and its `spacy-elmo init-config` command.
 

@@ -1,4 +1,4 @@
-"""lab/report.py (metrics.json, table.md, seeds.json, figures, publish): the tables and figures the results page
+"""lab/reports/report.py (metrics.json, table.md, seeds.json, figures, publish): the tables and figures the results page
 cites."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def report(script):
-    return script("report")
+    return script("reports.report")
 
 
 def test_only_the_gains_writer_splices_a_generated_region():
-    """Scripts write table files that pages cite; lab/gains.py alone puts its two tables between markers
+    """Scripts write table files that pages cite; lab/reports/gains.py alone puts its two tables between markers
     (tests/project/test_gains.py checks its splice), and no other module splits text at a start marker."""
     others = [
         p.relative_to(ROOT).as_posix()

@@ -22,7 +22,7 @@ def _has_history() -> bool:
 
 
 def _trained_run(tmp_path: Path, name: str = "ner_elmo_10_s0", settings: tuple[str, ...] = ()) -> Path:
-    """A run folder as lab/train_ner.py leaves it: model-best (a blank pipeline) and a provenance record."""
+    """A run folder as lab/experiments/train_ner.py leaves it: model-best (a blank pipeline) and a provenance record."""
     import spacy
 
     from spacy_elmo.provenance import Provenance
@@ -83,7 +83,7 @@ def test_evaluate_runs_allows_one_look_per_recipe_unless_told_why(tmp_path, scri
     import spacy
     from spacy.tokens import Doc, DocBin
 
-    evaluate_runs = script("evaluate_runs")
+    evaluate_runs = script("experiments.evaluate_runs")
     test = tmp_path / "test.spacy"
     DocBin(docs=[Doc(spacy.blank("en").vocab, words=["a", "b"])]).to_disk(test)
     run = _trained_run(tmp_path)
@@ -95,7 +95,11 @@ def test_evaluate_runs_allows_one_look_per_recipe_unless_told_why(tmp_path, scri
     first = looks[0]
     assert (first["task"], first["fraction"], first["system"], first["seed"]) == ("ner", "10", "elmo", 0)
     assert first["recipe"]["bilm_sha256"] == "e" * 64 and first["recipe"]["config_sha256"] == "c" * 64
-    assert first["reason"] == "first look at this recipe" and first["source"] == "lab/evaluate_runs.py" and first["utc"]
+    assert (
+        first["reason"] == "first look at this recipe"
+        and first["source"] == "lab/experiments/evaluate_runs.py"
+        and first["utc"]
+    )
     assert isinstance(first["dirty_paths"], list) and first["dirty"] == bool(first["dirty_paths"])
     assert (
         evaluate_runs.main(argv) == 0 and len(json.loads(ledger.read_text())["looks"]) == 1
@@ -123,12 +127,12 @@ def test_evaluate_runs_allows_one_look_per_recipe_unless_told_why(tmp_path, scri
 
 
 def test_evaluate_runs_leaves_a_run_still_training_unscored(tmp_path, script, capsys):
-    """A run whose training has not ended (spaCy has written a model-best, lab/train_ner.py no provenance.json yet)
-    gets no test look: its model-best is an early checkpoint, not the run's result."""
+    """A run whose training has not ended (spaCy has written a model-best, lab/experiments/train_ner.py no
+    provenance.json yet) gets no test look: its model-best is an early checkpoint, not the run's result."""
     import spacy
     from spacy.tokens import Doc, DocBin
 
-    evaluate_runs = script("evaluate_runs")
+    evaluate_runs = script("experiments.evaluate_runs")
     test = tmp_path / "test.spacy"
     DocBin(docs=[Doc(spacy.blank("en").vocab, words=["a", "b"])]).to_disk(test)
     _trained_run(tmp_path, "ner_elmo_10_s0")
@@ -159,7 +163,7 @@ FAKE_TRAIN = textwrap.dedent('''
 
 
 def test_train_ner_leaves_a_record_and_reuses_it_only_when_every_hash_matches(tmp_path, script, monkeypatch):
-    train_ner = script("train_ner")
+    train_ner = script("experiments.train_ner")
     fake = tmp_path / "fake_train.py"
     fake.write_text(FAKE_TRAIN)
     config, train = tmp_path / "tagger.cfg", tmp_path / "train_10.spacy"
@@ -234,7 +238,7 @@ def test_evaluate_runs_adds_the_test_score_to_the_record_and_the_seeds_report_re
     import spacy
     from spacy.tokens import Doc, DocBin
 
-    evaluate_runs, report = script("evaluate_runs"), script("report")
+    evaluate_runs, report = script("experiments.evaluate_runs"), script("reports.report")
     test = tmp_path / "test.spacy"
     DocBin(docs=[Doc(spacy.blank("en").vocab, words=["a", "b"])]).to_disk(test)
     run = _trained_run(tmp_path, "pos_baseline_10_s0")
@@ -288,7 +292,7 @@ def test_the_seeds_report_from_the_records_alone_is_the_published_one(script, tm
     """A later session with no score files (its work folder gone): the seeds report read from the committed records
     gives the seeds.json summary published with them, for the records rebuilt from the first published run and
     for the records and seeds.json in results/ now."""
-    report = script("report")
+    report = script("reports.report")
     (tmp_path / "metrics").mkdir()
     records = tmp_path / "records"
     records.mkdir()
@@ -308,7 +312,7 @@ def test_the_seeds_report_from_the_records_alone_is_the_published_one(script, tm
         for name in names:
             (records / Path(name).name).write_text(_git_show(f"{commit}:{folder}/{Path(name).name}"))
         published = json.loads(_git_show(f"{commit}:results/seeds.json"))
-    # the seeds runs' 24 (beside them now: the second biLM's runs, which the seeds report leaves to lab/gains.py)
+    # the seeds runs' 24 (beside them now: the second biLM's runs, left to lab/reports/gains.py)
     assert len([path for path in records.glob("*.json") if "_bilm2_" not in path.name]) == 24
     assert (
         report.main(

@@ -1,5 +1,5 @@
 """Pretraining workflows as a user runs them, in real processes: a 2-process torchrun pretraining stopped
-with Ctrl-C and resumed, and the project's resumable pretraining step (lab/pretrain_resumable.py)
+with Ctrl-C and resumed, and the project's resumable pretraining step (lab/experiments/pretrain_resumable.py)
 deciding between resuming and starting over on the thread settings and the files a glob names."""
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def test_resumable_step_records_the_workers_threads_and_starts_over_on_other_thr
     wrapper = [
         sys.executable,
         "-m",
-        "lab.pretrain_resumable",
+        "lab.experiments.pretrain_resumable",
         "--output",
         output,
         "--config",
@@ -131,7 +131,7 @@ def test_resumable_step_records_the_workers_threads_and_starts_over_on_other_thr
     assert json.loads((output / "provenance.json").read_text())["machine"]["threads"] == {"OMP_NUM_THREADS": "1"}
 
     # what the next run of the same step decides, from the record on disk
-    resumable = script("pretrain_resumable")
+    resumable = script("experiments.pretrain_resumable")
 
     def next_run(env: dict) -> str:
         return resumable.plan(output, resumable.run_record(command, output, resumable.worker_env(command, env)))
