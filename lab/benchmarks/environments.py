@@ -122,10 +122,16 @@ def render(records: list[dict]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.benchmarks.environments", description=__doc__.split("\n\n")[0])
-    parser.add_argument("legs", nargs="*", choices=list(LEGS), help="Makefile targets, run in this order")
+    # checked below: argparse refuses an empty list against `choices` (the records-only call)
+    parser.add_argument(
+        "legs", nargs="*", metavar="LEG", help=f"Makefile targets, run in this order: {', '.join(LEGS)}"
+    )
     parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout whose HEAD is cloned (default: this one)")
     parser.add_argument("--out", type=Path, default=RESULTS / "environments.jsonl")
     args = parser.parse_args(argv)
+    unknown = [leg for leg in args.legs if leg not in LEGS]
+    if unknown:
+        parser.error(f"unknown leg {unknown[0]!r}: expected one of {', '.join(LEGS)}")
     if not args.legs:  # the table again from the records, as a run writes it
         records = [json.loads(line) for line in args.out.read_text(encoding="utf-8").splitlines() if line.strip()]
         args.out.with_suffix(".md").write_text(render(records), encoding="utf-8")

@@ -4,10 +4,12 @@ names each record's versions, counts, times, commit and CPU."""
 
 from __future__ import annotations
 
+import json
 import platform
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from lab.benchmarks import environments
@@ -61,3 +63,29 @@ def test_the_table_names_each_records_figures():
     for part in ("3.13.0", "2.14.1", "5.25.0", "1 failed, 150 passed", "11m40.0s", "17m40.5s", "0123456"):
         assert part in row, part
     assert "uncommitted" in row and "AuthenticAMD family 26 model 2" in row and "| — |" in row
+
+
+def test_without_legs_the_table_is_written_again_from_the_records(tmp_path, capsys):
+    records = tmp_path / "environments.jsonl"
+    record = {
+        "leg": "test-compat",
+        "versions": {"python": "3.10.13", "torch": "2.4.1"},
+        "summaries": environments.summaries(OUTPUT),
+        "wall_s": 700.0,
+        "user_s": 1000.0,
+        "sys_s": 60.5,
+        "exit_status": 0,
+        "commit": "0123456789abcdef",
+        "uncommitted": [],
+        "machine": {"cpu": "AMD EPYC", "cores": 2},
+        "cpu_kind": {"vendor": "AuthenticAMD", "family": 26, "model": 2},
+        "started": "2026-12-06T10:00:00Z",
+        "load_start": "0.10/0.20/0.30",
+        "load_end": "2.00/1.00/0.50",
+    }
+    records.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    assert environments.main(["--out", str(records)]) == 0
+    assert "| `make test-compat` | 3.10.13 | 2.4.1 |" in (tmp_path / "environments.md").read_text(encoding="utf-8")
+    with pytest.raises(SystemExit):
+        environments.main(["test-oldest", "--out", str(records)])
+    assert "unknown leg 'test-oldest': expected one of test, test-compat, test-newest" in capsys.readouterr().err
