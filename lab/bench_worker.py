@@ -277,6 +277,13 @@ def main(argv=None) -> int:
         result["encoder_flops_per_batch"] = words_per_batch * (
             executed + flops_mod.token_encoder_flops(config) - flops_mod.char_cnn_flops(config)
         )
+        if args.batch == 1:  # what a sentence computes once: the LSTM's input products, the linears, the char CNN
+            tokens = statistics.mean(sum(rows) for rows in lengths)
+            result["batch_flops_per_batch"] = (
+                tokens * flops_mod.lstm_input_flops_per_token(config)
+                + sum(2.0 * words_per_batch * k * n for k, n, _ in products["linears"])
+                + result["char_cnn_flops_per_batch"]
+            )
     result["rss_peak_load_mib"] = load_peak / 1024
     result["flops_per_position"] = flops_mod.forward_flops_per_token(config)
     if args.mode == "cache" and getattr(model, "token_cache", None) is not None:

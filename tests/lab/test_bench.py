@@ -137,6 +137,11 @@ def test_each_fraction_is_against_its_own_denominator():
     assert got["shapes_bound"] == pytest.approx((0.004 + 0.001 + 4e8 / 100e9) / 0.02)
     steps = 1000.0 * 0.02
     assert got["read_bound"] == pytest.approx((steps * 2e8 / 50e9 + 1e8 / 25e9) / 0.02)
+    # a sentence's once-only products take longer to compute (2e9 at int8's 400 GFLOP/s: 5 ms) than to read (4 ms)
+    computing = bench.fractions(dict(row, batch_flops_per_batch=2e9), config, limits)
+    assert computing["read_bound"] == pytest.approx((steps * 2e8 / 50e9 + 2e9 / 400e9) / 0.02)
+    reading = bench.fractions(dict(row, batch_flops_per_batch=1e9), config, limits)  # 2.5 ms: reading bounds it
+    assert reading["read_bound"] == pytest.approx(got["read_bound"])
     # a CPU without int8 products computes fp32: the row goes against fp32's peak
     assert bench.fractions(row, config, {"gemm": {"fp32": 100.0}})["roofline_executed"] == pytest.approx(
         executed / 100e9
