@@ -15,8 +15,10 @@ denominators measured without the model, several samples each, their median and 
 
 Every fraction is computed per repeat, so it carries its range over the repeats; a target is met or missed
 only when that whole range is on one side of it (`verdict`). A fraction above 100% means its denominator is
-not a ceiling: the table marks it, never clamps it. Each run is appended to bench/results/runs.jsonl (with the
-CPU's kind: vendor, family, model, flags, and its caches), and the two tables are written from it:
+not a ceiling: the table refuses it (prints "refused", draws no verdict from it) and the run says so on
+stderr, for the denominator's measurement to be fixed; it is never clamped. Each run is appended to
+bench/results/runs.jsonl (with the CPU's kind: vendor, family, model, flags, and its caches), and the two
+tables are written from it:
 bench/results/inference.md (every measurement of every inference run) and bench/results/precision_by_cpu.md
 (each precision's speed against fp32, and the targets, per CPU kind, from the newest run that measured them;
 kinds never measured listed as such).
@@ -165,11 +167,13 @@ def run_worker(model_dir: Path, batch: int, mode: str, args, source: str | None 
 def fractions(result: dict, config, limits: dict) -> dict:
     """One measurement's fractions of its limits (`limits`: the run's GEMM peaks per precision, GFLOP/s, beside
     the measurement): the executed FLOPs (the char CNN's work actually done on the distinct words) against
-    the square-GEMM peak of the row's precision (`roofline_executed`; `roofline` counts the nominal char CNN);
+    the better of the square-GEMM peak of the row's precision and the rate its own products reached alone at their
+    shapes (`roofline_executed`, against `roofline_peak_gflops`; `roofline` counts the nominal char CNN);
     its products alone at their own shapes and precisions against its time (`shapes_bound`: the biLSTM's and
     the linears' measured at their shapes, the char CNN's FLOPs at the GEMM peak of its precision); at batch 1
-    the time to read what it streams (per step the recurrent weights, once per sentence the rest) at the best
-    read rate measured beside it, against its time (`read_bound`)."""
+    the time to read what it streams per step (the recurrent weights) at the best read rate measured for them, plus
+    the larger of reading the rest once per sentence at the best large-buffer rate and computing that part's
+    products at the row's ceiling, against its time (`read_bound`)."""
     if "positions_per_s" not in result:
         return {}
     peaks = limits["gemm"]
@@ -178,12 +182,22 @@ def fractions(result: dict, config, limits: dict) -> dict:
         return (peaks.get(precision) or peaks["fp32"]) * 1e9
 
     row_peak = peak(PRECISION_OF_MODE.get(result["mode"], "fp32"))
+    # the row's products alone at their own shapes may run faster than square ones (skinny int8 products
+    # on some CPUs): the better of the two rates is the ceiling of what the row executes
+    products_seconds = result.get("lstm_product_seconds", 0.0) + result.get("linear_product_seconds", 0.0)
+    if result.get("shapes_flops_per_batch") and products_seconds > 0:
+        row_peak = max(row_peak, result["shapes_flops_per_batch"] / products_seconds)
     nominal = result["positions_per_s"] * flops.forward_flops_per_token(config)
     executed_cnn = result["executed_char_cnn_flops_per_word"] * result["unique_words_per_position"]
     executed = result["positions_per_s"] * (
         flops.forward_flops_per_token(config) - flops.char_cnn_flops(config) + executed_cnn
     )
-    out = {"gflops": executed / 1e9, "roofline": nominal / row_peak, "roofline_executed": executed / row_peak}
+    out = {
+        "gflops": executed / 1e9,
+        "roofline": nominal / row_peak,
+        "roofline_executed": executed / row_peak,
+        "roofline_peak_gflops": row_peak / 1e9,
+    }
     seconds = result["seconds_per_batch"]
     if "linear_product_seconds" in result:
         cnn = result["char_cnn_flops_per_batch"] / peak((result.get("bound_products") or {}).get("char_cnn", "fp32"))
@@ -191,12 +205,21 @@ def fractions(result: dict, config, limits: dict) -> dict:
     if result.get("step_read_rates"):
         steps = result["positions_per_s"] * seconds
         bound = steps * result["bytes_per_step"] / (max(result["step_read_rates"]) * 1e9)
-        bound += result["bytes_per_batch"] / (max(result["batch_read_rates"]) * 1e9)
-        out["read_bound"] = bound / seconds
+        once = result["bytes_per_batch"] / (max(result["batch_read_rates"]) * 1e9)
+        # a sentence's once-only products (its input projections, the linears on its words, the char CNN) can
+        # take longer to compute than to read: the larger of the two is the lower bound of that part
+        once = max(once, result.get("batch_flops_per_batch", 0.0) / row_peak)
+        out["read_bound"] = (bound + once) / seconds
     return out
 
 
 RANGED = ("words_per_s", "gflops", "roofline_executed", "shapes_bound", "read_bound")
+# the fractions of a limit, by the column that shows them
+FRACTION_COLUMNS = {
+    "roofline_executed": "roofline (executed)",
+    "shapes_bound": "roofline (its shapes)",
+    "read_bound": "read bound",
+}
 
 
 def _speed(result: dict) -> float:
@@ -221,7 +244,9 @@ def median_of(results: list[dict], limits: list[dict] | None = None, config=None
 
 def verdict(values: list[float], at_least: float) -> str:
     """ "met" when every value is at least `at_least`, "missed" when every one is below it, else "undecided"
-    (the repeats straddle it)."""
+    (the repeats straddle it); "refused" for a fraction that some repeat put above 100% (`refused`)."""
+    if refused(values):
+        return "refused"
     if min(values) >= at_least:
         return "met"
     if max(values) < at_least:
@@ -368,6 +393,10 @@ def main(argv=None) -> int:
         "results": rows,
     }
     print(json.dumps(record["tables"][0], indent=1))
+    for row in rows:
+        if refusals(row):
+            where = f"{row['arch']} batch {row['batch']} {row['mode']}"
+            print(f"refused: {where}: {', '.join(refusals(row))} above its denominator", file=sys.stderr)
     if not args.no_write:
         args.runs.parent.mkdir(parents=True, exist_ok=True)
         with args.runs.open("a", encoding="utf-8") as log:
@@ -383,13 +412,33 @@ def _ranged(values: list[float], fmt) -> str:
     return text if len(values) < 2 else f"{text} ({fmt(min(values))}–{fmt(max(values))})"
 
 
+def repeat_values(row: dict, name: str) -> list[float]:
+    """A measured value of `row` over its repeats (the one measurement's where it has no repeats)."""
+    return (row.get("repeat_values") or {}).get(name) or ([row[name]] if name in row else [])
+
+
+def refused(values: list[float]) -> bool:
+    """Whether a fraction of a limit is refused: some repeat ran faster than its denominator, which therefore is not
+    the ceiling it was measured to be (its measurement needs fixing); no such fraction is printed or judged."""
+    return any(value > 1.0 for value in values)
+
+
 def _fraction(row: dict, name: str) -> str:
-    """A fraction of a limit over the repeats; one whose median is above 100% is marked: its denominator is not a
-    ceiling (never clamped)."""
-    if name not in row:
+    """A fraction of a limit over the repeats, "refused" where a repeat beat its denominator (`refused`)."""
+    values = repeat_values(row, name)
+    if not values:
         return ""
-    values = (row.get("repeat_values") or {}).get(name) or [row[name]]
-    return _ranged(values, _pct) + (" ⚠ >100%" if statistics.median(values) > 1 else "")
+    return "refused" if refused(values) else _ranged(values, _pct)
+
+
+def refusals(row: dict) -> list[str]:
+    """The fractions of `row` refused (`refused`), each as "<column> (k of n repeats)"."""
+    out = []
+    for name, column in FRACTION_COLUMNS.items():
+        values = repeat_values(row, name)
+        if refused(values):
+            out.append(f"{column} ({sum(v > 1.0 for v in values)} of {len(values)} repeats)")
+    return out
 
 
 def speed_ratios(row: dict, base: dict) -> list[float]:
@@ -437,8 +486,8 @@ def table_row(row: dict, fp32: dict | None = None, pipe_fp32: dict | None = None
         )
     if "cache_hit_rate" in row:
         notes.append(f"cache hit rate {100 * row['cache_hit_rate']:.0f}% (Zipf text)")
-    if any(statistics.median((row.get("repeat_values") or {}).get(n) or [row[n]]) > 1 for n in RANGED[2:] if n in row):
-        notes.append("a fraction above 100%: its denominator is not a ceiling")
+    if refusals(row):
+        notes.append("refused, a repeat faster than its denominator: " + ", ".join(refusals(row)))
     read = row.get("step_read_rates")
     return [
         row["arch"],
@@ -518,6 +567,16 @@ def _cells(table: dict, row: list, columns: list[str]) -> list[str]:
     return [str(cells.get(column, "")) for column in columns]
 
 
+OLD_FRACTIONS = ("roofline (nominal)", "roofline (executed)", "bandwidth bound", "product bound")
+
+
+def _refuse_old(column: str, cell: str) -> str:
+    """A stored cell of an earlier run, "refused" where it is a fraction above 100% (`refused`)."""
+    if column in OLD_FRACTIONS and cell.endswith("%") and refused([float(cell.split("%")[0]) / 100]):
+        return "refused"
+    return cell
+
+
 def _peaks(record: dict) -> str:
     """The run's GEMM peaks, median (least–greatest) over its samples, per precision."""
     peaks = (record.get("measured") or {}).get("gemm_peaks") or {}
@@ -555,22 +614,28 @@ def write_table(runs: Path = RUNS, out: Path | None = None) -> Path:
                 *_cpu(record),
                 _load(record),
             ]
-            old += [run + _cells(table, row, OLD_COLUMNS) for table in record["tables"][:1] for row in table["rows"]]
+            old += [
+                run + [_refuse_old(c, cell) for c, cell in zip(OLD_COLUMNS, _cells(table, row, OLD_COLUMNS))]
+                for table in record["tables"][:1]
+                for row in table["rows"]
+            ]
     run_columns = ["run", "commit", "threads", "repeats", "GEMM peaks (GFLOP/s)", "CPU", "flags", "caches", "load"]
     lines = [
         f"<!-- written by `python -m lab.bench` from {runs.name}: every inference run, newest first -->",
         "",
         "Runs with denominators measured independently of the model (python -m lab.bench, docs/performance.md):",
         "each fraction is the median over the run's repeats (their range in brackets); roofline (executed): the",
-        "executed FLOPs against the square-GEMM peak of the row's precision; roofline (its shapes): the row's",
-        "matrix products alone at their shapes and precisions against its time; read bound (batch 1): its",
-        "per-step weights (MiB/step) at the read rate measured for them (read GB/s) and the rest once per",
-        "sentence, against its time.",
+        "executed FLOPs against the better of the square-GEMM peak of the row's precision and the rate of its own",
+        "products alone at their shapes; roofline (its shapes): the row's matrix products alone at their shapes",
+        "and precisions against its time; read bound (batch 1): its per-step weights (MiB/step) at the read rate",
+        "measured for them (read GB/s) and the rest once per sentence (read, or computed where that takes",
+        "longer), against its time. A fraction that some",
+        "repeat put above 100% is refused (its denominator was not a ceiling), never printed or clamped.",
         "",
         *_table(run_columns + COLUMNS, new),
         "",
         "Earlier runs (a 1 GiB read buffer and fp32's square-GEMM peak for every row: their fractions above",
-        "100% were those denominators' errors):",
+        "100% were those denominators' errors, refused here):",
         "",
         *_table(["run", "commit", "threads", "GEMM roofline (GFLOP/s)", "CPU", "flags", "load", *OLD_COLUMNS], old),
     ]
@@ -626,13 +691,13 @@ def write_precision_table(runs: Path = RUNS, out: Path | None = None) -> Path:
             for row in results:
                 if row["batch"] != target["batch"] or row["mode"] not in target["modes"] or target["value"] not in row:
                     continue
-                values = (row.get("repeat_values") or {}).get(target["value"]) or [row[target["value"]]]
+                values = repeat_values(row, target["value"])
                 cells = [
                     *cpu,
                     target["target"],
                     row["arch"],
                     row["mode"],
-                    _ranged(values, _pct),
+                    "refused" if refused(values) else _ranged(values, _pct),
                     verdict(values, target["at_least"]),
                     run,
                 ]
@@ -650,7 +715,7 @@ def write_precision_table(runs: Path = RUNS, out: Path | None = None) -> Path:
         lines += [
             "",
             "Targets, per CPU kind from its newest run that measured them: met or missed only when the whole range of",
-            "the run's repeats is on one side of the target, else undecided.",
+            "the run's repeats is on one side of the target, else undecided (refused: a repeat beat the denominator).",
             "",
             *_table(
                 ["CPU", "flags", "target", "arch", "mode", "median (range)", "verdict", "run"],

@@ -162,7 +162,8 @@ def limits_of_the_row(config, products: dict, lengths: list[list[int]], words: f
     """The row's own denominators, measured in this process right after its timing (so under the same load):
     the time of its matrix products alone at their exact shapes in their bound precisions (the biLSTM's and the
     highway and projection layers' on the batch's distinct words; the char CNN's FLOPs go to the run's GEMM
-    peak of their precision), and at batch 1 the read rate of its per-step weights, touched as the model
+    peak of their precision) and what they compute (`shapes_flops_per_batch`, without the char CNN's), and at
+    batch 1 the read rate of its per-step weights, touched as the model
     touches them (`machine.step_read_rate`, `READ_SAMPLES` samples), and of a buffer larger than the caches
     (the weights a sentence reads once)."""
     out = {
@@ -172,6 +173,10 @@ def limits_of_the_row(config, products: dict, lengths: list[list[int]], words: f
         "linear_product_seconds": machine.linear_product_seconds(
             [(round(words), k, n, p) for k, n, p in products["linears"]]
         ),
+        # what those products compute, so that their rate at these shapes can be a ceiling of the row's
+        "shapes_flops_per_batch": statistics.mean(sum(rows) for rows in lengths[:2])
+        * flops_mod.lstm_flops_per_token(config)
+        + sum(2.0 * round(words) * k * n for k, n, _ in products["linears"]),
     }
     if batch == 1:
         streamed = flops_mod.streamed_weights(config, products)
@@ -272,6 +277,13 @@ def main(argv=None) -> int:
         result["encoder_flops_per_batch"] = words_per_batch * (
             executed + flops_mod.token_encoder_flops(config) - flops_mod.char_cnn_flops(config)
         )
+        if args.batch == 1:  # what a sentence computes once: the LSTM's input products, the linears, the char CNN
+            tokens = statistics.mean(sum(rows) for rows in lengths)
+            result["batch_flops_per_batch"] = (
+                tokens * flops_mod.lstm_input_flops_per_token(config)
+                + sum(2.0 * words_per_batch * k * n for k, n, _ in products["linears"])
+                + result["char_cnn_flops_per_batch"]
+            )
     result["rss_peak_load_mib"] = load_peak / 1024
     result["flops_per_position"] = flops_mod.forward_flops_per_token(config)
     if args.mode == "cache" and getattr(model, "token_cache", None) is not None:

@@ -31,6 +31,11 @@ def lstm_flops_per_token(config) -> float:
     return config.num_layers * 2 * (gates + projection)
 
 
+def lstm_input_flops_per_token(config) -> float:
+    """The LSTM's input products alone (x·W_x, every layer and direction): at batch 1 a sentence's once-only work."""
+    return config.num_layers * 2 * 2.0 * config.projection_dim * 4 * config.lstm_dim
+
+
 def forward_flops_per_token(config) -> float:
     """FLOPs of the biLM forward pass per token position (sentence boundaries are positions too)."""
     return token_encoder_flops(config) + lstm_flops_per_token(config)
@@ -98,6 +103,7 @@ __all__ = [
     "char_cnn_flops",
     "token_encoder_flops",
     "lstm_flops_per_token",
+    "lstm_input_flops_per_token",
     "forward_flops_per_token",
     "weight_bytes",
     "streamed_weights",

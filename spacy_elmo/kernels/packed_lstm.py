@@ -422,6 +422,9 @@ class _LayerRun(NamedTuple):
         c, cell_out, out = self.c[d], self.cell_out[d], self.out[d]
         h_prev = self.h0[d]
         steps = len(layout.counts)
+        # the rows still running at each step are the first n: their cells' views, made once per row count
+        cells = {n: c[:n] for n in set(layout.counts)}
+        cell_outs = {n: cell_out[:n] for n in set(layout.counts)}
         t = 0
         while t < steps:
             # input projections for a block of steps in one matmul
@@ -429,34 +432,45 @@ class _LayerRun(NamedTuple):
             end_t = t + 1
             while end_t < steps and layout.offsets[end_t + 1] - start <= PROJECTION_ROWS:
                 end_t += 1
-            block = self.input_projection(d, start, layout.offsets[end_t])
-            for step in range(t, end_t):
-                n = layout.counts[step]
-                offset = layout.offsets[step]
-                gates = block[offset - start : offset - start + n]  # [n, 4·hidden], contiguous
-                h = h_prev[:n]
+            end = layout.offsets[end_t]
+            block = self.input_projection(d, start, end)
+            # every step's views made by three calls per block, not by slicing at every step: at one row a
+            # step's own work is a few microseconds per operation, and each slice cost about as much
+            counts = layout.counts[t:end_t]
+            step_gates = block.split(counts)  # [n, 4·hidden] each, contiguous
+            step_quarters = [q.split(counts) for q in block.unflatten(1, (4, hidden)).unbind(1)]  # i, j, f, o
+            step_out = out[start:end].split(counts)
+            for k, n in enumerate(counts):
+                gates = step_gates[k]
+                h = h_prev if h_prev.shape[0] == n else h_prev[:n]
                 product = hidden_products.one_row if n == 1 else hidden_products.rows
                 if autocast:
                     gates.add_(_autocast_matmul(weights, "hidden_weight", h, d))
                 elif product.low:
                     gates.add_(self.low_product("hidden_weight", product, h, d))
                 elif packed_hidden is not None and n >= PREPACKED_MIN_ROWS and product.kernel == "onednn":
-                    gates = linear.binary(h, gates, packed_hidden, None, "add")
+                    gates = linear.binary(h, gates, packed_hidden, None, "add")  # a new tensor
                 else:
                     gates.addmm_(h, hidden_weight)
-                i, j, f = gates[:, :hidden], gates[:, hidden : 2 * hidden], gates[:, 2 * hidden : 3 * hidden]
+                if gates is step_gates[k]:
+                    i, j, f, o = (quarter[k] for quarter in step_quarters)
+                else:
+                    i, j, f = gates[:, :hidden], gates[:, hidden : 2 * hidden], gates[:, 2 * hidden : 3 * hidden]
+                    o = gates[:, 3 * hidden :]
                 # tanh(x) computed as 2·σ(2x) − 1 (within ~1e-7; PyTorch's CPU sigmoid is ~6x faster
-                # than its tanh), so one sigmoid covers all four gates
-                j.mul_(2.0)
+                # than its tanh), so one sigmoid covers all four gates; 2x as x + x (the same value, exactly,
+                # in a call that costs a third of a multiplication by a Python number at one row)
+                j.add_(j)
                 gates.sigmoid_()
-                j.mul_(2.0).sub_(1.0)
-                cell = c[:n]
+                j.add_(j).sub_(1.0)
+                cell = cells[n]
                 cell.mul_(f).addcmul_(i, j)
                 if cell_clip:
                     cell.clamp_(-cell_clip, cell_clip)
-                m = cell_out[:n]
-                torch.mul(cell, 2.0, out=m).sigmoid_().mul_(2.0).sub_(1.0).mul_(gates[:, 3 * hidden :])  # tanh(c)·o
-                h_new = out[offset : offset + n]
+                m = cell_outs[n]
+                torch.add(cell, cell, out=m).sigmoid_()
+                m.add_(m).sub_(1.0).mul_(o)  # tanh(c)·o
+                h_new = step_out[k]
                 if proj_weight is not None:
                     product = proj_products.one_row if n == 1 else proj_products.rows
                     if autocast:

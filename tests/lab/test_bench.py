@@ -6,6 +6,7 @@ their ranges."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -136,24 +137,93 @@ def test_each_fraction_is_against_its_own_denominator():
     assert got["shapes_bound"] == pytest.approx((0.004 + 0.001 + 4e8 / 100e9) / 0.02)
     steps = 1000.0 * 0.02
     assert got["read_bound"] == pytest.approx((steps * 2e8 / 50e9 + 1e8 / 25e9) / 0.02)
+    # a sentence's once-only products take longer to compute (2e9 at int8's 400 GFLOP/s: 5 ms) than to read (4 ms)
+    computing = bench.fractions(dict(row, batch_flops_per_batch=2e9), config, limits)
+    assert computing["read_bound"] == pytest.approx((steps * 2e8 / 50e9 + 2e9 / 400e9) / 0.02)
+    reading = bench.fractions(dict(row, batch_flops_per_batch=1e9), config, limits)  # 2.5 ms: reading bounds it
+    assert reading["read_bound"] == pytest.approx(got["read_bound"])
     # a CPU without int8 products computes fp32: the row goes against fp32's peak
     assert bench.fractions(row, config, {"gemm": {"fp32": 100.0}})["roofline_executed"] == pytest.approx(
         executed / 100e9
     )
+    # the row's products alone at their shapes ran faster than square ones: their rate is the ceiling
+    fast = dict(row, shapes_flops_per_batch=5e9)  # 5e9 FLOPs in 0.005 s: 1000 GFLOP/s
+    got = bench.fractions(fast, config, limits)
+    assert got["roofline_peak_gflops"] == pytest.approx(1000.0)
+    assert got["roofline_executed"] == pytest.approx(executed / 1000e9)
+    slow = dict(row, shapes_flops_per_batch=5e8)  # 100 GFLOP/s: the square peak stays the ceiling
+    assert bench.fractions(slow, config, limits)["roofline_executed"] == pytest.approx(executed / 400e9)
 
 
-def test_a_fraction_above_100_percent_is_shown_and_marked_never_clamped():
+def test_a_fraction_some_repeat_put_above_100_percent_is_refused_never_printed_or_clamped():
+    """A repeat faster than its denominator shows the denominator is not a ceiling: the cell says "refused" (not
+    the fraction, not 100%), the notes name the column and how many repeats beat it, the rest of the row stands."""
     row = dict(ROW, mode="exact", batch=1, read_bound=1.3, shapes_bound=0.5, bytes_per_step=2**20,
                step_read_rates=[30.0, 31.0])  # fmt: skip
     cells = dict(zip(bench.COLUMNS, bench.table_row(row)))
-    assert cells["read bound"] == "130% ⚠ >100%" and cells["roofline (its shapes)"] == "50%"
-    assert "denominator is not a ceiling" in cells["notes"] and cells["read GB/s"] == "30.5 (30.0–31.0)"
+    assert cells["read bound"] == "refused" and cells["roofline (its shapes)"] == "50%"
+    assert "refused, a repeat faster than its denominator: read bound (1 of 1 repeats)" in cells["notes"]
+    assert cells["read GB/s"] == "30.5 (30.0–31.0)"
+    # the median below 100% does not save it: one repeat above is enough
+    repeated = dict(row, read_bound=0.9, repeat_values={"read_bound": [0.9, 0.95, 1.02], "shapes_bound": [0.5] * 3})
+    cells = dict(zip(bench.COLUMNS, bench.table_row(repeated)))
+    assert cells["read bound"] == "refused" and "read bound (1 of 3 repeats)" in cells["notes"]
+    assert cells["roofline (its shapes)"] == "50% (50%–50%)"
+    exactly_full = dict(row, read_bound=1.0)
+    assert dict(zip(bench.COLUMNS, bench.table_row(exactly_full)))["read bound"] == "100%"
+
+
+def test_no_table_prints_a_fraction_above_100_percent(tmp_path):
+    """Neither table prints a percentage above 100, from today's runs or from earlier runs' stored cells (whose
+    fractions above 100% were their denominators' errors), nor draws a verdict from such a fraction."""
+    runs = tmp_path / "runs.jsonl"
+    over = dict(ROW, mode="exact", batch=1, arch="small", read_bound=0.95, bytes_per_step=2**20,
+                step_read_rates=[30.0], repeat_values={"read_bound": [0.95, 1.2]},
+                repeat_speeds=[600.0, 620.0])  # fmt: skip
+    old_row = ["tiny", "1", "int8", "250", "55.3", "23%", "22%", "253%", "", "634 / 1432", "4.62× fp32"]
+    old = {"kind": "inference", "date": "2026-01-01 00:00 UTC", "commit": "aaaaaaa", "threads": 2,
+           "measured": {"limits": {"gemm_peak": 100.0}},
+           "tables": [{"columns": [c for c in bench.OLD_COLUMNS if c != "product bound"],
+                       "rows": [old_row]}]}  # fmt: skip
+    runs.write_text(json.dumps(old) + "\n" + json.dumps(_run("2026-01-03 00:00 UTC", [over])) + "\n")
+    inference = bench.write_table(runs).read_text(encoding="utf-8")
+    by_cpu = (tmp_path / "precision_by_cpu.md").read_text(encoding="utf-8")
+    for text in (inference, by_cpu):
+        assert all(_percents_at_most_100(cell) for cell in _fraction_cells(text))
+    assert len(_fraction_cells(inference)) == 5 and len(_fraction_cells(by_cpu)) == 1
+    assert "| 23% | 22% | refused |" in inference  # the earlier run's 253% read bound
+    target = next(line for line in by_cpu.splitlines() if "read bound" in line)
+    assert "| refused | refused |" in target  # the range's cell and the verdict
+    for path in (bench.RUNS.parent / "inference.md", bench.RUNS.parent / "precision_by_cpu.md"):
+        assert all(_percents_at_most_100(cell) for cell in _fraction_cells(path.read_text(encoding="utf-8"))), path
+
+
+def _fraction_cells(text: str) -> list[str]:
+    """The cells of a written table's columns that hold fractions of a limit (today's, earlier runs', targets')."""
+    fraction_columns = {*bench.FRACTION_COLUMNS.values(), *bench.OLD_FRACTIONS, "median (range)"}
+    cells, columns = [], None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            columns = None
+            continue
+        parts = [part.strip() for part in line.strip("|").split("|")]
+        if columns is None:
+            columns = parts
+        elif not set(parts) <= {"---", "---:"}:
+            cells += [cell for column, cell in zip(columns, parts) if column in fraction_columns and cell]
+    return cells
+
+
+def _percents_at_most_100(cell: str) -> bool:
+    return all(int(p) <= 100 for p in re.findall(r"(\d+)%", cell))
 
 
 def test_a_target_is_met_or_missed_only_when_the_whole_range_is_on_one_side():
     assert bench.verdict([0.81, 0.85, 0.9], 0.8) == "met"
     assert bench.verdict([0.5, 0.79], 0.8) == "missed"
     assert bench.verdict([0.78, 0.82], 0.8) == "undecided"
+    assert bench.verdict([0.79], 0.8) == "missed" and bench.verdict([0.8], 0.8) == "met"
+    assert bench.verdict([0.85, 1.01], 0.8) == "refused"  # a repeat beat its denominator: no verdict
 
 
 def test_a_repeat_takes_the_better_gemm_peak_of_the_samples_beside_it():
