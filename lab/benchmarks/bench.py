@@ -1,4 +1,4 @@
-"""`python -m lab.bench`: ELMo inference throughput against this machine's limits, measured independently of the model.
+"""`python -m lab.benchmarks.bench`: ELMo inference throughput against this machine's limits, measured apart from it.
 
 For each released architecture (seeded random weights written in the legacy format and loaded
 back with `load_legacy`) and batch size, a separate process measures words/s and peak RSS, in fp32
@@ -49,29 +49,15 @@ if (_policy or "passive").lower() in ("passive", "active"):
 import torch  # noqa: E402 - after the wait policy is set
 
 from lab.benchmarks import flops, machine  # noqa: E402
+from spacy_elmo.precision import PRECISIONS as LIBRARY_PRECISIONS  # noqa: E402
 
-ARCHITECTURES = {
-    # name: (legacy name, ElmoConfig overrides); all use the 2048cnn filters, 16-dim char embeddings
-    "small": ("2x1024_128_2048cnn_1xhighway", dict(lstm_dim=1024, projection_dim=128, n_highway=1)),
-    "medium": ("2x2048_256_2048cnn_1xhighway", dict(lstm_dim=2048, projection_dim=256, n_highway=1)),
-    "original": ("2x4096_512_2048cnn_2xhighway", dict(lstm_dim=4096, projection_dim=512, n_highway=2)),
-    # a few-MB model for smoke runs (`--quick`)
-    "tiny": (
-        "2x256_32_small-cnn_1xhighway",
-        dict(
-            lstm_dim=256,
-            projection_dim=32,
-            n_highway=1,
-            filters=[[1, 16], [2, 16], [3, 32], [4, 64]],
-            char_embedding_dim=8,
-        ),
-    ),
-}
-FILTERS_2048 = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+# the benchmarked architectures are the pretraining configs' models: configs/pretrain_<arch>.cfg's [model]
+ARCHITECTURES = ("tiny", "small", "medium", "original")  # tiny: a few-MB model for smoke runs (`--quick`)
 from lab import ROOT  # noqa: E402, I001
 
 RUNS = ROOT / "bench" / "results" / "runs.jsonl"
-PRECISIONS = ("bf16", "int8")  # the extras that are a precision: rows at every batch size
+# the extras that are a precision (the library's, but its exact fp32): rows at every batch size
+PRECISIONS = tuple(p for p in LIBRARY_PRECISIONS if p != "fp32")
 PRECISION_OF_MODE = {"exact": "fp32", "bf16": "bf16", "int8": "int8"}
 SCHEMA = 2  # inference records with measured denominators and per-repeat fractions (issue 64); before: 1
 # CPU kinds the precision table lists even before a run measured them: (name, flags that tell it)
@@ -110,11 +96,12 @@ OLD_COLUMNS = [
 
 
 def config_for(arch: str):
+    """The ElmoConfig of configs/pretrain_<arch>.cfg's [model]: the sizes a user pretrains."""
     from spacy_elmo import ElmoConfig
+    from spacy_elmo.training.settings import read_settings
 
-    overrides = dict(filters=FILTERS_2048, char_embedding_dim=16)
-    overrides.update(ARCHITECTURES[arch][1])
-    return ElmoConfig(**overrides)
+    model = read_settings(ROOT / "configs" / f"pretrain_{arch}.cfg").model.model_dump(exclude_unset=True)
+    return ElmoConfig(**model)
 
 
 def ensure_model(arch: str, seed: int, root: Path) -> Path:
@@ -122,12 +109,16 @@ def ensure_model(arch: str, seed: int, root: Path) -> Path:
     from spacy_elmo import ElmoModel, save_legacy
 
     directory = root / f"{arch}-seed{seed}"
-    if (directory / "done").is_file():
+    config = config_for(arch)
+    # the sizes it was written with: a model written before configs/pretrain_<arch>.cfg changed is written again
+    sizes = json.dumps({k: v for k, v in config.to_dict().items() if k != "transformers_version"}, sort_keys=True)
+    done = directory / "done"
+    if done.is_file() and done.read_text(encoding="utf-8") == sizes:
         return directory
     torch.manual_seed(seed)
-    model = ElmoModel(config_for(arch))
+    model = ElmoModel(config)
     save_legacy(model, directory)
-    (directory / "done").write_text("1")
+    done.write_text(sizes, encoding="utf-8")
     return directory
 
 
@@ -275,7 +266,7 @@ def _pct(value) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lab.benchmarks.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--archs", default="small,medium,original")
     parser.add_argument("--batches", default="1,32,128")
     parser.add_argument(
@@ -319,6 +310,9 @@ def main(argv=None) -> int:
         args.extras = ",".join(e for e in args.extras.split(",") if e in ("cache", "int8", "bf16"))
     torch.set_num_threads(args.threads)
     archs = [a for a in args.archs.split(",") if a]
+    unknown = [a for a in archs if a not in ARCHITECTURES]
+    if unknown:
+        parser.error(f"--archs: unknown architecture {unknown[0]!r}, expected one of {', '.join(ARCHITECTURES)}")
     batch_sizes = [int(b) for b in args.batches.split(",") if b]
     extras = [e for e in args.extras.split(",") if e]
     models = Path(args.models)
@@ -621,9 +615,9 @@ def write_table(runs: Path = RUNS, out: Path | None = None) -> Path:
             ]
     run_columns = ["run", "commit", "threads", "repeats", "GEMM peaks (GFLOP/s)", "CPU", "flags", "caches", "load"]
     lines = [
-        f"<!-- written by `python -m lab.bench` from {runs.name}: every inference run, newest first -->",
+        f"<!-- written by `python -m lab.benchmarks.bench` from {runs.name}: every inference run, newest first -->",
         "",
-        "Runs with denominators measured independently of the model (python -m lab.bench, docs/performance.md):",
+        "Runs with denominators measured without the model (python -m lab.benchmarks.bench, docs/performance.md):",
         "each fraction is the median over the run's repeats (their range in brackets); roofline (executed): the",
         "executed FLOPs against the better of the square-GEMM peak of the row's precision and the rate of its own",
         "products alone at their shapes; roofline (its shapes): the row's matrix products alone at their shapes",
@@ -703,7 +697,7 @@ def write_precision_table(runs: Path = RUNS, out: Path | None = None) -> Path:
                 ]
                 targets[(cpu[0], target["target"], row["arch"], row["mode"])] = cells
     lines = [
-        f"<!-- written by `python -m lab.bench` from {runs.name}: per CPU kind, its newest run of each row -->",
+        f"<!-- written by `python -m lab.benchmarks.bench` from {runs.name}: per CPU kind, its newest run of a row -->",
         "",
         *_table(columns, [cells for _, cells in sorted(newest.items())]),
     ]

@@ -1,6 +1,6 @@
 """One benchmark measurement in its own process (so peak RSS belongs to it): prints one JSON line.
 
-python -m lab.bench_worker --model-dir DIR --batch 32 --mode exact|cache|int8|bf16|pipe|pipe-bf16|pipe-int8
+python -m lab.benchmarks.bench_worker --model-dir DIR --batch 32 --mode exact|cache|int8|bf16|pipe|pipe-bf16|pipe-int8
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""lab/bench.py: a run appended to the log of runs, and the tables written from the log: every
+"""lab/benchmarks/bench.py: a run appended to the log of runs, and the tables written from the log: every
 measurement (inference.md) and each precision's speed per CPU kind (precision_by_cpu.md); the fractions of the
 denominators measured independently of the model (lab/machine.py), per repeat, and the verdicts drawn from
 their ranges."""
