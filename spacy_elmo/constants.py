@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 # the package's version: setup.cfg reads it (`attr:`), the CLI prints it, provenance records it
-VERSION = "0.1.0"
+VERSION = "0.2.0"
 
 # --- the files of a model directory (`hf/model_directory.py` writes them; `from_pretrained`, the model
 # references and the commands read them)
