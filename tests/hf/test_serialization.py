@@ -2,7 +2,9 @@
 of `save_pretrained`, read by `ElmoModel.from_pretrained` (safetensors only, strict checks).
 
 Back-compatibility is checked against tests/fixtures/saved_v0_1: a pipeline and an HF directory
-written by release 0.1.0 (commit 8b05b7b, see its generate.py), with that release's layers.
+written by 0.1.0 (development commit 8b05b7b, see its generate.py), with its layers; against
+saved_c55240e (before the package's folders) and saved_v0_2_0 (release 0.2.0, the first release), each
+with its generate.py and machine.json.
 """
 
 from __future__ import annotations
@@ -200,9 +202,11 @@ def test_spacy_load_never_unpickles(saved_pipeline, tmp_path):
     assert not marker.exists()
 
 
-# --- saved at c55240e, the last commit before the package was put in folders ------------------------------
+# --- saved at c55240e, the last commit before the package was put in folders, and by release 0.2.0 ----------
 
-BEFORE_FOLDERS = Path(__file__).resolve().parents[1] / "fixtures" / "saved_c55240e"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+# each folder's generate.py says how it was written; every later release loads what 0.2.0 saved
+SAVED_FOLDERS = ["saved_c55240e", "saved_v0_2_0"]
 
 
 def written_here(record: dict) -> bool:
@@ -213,20 +217,21 @@ def written_here(record: dict) -> bool:
     return record.get("cpu_kind") == cpu_kind() and record.get("torch") == torch.__version__
 
 
-@pytest.fixture(scope="module")
-def before_folders():
-    """(expected arrays, the record, whether they were computed here): identical where this machine wrote
-    them, else the same up to float rounding (another CPU kind sums in another order)."""
-    expected = dict(numpy.load(BEFORE_FOLDERS / "expected.npz", allow_pickle=False))
-    record = json.loads((BEFORE_FOLDERS / "machine.json").read_text(encoding="utf-8"))
-    return expected, record, written_here(record)
+@pytest.fixture(scope="module", params=SAVED_FOLDERS)
+def saved_folder(request):
+    """(the folder, its expected arrays, its record, whether they were computed here): identical where this
+    machine wrote them, else the same up to float rounding (another CPU kind sums in another order)."""
+    folder = FIXTURES / request.param
+    expected = dict(numpy.load(folder / "expected.npz", allow_pickle=False))
+    record = json.loads((folder / "machine.json").read_text(encoding="utf-8"))
+    return folder, expected, record, written_here(record)
 
 
-def test_pipeline_saved_before_the_folders_loads_with_the_same_vectors(before_folders, tiny_model):
-    expected, record, same_cpu = before_folders
-    config = spacy_util.load_config(BEFORE_FOLDERS / "pipeline" / "config.cfg")
+def test_a_saved_pipeline_loads_with_the_same_vectors(saved_folder, tiny_model):
+    folder, expected, record, same_cpu = saved_folder
+    config = spacy_util.load_config(folder / "pipeline" / "config.cfg")
     assert config["components"]["elmo"]["model"] == "hf" and not Path("hf").exists()  # a name that is gone
-    nlp = spacy.load(BEFORE_FOLDERS / "pipeline")
+    nlp = spacy.load(folder / "pipeline")
     weights = numpy.asarray(nlp.get_pipe("elmo").tensor_weights(), dtype=numpy.float64)
     for i, doc in enumerate(nlp.pipe(record["sentences"])):
         layers, tensor = to_numpy(doc._.elmo.layers), to_numpy(doc.tensor)
@@ -240,12 +245,12 @@ def test_pipeline_saved_before_the_folders_loads_with_the_same_vectors(before_fo
         assert_float32_error(exact, reference, got, terms=forward_terms(tiny_model.config), what=f"sentence {i}")
 
 
-def test_hf_directory_saved_before_the_folders_loads_with_the_same_vectors(before_folders, tiny_model):
+def test_a_saved_hf_directory_loads_with_the_same_vectors(saved_folder, tiny_model):
     from transformers import AutoModel
 
-    expected, record, same_cpu = before_folders
+    folder, expected, record, same_cpu = saved_folder
     words = record["sentences"][0].split()
-    for model in (ElmoModel.from_pretrained(BEFORE_FOLDERS / "hf"), AutoModel.from_pretrained(BEFORE_FOLDERS / "hf")):
+    for model in (ElmoModel.from_pretrained(folder / "hf"), AutoModel.from_pretrained(folder / "hf")):
         got = hf_layers(model.eval(), words)
         if same_cpu:
             numpy.testing.assert_array_equal(got, expected["hidden_states"])
