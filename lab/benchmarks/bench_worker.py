@@ -66,10 +66,10 @@ def make_sentences(count: int, seed: int, zipf: bool) -> list[list[str]]:
     return [rng.sample(vocabulary, rng.randint(20, 30)) for _ in range(count)]
 
 
-def _ids(sentences):
+def _ids(sentences, max_chars: int):
     from spacy_elmo.characters import batch_to_char_ids
 
-    ids, mask = batch_to_char_ids(sentences)
+    ids, mask = batch_to_char_ids(sentences, max_chars)
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
@@ -215,7 +215,7 @@ def main(argv=None) -> int:
     zipf = args.mode == "cache" or args.mode.startswith("pipe")
     sentences = make_sentences(args.batch * args.batches, args.seed, zipf)
     batches = [sentences[i : i + args.batch] for i in range(0, len(sentences), args.batch)]
-    encoded = [_ids(batch) for batch in batches]
+    encoded = [_ids(batch, config.max_characters_per_token) for batch in batches]
     result = {"batch": args.batch, "mode": args.mode, "threads": args.threads}
     # the raw model of a pipe row keeps the token cache, as the pipeline's component does
     if args.mode != "cache" and not args.mode.startswith("pipe") and hasattr(model, "disable_token_cache"):
@@ -319,7 +319,7 @@ def _pipe(args, model, batches) -> dict:
 
     def raw():
         for batch in batches:
-            ids, mask = batch_to_char_ids(batch)
+            ids, mask = batch_to_char_ids(batch, model.config.max_characters_per_token)
             with torch.inference_mode():
                 model(torch.from_numpy(ids), torch.from_numpy(mask))
 

@@ -5,7 +5,9 @@ their ranges."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import re
 
 import pytest
@@ -316,3 +318,13 @@ def test_repeated_jobs_give_the_measurement_of_median_speed_with_every_repeats_s
     pipe = dict(ROW, mode="pipe", pipe_words_per_s=50.0, raw_words_per_s=60.0, pipe_over_raw=50 / 60)
     piped = bench.median_of([pipe, dict(pipe, pipe_words_per_s=70.0), dict(pipe, pipe_words_per_s=40.0)])
     assert piped["pipe_words_per_s"] == 50.0 and bench.table_row(piped)[3] == "50 (40–70)"
+
+
+def test_a_worker_measures_the_smoke_runs_tiny_model_with_its_own_characters_per_token(tmp_path):
+    # configs/pretrain_tiny.cfg cuts words at 20 characters, not the original's 50: the worker's char ids follow
+    # the model's config, as `--quick` runs it
+    directory = bench.ensure_model("tiny", 0, tmp_path)
+    assert bench.config_for("tiny").max_characters_per_token != 50
+    args = argparse.Namespace(omp_wait_policy="passive", threads=1, quick=True, min_seconds=0.2)
+    result = bench.run_worker(directory, 1, "exact", args)
+    assert "error" not in result and result["words_per_s"] > 0
