@@ -5,8 +5,9 @@ back with `load_legacy`) and batch size, a separate process measures words/s and
 and in each precision asked for (`--extras bf16,int8`), `--repeats` times in rounds. Each row is set against
 denominators measured without the model, several samples each, their median and spread recorded:
 
-* the square-GEMM peak of the row's own precision (fp32, bf16, int8: `machine.gemm_rates`), sampled before
-  the first round and after each round, a repeat taking the better of the samples beside it;
+* the square-GEMM peak of the row's own precision (fp32, bf16, int8: `machine.gemm_rates`), sampled (each
+  sample in its own process, as the rows are) before the first round and after each round, a repeat taking the
+  better of the samples beside it;
 * the time of the row's matrix products alone at their exact shapes in their bound precisions
   (`machine.lstm_product_seconds`, `machine.linear_product_seconds`, in the row's process after its timing);
 * at batch 1, the read rate of buffers the size of the row's per-step weights in the precision it streams
@@ -36,24 +37,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-# OpenMP's wait policy is read once, when torch loads libgomp, so it is settled before torch is imported.
-# On a shared (oversubscribed) machine the default spin-waiting makes every parallel region wait for a
-# descheduled thread (10x slower on the 2-core development box); `--omp-wait-policy default` keeps the
-# environment's own setting.
-_policy = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--omp-wait-policy=")), None)
-if _policy is None and "--omp-wait-policy" in sys.argv[:-1]:
-    _policy = sys.argv[sys.argv.index("--omp-wait-policy") + 1]
-if (_policy or "passive").lower() in ("passive", "active"):
-    os.environ["OMP_WAIT_POLICY"] = (_policy or "passive").upper()
+import torch
 
-import torch  # noqa: E402 - after the wait policy is set
-
-from lab.benchmarks import flops, machine  # noqa: E402
-from spacy_elmo.precision import PRECISIONS as LIBRARY_PRECISIONS  # noqa: E402
+from lab import ROOT
+from lab.benchmarks import flops, machine
+from spacy_elmo.precision import PRECISIONS as LIBRARY_PRECISIONS
 
 # the benchmarked architectures are the pretraining configs' models: configs/pretrain_<arch>.cfg's [model]
 ARCHITECTURES = ("tiny", "small", "medium", "original")  # tiny: a few-MB model for smoke runs (`--quick`)
-from lab import ROOT  # noqa: E402, I001
 
 RUNS = ROOT / "bench" / "results" / "runs.jsonl"
 # the extras that are a precision (the library's, but its exact fp32): rows at every batch size
@@ -130,6 +121,29 @@ def code_version(directory: Path) -> str:
     return (state["commit"] or "unknown")[:7] + ("-dirty" if state["dirty"] else "")
 
 
+def child_env(args, source: str | None = None) -> dict[str, str]:
+    """The environment of a measuring process: the run's OpenMP wait policy and, with --baseline, the spacy_elmo
+    package of another directory (e.g. an older checkout) first on the path."""
+    paths = [source, str(ROOT), os.environ.get("PYTHONPATH")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)))
+    # OpenMP reads its wait policy once, when torch loads libgomp: only a fresh process can be given one. On a
+    # shared (oversubscribed) machine the default spin-waiting makes every parallel region wait for a descheduled
+    # thread (10x slower on the 2-core development box); `--omp-wait-policy default` keeps the environment's.
+    if args.omp_wait_policy != "default":
+        env["OMP_WAIT_POLICY"] = args.omp_wait_policy.upper()
+    return env
+
+
+def sample_limits(args, precisions: list[str]) -> dict:
+    """One `machine.measure` sample, taken in a fresh process under the rows' environment (`child_env`)."""
+    command = [sys.executable, "-m", "lab.benchmarks.machine", "--precisions", ",".join(precisions)]
+    command += ["--threads", str(args.threads)] + (["--quick"] if args.quick else [])
+    proc = subprocess.run(command, capture_output=True, text=True, env=child_env(args), cwd=ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"lab.benchmarks.machine failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
 def run_worker(model_dir: Path, batch: int, mode: str, args, source: str | None = None) -> dict:
     command = [
         sys.executable,
@@ -145,10 +159,7 @@ def run_worker(model_dir: Path, batch: int, mode: str, args, source: str | None 
         command += ["--batches", "8"]
     elif mode == "pipe":
         command += ["--batches", "2"]
-    # --baseline: measure the spacy_elmo package in another directory (e.g. an older checkout)
-    paths = [source, str(ROOT), os.environ.get("PYTHONPATH")]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)))
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=source or ROOT)
+    proc = subprocess.run(command, capture_output=True, text=True, env=child_env(args, source), cwd=source or ROOT)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         return {"batch": batch, "mode": mode, "error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
@@ -301,14 +312,13 @@ def main(argv=None) -> int:
         "--omp-wait-policy",
         default="passive",
         choices=["passive", "active", "default"],
-        help="OMP_WAIT_POLICY for this run (read before torch loads); "
+        help="OMP_WAIT_POLICY of the measuring processes (read when torch loads); "
         "passive keeps a shared machine's load from stalling every parallel region",
     )
     args = parser.parse_args(argv)
     if args.quick:
         args.archs, args.batches, args.min_seconds = "tiny", "1,32", 0.5
         args.extras = ",".join(e for e in args.extras.split(",") if e in ("cache", "int8", "bf16"))
-    torch.set_num_threads(args.threads)
     archs = [a for a in args.archs.split(",") if a]
     unknown = [a for a in archs if a not in ARCHITECTURES]
     if unknown:
@@ -331,7 +341,7 @@ def main(argv=None) -> int:
     ]
 
     def sample() -> dict:
-        limits = machine.measure(args.quick, measured_precisions)
+        limits = sample_limits(args, measured_precisions)
         peaks = ", ".join(f"{p} {v['peak']:.1f}" for p, v in limits["gemm"].items())
         print(f"GEMM peaks (GFLOP/s) {peaks}; read {limits['bandwidth']['peak']:.1f} GB/s", flush=True)
         return limits
@@ -376,7 +386,7 @@ def main(argv=None) -> int:
         "threads": args.threads,
         "repeats": rounds,
         "machine": dict(info, load_average_end=os.getloadavg() if hasattr(os, "getloadavg") else None),
-        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "omp_wait_policy": child_env(args).get("OMP_WAIT_POLICY"),
         "measured": {
             "samples": samples,
             "gemm_peaks": gemm,

@@ -3,11 +3,19 @@ rate of each precision (fp32, bf16, int8: `gemm_rates`), the rate at which it re
 model's per-step weights and touched as the model touches them at batch 1 (`step_read_rate`), the read rate of a
 buffer far larger than the caches (`read_bandwidth`), and the time of the model's matrix products alone at their
 exact shapes, each in its bound precision (`lstm_product_seconds`, `linear_product_seconds`). The CPU's caches
-(`cache_sizes`) go into the record beside them."""
+(`cache_sizes`) go into the record beside them.
+
+`python -m lab.benchmarks.machine [--quick] [--precisions fp32,bf16] [--threads N]` prints one `measure` sample as
+JSON: the benchmark takes its samples in such a process, so that they run under the OpenMP settings of its rows.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import statistics
+import sys
 import threading
 import time
 import warnings
@@ -266,3 +274,21 @@ def measure(quick: bool = False, precisions: Sequence[str] = ("fp32",)) -> dict:
         "gemm": gemm_rates(sizes, repeats, precisions),
         "bandwidth": read_bandwidth(128 if quick else 1024, repeats),
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.benchmarks.machine", description=measure.__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller products and buffers, fewer repeats")
+    parser.add_argument("--precisions", default="fp32", help="comma-separated: fp32, bf16, int8")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    sample = measure(args.quick, [p for p in args.precisions.split(",") if p])
+    # the wait policy libgomp read when torch loaded (this process's, unchanged since)
+    sample["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY")
+    print(json.dumps(sample))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

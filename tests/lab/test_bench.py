@@ -320,6 +320,18 @@ def test_repeated_jobs_give_the_measurement_of_median_speed_with_every_repeats_s
     assert piped["pipe_words_per_s"] == 50.0 and bench.table_row(piped)[3] == "50 (40–70)"
 
 
+@pytest.mark.parametrize(("policy", "expected"), [("passive", "PASSIVE"), ("active", "ACTIVE"), ("default", None)])
+def test_the_machine_samples_run_in_their_own_process_under_the_runs_wait_policy(monkeypatch, policy, expected):
+    # OpenMP reads its wait policy only when torch loads: the bench sets it in each measuring process's
+    # environment, never in its own (importing it, as this test did, leaves the environment alone)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    args = argparse.Namespace(omp_wait_policy=policy, threads=1, quick=True)
+    sample = bench.sample_limits(args, ["fp32"])
+    assert sample["omp_wait_policy"] == expected
+    assert sample["gemm"]["fp32"]["peak"] > 0 and sample["bandwidth"]["peak"] > 0
+    assert "OMP_WAIT_POLICY" not in os.environ
+
+
 def test_a_worker_measures_the_smoke_runs_tiny_model_with_its_own_characters_per_token(tmp_path):
     # configs/pretrain_tiny.cfg cuts words at 20 characters, not the original's 50: the worker's char ids follow
     # the model's config, as `--quick` runs it
