@@ -61,8 +61,8 @@ def crossing(curve: dict[int, float], target: float) -> dict:
     sizes = sorted(curve)
     if not sizes:
         return {"pct": None, "how": "no scores"}
-    if curve[sizes[0]] >= target:
-        return {"pct": sizes[0], "how": f"≤ {sizes[0]}% (the smallest size already reaches it)"}
+    if curve[sizes[0]] >= target:  # an upper bound: a smaller size, unrun, might reach it too
+        return {"pct": sizes[0], "at_most": True, "how": f"≤ {sizes[0]}%: the smallest size run reaches it"}
     for low, high in zip(sizes, sizes[1:]):
         if curve[high] >= target > curve[low]:
             share = (target - curve[low]) / (curve[high] - curve[low])
@@ -95,13 +95,15 @@ def analyse(runs: list[dict], speed: dict | None) -> dict:
     for arm in ARMS:
         curve = {c["pct"]: c["arms"][arm]["mean"] for c in cells if c["arms"][arm].get("n")}
         entry = crossing(curve, target) if target is not None else {"pct": None, "how": "no none-arm score at 100%"}
-        per_seed = {}
+        per_seed, at_most = {}, []
         for s in seeds:
             own = by.get(("none", 100, s))
             seed_curve = {pct: by[(arm, pct, s)]["test"] for pct in sizes if (arm, pct, s) in by}
             if own:
-                per_seed[s] = crossing(seed_curve, own["test"])["pct"]
-        reach["arms"][arm] = {**entry, "per_seed": per_seed}
+                seed_entry = crossing(seed_curve, own["test"])
+                per_seed[s] = seed_entry["pct"]
+                at_most += [s] if seed_entry.get("at_most") else []
+        reach["arms"][arm] = {**entry, "per_seed": per_seed, "per_seed_at_most": at_most}
     minutes = {
         arm: {pct: [r["minutes"] for r in runs if r["arm"] == arm and r["pct"] == pct] for pct in sizes} for arm in ARMS
     }
@@ -159,8 +161,11 @@ def table(result: dict) -> str:
     speed = (result.get("speed") or {}).get("arms", {})
     for arm in ARMS:
         entry = reach["arms"][arm]
-        at = f"{entry['pct']}%" if entry.get("pct") is not None else "—"
-        per_seed = ", ".join(f"s{s} {'—' if v is None else f'{v}%'}" for s, v in sorted(entry["per_seed"].items()))
+        at = "—" if entry.get("pct") is None else ("≤ " if entry.get("at_most") else "") + f"{entry['pct']}%"
+        bound = {s: "≤ " if s in entry["per_seed_at_most"] else "" for s in entry["per_seed"]}
+        per_seed = ", ".join(
+            f"s{s} {'—' if v is None else f'{bound[s]}{v}%'}" for s, v in sorted(entry["per_seed"].items())
+        )
         wps = speed.get(arm, {}).get("words_per_s")
         lines.append(
             f"| {LABELS[arm]} | {at} ({entry['how']}) | {per_seed or '—'} | {wps if wps else 'not measured'} |"
@@ -175,6 +180,17 @@ def table(result: dict) -> str:
         f"{len(result['runs'])} run records.",
         "",
     ]
+    if result.get("speed"):
+        run = result["speed"]
+        cpu, load = run["cpu"], run["load_average_before"][0]
+        lines[-1:-1] = [
+            "",
+            f"Words/s: one run of lab/benchmarks/alternatives_speed.py ({run['provenance']['started_utc']}, commit "
+            f"{run['provenance']['git']['commit'][:7]}) on {cpu['vendor']} family {cpu['family']} model "
+            f"{cpu['model']}, {run['threads']} threads, load {load:.2f} before; {run['sentences']} dev sentences, "
+            "median of its passes.",
+            "",
+        ]
     return "\n".join(lines)
 
 

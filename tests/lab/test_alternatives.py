@@ -184,6 +184,7 @@ def test_report_pairs_gains_by_seed_and_interpolates_the_crossing_in_log_size(tm
     assert reach["arms"]["elmo"]["pct"] == pytest.approx(expected, abs=0.1)
     assert reach["arms"]["none"]["pct"] == 100
     assert alternatives_report.crossing({5: 80.0, 10: 85.0}, 70.0)["pct"] == 5
+    assert alternatives_report.crossing({5: 80.0, 10: 85.0}, 70.0)["at_most"]  # 5% is an upper bound
     assert alternatives_report.crossing({5: 50.0, 10: 55.0}, 70.0)["pct"] is None
     page = tmp_path / "page.md"
     page.write_text("before\n<!-- alternatives:start -->\nold\n<!-- alternatives:end -->\nafter\n")
@@ -191,3 +192,41 @@ def test_report_pairs_gains_by_seed_and_interpolates_the_crossing_in_log_size(tm
     text = page.read_text()
     assert text.startswith("before\n<!-- alternatives:start -->\n| train % |") and text.endswith("end -->\nafter\n")
     assert "| 10 | 51.00 ± 1.00 | 53.00 ± 1.00 | 56.17 ± 1.26 | 57.00 ± 1.00 | +5.17 [+4.45, +5.88]" in text
+
+
+def test_a_seed_whose_smallest_run_size_already_reaches_the_target_is_shown_as_an_upper_bound(tmp_path):
+    # mid-campaign: seed 1 has only 50% and 100%, and its 50% beats the none arm's 100% score; the crossing is
+    # at most 50% (a smaller size, not yet run, may reach it too), never "at 50%"
+    records = tmp_path / "records"
+    records.mkdir()
+    for seed in (0, 1):
+        for pct, score in {5: 40.0, 10: 50.0, 25: 60.0, 50: 65.0, 100: 70.0}.items():
+            record(records, "none", pct, seed, score)
+    for pct, score in {5: 60.0, 10: 68.0, 25: 72.0, 50: 75.0, 100: 78.0}.items():
+        record(records, "elmo", pct, 0, score)
+    for pct, score in {50: 75.0, 100: 78.0}.items():
+        record(records, "elmo", pct, 1, score)
+    result = alternatives_report.analyse(alternatives_report.read(records), None)
+    elmo = result["reach_none_full"]["arms"]["elmo"]
+    assert elmo["per_seed"] == {0: pytest.approx(math.exp(math.log(10) + 2 / 4 * math.log(25 / 10)), abs=0.1), 1: 50}
+    assert elmo["per_seed_at_most"] == [1]
+    row = next(line for line in alternatives_report.table(result).splitlines() if line.startswith("| ELMo |"))
+    assert f"s0 {elmo['per_seed'][0]}%, s1 ≤ 50%" in row
+
+
+def test_the_words_per_second_beside_each_arm_name_their_run_cpu_and_threads(tmp_path):
+    records = tmp_path / "records"
+    records.mkdir()
+    for arm in ("none", "elmo"):
+        record(records, arm, 100, 0, 60.0)
+    cpu = {"vendor": "AuthenticAMD", "family": 26, "model": 2, "flags": []}
+    arms = {arm: {"words_per_s": 1000 + i} for i, arm in enumerate(alternatives_report.ARMS)}
+    speed = {"cpu": cpu, "threads": 2, "load_average_before": [0.15, 1.0, 1.5], "sentences": 402, "arms": arms}
+    speed["provenance"] = {"started_utc": "2026-12-07T04:08:46Z", "git": {"commit": "67f41b0" + "0" * 33}}
+    text = alternatives_report.table(alternatives_report.analyse(alternatives_report.read(records), speed))
+    assert "| 1002 |" in next(line for line in text.splitlines() if line.startswith("| ELMo |"))
+    assert (
+        "\n\nWords/s: one run of lab/benchmarks/alternatives_speed.py (2026-12-07T04:08:46Z, commit 67f41b0) on "
+        in text
+    )
+    assert "AuthenticAMD family 26 model 2, 2 threads, load 0.15 before; 402 dev sentences" in text
