@@ -8,8 +8,9 @@ with torch and the BLAS on `--threads` threads (set before torch is imported), a
 set's text (its sentences as plain strings, the pipeline's own tokenizer; the test set is not read), the arms taking
 turns `--repeats` times after one warm-up pass each, so that a change in the machine's load falls on every arm.
 Each arm's words/s is the median over its repeats (words: the tokens the pipeline made). Written to `--out` with
-every repeat, the CPU (vendor, family, model), the load average before and after, the threads, and provenance. Run
-it on a quiet machine: the figures compare arms within one run only.
+every repeat, each model's folder under `--runs` and digest, the CPU (vendor, family, model), the load average
+before and after, the threads, and provenance. Run it on a quiet machine: the figures compare arms within one run
+only.
 """  # noqa: E501 - the first line is the script's --help description, whole
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     import spacy
     import torch
 
+    from lab.experiments.looks_ledger import model_sha256
     from spacy_elmo.provenance import Provenance, cpu_kind
 
     torch.set_num_threads(args.threads)
@@ -84,7 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         "batch_size": args.batch_size,
         "arms": {
             arm: {
-                "model": str(models[arm]),
+                # its folder under --runs and its digest, as the campaign's record of the run gives it
+                # (test.model_sha256): a folder of this machine would mean nothing to a reader
+                "model": models[arm].relative_to(args.runs).as_posix(),
+                "model_sha256": model_sha256(models[arm]),
                 "words": words[arm],
                 "seconds": [round(s, 4) for s in seconds[arm]],
                 "words_per_s": round(words[arm] / statistics.median(seconds[arm])),

@@ -230,3 +230,41 @@ def test_the_words_per_second_beside_each_arm_name_their_run_cpu_and_threads(tmp
         in text
     )
     assert "AuthenticAMD family 26 model 2, 2 threads, load 0.15 before; 402 dev sentences" in text
+
+
+def test_the_speed_run_names_each_model_by_its_folder_under_runs_and_the_campaigns_digest(tiny_model_dir, tmp_path):
+    import sys
+
+    import spacy
+    from spacy.tokens import DocBin
+
+    from helpers import run
+    from lab.experiments.looks_ledger import model_sha256
+
+    runs = tmp_path / "training"
+    for arm in alternatives_report.ARMS:
+        nlp = spacy.blank("en")
+        if arm.startswith("elmo"):
+            nlp.add_pipe("elmo", config={"model": str(tiny_model_dir)})
+        nlp.add_pipe("ner").add_label("ORG")
+        nlp.initialize()
+        (runs / f"ner_{arm}_100_s0").mkdir(parents=True)
+        nlp.to_disk(runs / f"ner_{arm}_100_s0" / "model-best")
+    sentencizer = spacy.blank("en")
+    sentencizer.add_pipe("sentencizer")
+    texts = ["Acme grew. Bob went to Paris.", "The sea is calm today."]
+    DocBin(docs=list(sentencizer.pipe(texts))).to_disk(tmp_path / "dev.spacy")
+    out = tmp_path / "speed.json"
+    done = run(
+        sys.executable, "-m", "lab.benchmarks.alternatives_speed", "--runs", runs, "--text", tmp_path / "dev.spacy",
+        "--out", out, "--threads", "1", "--repeats", "1", cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    result = json.loads(out.read_text(encoding="utf8"))
+    assert result["sentences"] == 3
+    for arm in alternatives_report.ARMS:
+        entry = result["arms"][arm]
+        assert entry["model"] == f"ner_{arm}_100_s0/model-best"
+        assert entry["model_sha256"] == model_sha256(runs / entry["model"])
+        assert entry["words"] == 14 and entry["words_per_s"] > 0
+    assert str(tmp_path) not in out.read_text(encoding="utf8")
