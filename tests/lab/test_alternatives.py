@@ -268,3 +268,11 @@ def test_the_speed_run_names_each_model_by_its_folder_under_runs_and_the_campaig
         assert entry["model_sha256"] == model_sha256(runs / entry["model"])
         assert entry["words"] == 14 and entry["words_per_s"] > 0
     assert str(tmp_path) not in out.read_text(encoding="utf8")
+
+
+def test_the_committed_speed_run_timed_the_very_models_the_run_records_scored():
+    speed = json.loads((ROOT / "results" / "alternatives_speed.json").read_text(encoding="utf8"))
+    for arm, entry in speed["arms"].items():
+        run = Path(entry["model"]).parent.name
+        record = json.loads((ROOT / "results" / "runs" / "alternatives" / f"{run}.json").read_text(encoding="utf8"))
+        assert record["arm"] == arm and entry["model_sha256"] == record["test"]["model_sha256"], run
