@@ -12,7 +12,9 @@ results/alternatives.md's "Analysis" fixes it:
   model-best chosen on dev): linear in log(size) between the last size below it and the first size at or above it,
   "≤ smallest" when the smallest already reaches it and "not reached" when 100% does not; the same per seed against
   that seed's none-100% score;
-- words/s through nlp.pipe beside each arm, from `--speed` (lab/benchmarks/alternatives_speed.py), where given.
+- words/s through nlp.pipe beside each arm, from `--speed` (lab/benchmarks/alternatives_speed.py), where given;
+- per arm and size, the minutes per training (each record's wall clock): median and range over seeds, the cells that
+  fine-tuned the biLM marked, and the runs that started beside more than their campaign pair (load at start ≥ BUSY).
 The table goes between `<!-- alternatives:start -->` and `<!-- alternatives:end -->` of `--page`; the numbers into
 `--json`; the figure (test F1 by size per arm, and the three gains with their intervals) into `--plot`. Cells
 without all their seeds are shown with the seeds they have, and say so. Standard library and matplotlib only.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -32,6 +35,8 @@ from lab.reports.gains import splice, spread
 ARMS = ("none", "static", "elmo", "elmo_static")
 LABELS = {"none": "none", "static": "static", "elmo": "ELMo", "elmo_static": "ELMo + static"}
 GAINS = (("elmo", "none"), ("elmo", "static"), ("elmo_static", "static"))
+# The campaign trains two at a time on two cores, so a load near 2 is its own; at 3 or more something else ran too.
+BUSY = 3.0
 
 
 def read(folder: Path) -> list[dict]:
@@ -50,6 +55,7 @@ def read(folder: Path) -> list[dict]:
                     "dev": (record.get("best_dev") or {}).get("ents_f"),
                     "minutes": record.get("minutes"),
                     "fine_tuned": record.get("fine_tuned"),
+                    "load": (((record.get("provenance") or {}).get("machine") or {}).get("load_average") or [None])[0],
                     "commit": ((record.get("provenance") or {}).get("git") or {}).get("commit"),
                 }
             )
@@ -104,9 +110,20 @@ def analyse(runs: list[dict], speed: dict | None) -> dict:
                 per_seed[s] = seed_entry["pct"]
                 at_most += [s] if seed_entry.get("at_most") else []
         reach["arms"][arm] = {**entry, "per_seed": per_seed, "per_seed_at_most": at_most}
-    minutes = {
-        arm: {pct: [r["minutes"] for r in runs if r["arm"] == arm and r["pct"] == pct] for pct in sizes} for arm in ARMS
-    }
+    minutes: dict = {arm: {} for arm in ARMS}
+    for arm in ARMS:
+        for pct in sizes:
+            cell_runs = [by[(arm, pct, s)] for s in seeds if (arm, pct, s) in by]
+            values = sorted(r["minutes"] for r in cell_runs if isinstance(r["minutes"], (int, float)))
+            if values:
+                minutes[arm][pct] = {
+                    "median": round(statistics.median(values), 1),
+                    "min": values[0],
+                    "max": values[-1],
+                    "per_seed": {r["seed"]: r["minutes"] for r in cell_runs},
+                    "fine_tuned": any(r["fine_tuned"] for r in cell_runs),
+                }
+    busy = sorted(r["run"] for r in runs if isinstance(r["load"], (int, float)) and r["load"] >= BUSY)
     return {
         "about": (
             "results/alternatives.md's analysis, written by alternatives_report.py from the run records: test "
@@ -118,6 +135,7 @@ def analyse(runs: list[dict], speed: dict | None) -> dict:
         "cells": cells,
         "reach_none_full": reach,
         "minutes": minutes,
+        "busy_runs": busy,
         "speed": speed,
         "runs": runs,
     }
@@ -171,10 +189,17 @@ def table(result: dict) -> str:
             f"| {LABELS[arm]} | {at} ({entry['how']}) | {per_seed or '—'} | {wps if wps else 'not measured'} |"
         )
     target = reach["target"]
+    registered = ", ".join(f"s{s}" for s in SEEDS)
+    complete = all(cell["arms"][arm].get("n") == seeds for cell in result["cells"] for arm in ARMS)
+    over = (
+        f"the registered seeds {registered}, all run in every cell"
+        if complete
+        else f"the seeds run so far ({', '.join(f's{s}' for s in result['seeds'])} of the registered {registered}; "
+        "a cell with fewer says n)"
+    )
     lines += [
         "",
-        f"Test F1 (ents_f × 100) as mean ± sd over the seeds run so far ({', '.join(f's{s}' for s in result['seeds'])}"
-        f" of the registered {', '.join(f's{s}' for s in SEEDS)}; a cell with fewer says n); "
+        f"Test F1 (ents_f × 100) as mean ± sd over {over}; "
         "gains as mean [95% interval] (per-seed values); the none arm's 100% test F1: "
         f"{'—' if target is None else f'{target:.2f}'}. Written by lab/reports/alternatives_report.py from "
         f"{len(result['runs'])} run records.",
@@ -191,7 +216,37 @@ def table(result: dict) -> str:
             "median of its passes.",
             "",
         ]
+    lines[-1:-1] = _minutes_table(result)
     return "\n".join(lines)
+
+
+def _minutes_table(result: dict) -> list[str]:
+    minutes = result["minutes"]
+    if not any(minutes[arm] for arm in ARMS):
+        return []
+    lines = ["| train % | " + " | ".join(LABELS[arm] for arm in ARMS) + " |", "|---:|" + "---:|" * len(ARMS)]
+    for pct in result["sizes"]:
+        entries = [minutes[arm].get(pct) for arm in ARMS]
+        lines.append(
+            f"| {pct} | "
+            + " | ".join(
+                "—"
+                if not e
+                else f"{e['median']:.1f} ({e['min']:.1f}–{e['max']:.1f})" + (" ft" if e["fine_tuned"] else "")
+                for e in entries
+            )
+            + " |"
+        )
+    busy = ", ".join(result["busy_runs"]) or "none"
+    lines += [
+        "",
+        "Minutes per training: median (min–max) over seeds of each record's wall clock, two trainings at a time with "
+        "one thread each at nice 19; ft: the biLM fine-tuned (the recipe's rule for the smaller sizes), otherwise "
+        f"frozen behind the layer cache. The load is recorded at a run's start only; runs that started at load ≥ "
+        f"{BUSY:.0f} (beside more than their pair): {busy}.",
+        "",
+    ]
+    return lines
 
 
 def plot(result: dict, path: Path) -> None:

@@ -154,9 +154,9 @@ def test_the_stop_file_starts_no_training_and_progress_says_so(tmp_path, capsys)
     assert not any((tmp_path / "out" / "training").iterdir())  # no training started
 
 
-def record(folder: Path, arm: str, pct: int, seed: int, test: float) -> None:
+def record(folder: Path, arm: str, pct: int, seed: int, test: float, **extra) -> None:
     run = f"ner_{arm}_{pct}_s{seed}"
-    body = {"run": run, "arm": arm, "train_pct": pct, "seed": seed, "test": {"score": test}, "best_dev": {}}
+    body = {"run": run, "arm": arm, "train_pct": pct, "seed": seed, "test": {"score": test}, "best_dev": {}, **extra}
     (folder / f"{run}.json").write_text(json.dumps(body))
 
 
@@ -192,6 +192,7 @@ def test_report_pairs_gains_by_seed_and_interpolates_the_crossing_in_log_size(tm
     text = page.read_text()
     assert text.startswith("before\n<!-- alternatives:start -->\n| train % |") and text.endswith("end -->\nafter\n")
     assert "| 10 | 51.00 ± 1.00 | 53.00 ± 1.00 | 56.17 ± 1.26 | 57.00 ± 1.00 | +5.17 [+4.45, +5.88]" in text
+    assert "mean ± sd over the registered seeds s0, s1, s2, all run in every cell;" in text
 
 
 def test_a_seed_whose_smallest_run_size_already_reaches_the_target_is_shown_as_an_upper_bound(tmp_path):
@@ -212,6 +213,32 @@ def test_a_seed_whose_smallest_run_size_already_reaches_the_target_is_shown_as_a
     assert elmo["per_seed_at_most"] == [1]
     row = next(line for line in alternatives_report.table(result).splitlines() if line.startswith("| ELMo |"))
     assert f"s0 {elmo['per_seed'][0]}%, s1 ≤ 50%" in row
+    assert "over the seeds run so far (s0, s1 of the registered s0, s1, s2; a cell with fewer says n)" in (
+        alternatives_report.table(result)
+    )
+
+
+def test_minutes_per_training_are_each_cells_median_and_range_with_busy_starts_named(tmp_path):
+    records = tmp_path / "records"
+    records.mkdir()
+    for seed, (minutes, load) in enumerate([(20.0, 2.0), (65.0, 4.7), (14.0, 1.1)]):
+        machine = {"provenance": {"machine": {"load_average": [load, 2.0, 2.0]}}}
+        record(records, "elmo", 5, seed, 50.0, minutes=minutes, fine_tuned=True, **machine)
+        record(records, "elmo", 100, seed, 60.0, minutes=4.0 + seed, fine_tuned=False, **machine)
+        record(records, "none", 100, seed, 55.0, minutes=3.0, fine_tuned=False)
+    result = alternatives_report.analyse(alternatives_report.read(records), None)
+    assert result["minutes"]["elmo"][5] == {
+        "median": 20.0,
+        "min": 14.0,
+        "max": 65.0,
+        "per_seed": {0: 20.0, 1: 65.0, 2: 14.0},
+        "fine_tuned": True,
+    }
+    assert result["busy_runs"] == ["ner_elmo_100_s1", "ner_elmo_5_s1"]  # started at load 4.7, beside more than a pair
+    lines = alternatives_report.table(result).splitlines()
+    assert "| 5 | — | — | 20.0 (14.0–65.0) ft | — |" in lines
+    assert "| 100 | 3.0 (3.0–3.0) | — | 5.0 (4.0–6.0) | — |" in lines
+    assert any(line.endswith("(beside more than their pair): ner_elmo_100_s1, ner_elmo_5_s1.") for line in lines)
 
 
 def test_the_words_per_second_beside_each_arm_name_their_run_cpu_and_threads(tmp_path):
