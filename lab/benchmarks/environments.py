@@ -25,7 +25,7 @@ from pathlib import Path
 from lab import ROOT
 from lab.benchmarks.time_make_test import SUMMARY
 from lab.benchmarks.time_make_test import run as run_in_clone
-from spacy_elmo.provenance import cpu_kind
+from spacy_elmo.provenance import cpu_kind, git_state
 
 RESULTS = ROOT / "bench" / "results"
 # each leg's environment, as the Makefile names it
@@ -120,6 +120,12 @@ def render(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _inside(path: Path, repo: Path) -> str:
+    """`path` as git status names it within `repo` (relative, forward slashes), or as given when outside it."""
+    resolved = path.resolve()
+    return resolved.relative_to(repo).as_posix() if resolved.is_relative_to(repo) else str(path)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.benchmarks.environments", description=__doc__.split("\n\n")[0])
     # checked below: argparse refuses an empty list against `choices` (the records-only call)
@@ -137,8 +143,14 @@ def main(argv=None) -> int:
         args.out.with_suffix(".md").write_text(render(records), encoding="utf-8")
         return 0
     status = 0
+    repo = args.repo.resolve()
+    # This run's own records make the tree dirty after its first leg; the later legs still clone HEAD, so those
+    # writes are no uncommitted change of what they measure (unless they were uncommitted before this run began).
+    before = set(git_state(repo)["dirty_paths"])
+    own = {_inside(path, repo) for path in (args.out, args.out.with_suffix(".md"))} - before
     for leg in args.legs:
-        record = run_leg(leg, args.repo.resolve())
+        record = run_leg(leg, repo)
+        record["uncommitted"] = [path for path in record["uncommitted"] if path not in own]
         with open(args.out, "a", encoding="utf-8") as f:
             f.write(json.dumps(record, sort_keys=True) + "\n")
         records = [json.loads(line) for line in args.out.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import platform
+import subprocess
 import sys
 from pathlib import Path
 
@@ -89,3 +90,29 @@ def test_without_legs_the_table_is_written_again_from_the_records(tmp_path, caps
     with pytest.raises(SystemExit):
         environments.main(["test-oldest", "--out", str(records)])
     assert "unknown leg 'test-oldest': expected one of test, test-compat, test-newest" in capsys.readouterr().err
+
+
+def test_later_legs_do_not_count_the_runs_own_records_as_uncommitted(tmp_path):
+    # `environments test test-compat` appends the first leg's record before the second leg clones HEAD: that write
+    # is this run's own and no change of what the second leg measures; a user's own uncommitted edit still counts
+    repo = tmp_path / "repo"
+    (repo / "bench").mkdir(parents=True)
+
+    def leg(venv: str) -> str:  # each leg's Python in its clone, as `make` makes it, then a pytest summary
+        python = f"{venv}/bin/python"
+        return f"\t@mkdir -p {venv}/bin && ln -sf {sys.executable} {python} && echo '== 1 passed in 0.01s =='\n"
+
+    (repo / "Makefile").write_text(f"test:\n{leg('.venv')}\ntest-compat:\n{leg('.venv-compat')}")
+    (repo / "notes.txt").write_text("committed\n")
+    out = repo / "bench" / "environments.jsonl"
+    out.write_text("")  # committed, as bench/results/environments.jsonl is
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "start"], check=True)
+    (repo / "notes.txt").write_text("edited, not committed\n")
+    assert environments.main(["test", "test-compat", "--repo", str(repo), "--out", str(out)]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["leg"] for r in records] == ["test", "test-compat"]
+    assert [r["uncommitted"] for r in records] == [["notes.txt"], ["notes.txt"]]
+    assert records[1]["summaries"] == ["1 passed in 0.01s"]
