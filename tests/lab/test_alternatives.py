@@ -1,12 +1,14 @@
 """results/alternatives.md's lab code (issue 63): FiNER-ORD into .spacy with nested subsets, the floret text check,
 the campaign's cells (order, fine-tuning rule, commands) and its stop file, and the report's gains and crossing
-sizes, each on small inputs made here."""
+sizes, each on small inputs made here; and the committed campaign itself: whole, registered first, its page the
+report's output."""
 
 from __future__ import annotations
 
 import csv
 import json
 import math
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -303,3 +305,44 @@ def test_the_committed_speed_run_timed_the_very_models_the_run_records_scored():
         run = Path(entry["model"]).parent.name
         record = json.loads((ROOT / "results" / "runs" / "alternatives" / f"{run}.json").read_text(encoding="utf8"))
         assert record["arm"] == arm and entry["model_sha256"] == record["test"]["model_sha256"], run
+
+
+def test_the_committed_campaign_is_whole_registered_first_and_its_page_is_the_reports_output():
+    """Issue 63's "done when", read from what is committed: every registered cell has its record, all trained and
+    scored at one clean commit that the registration (the commit adding results/alternatives.md) precedes or is,
+    one test look per run in the ledger with the record's score and model, and the page's table is what the report
+    writes from those records and the speed file, unedited."""
+    results = ROOT / "results"
+    folder = results / "runs" / "alternatives"
+    records = {path.stem: json.loads(path.read_text(encoding="utf8")) for path in folder.glob("*.json")}
+    cells = {(r["arm"], str(r["train_pct"]), r["seed"]) for r in records.values()}
+    arms, sizes, seeds = alternatives_campaign.ARMS, alternatives_campaign.FRACTIONS, alternatives_campaign.SEEDS
+    assert cells == {(arm, pct, seed) for arm in arms for pct in sizes for seed in seeds}
+    assert len(records) == 60
+    commits = set()
+    for name, record in records.items():
+        for stage in (record["provenance"], record["test"]["provenance"]):
+            assert stage["git"]["dirty"] is False, name
+            commits.add(stage["git"]["commit"])
+    assert len(commits) == 1
+    (commit,) = commits
+    git = ["git", "-C", str(ROOT)]
+    added = subprocess.run([*git, "log", "--diff-filter=A", "--format=%H", "--", "results/alternatives.md"],
+                           capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    registration = added[-1]  # the first commit that added the page
+    assert subprocess.run([*git, "merge-base", "--is-ancestor", registration, commit]).returncode == 0
+    looks = json.loads((results / "alternatives_looks.json").read_text(encoding="utf8"))["looks"]
+    assert sorted(look["look"] for look in looks) == list(range(1, len(records) + 1))
+    by_run = {Path(look["run"]).name: look for look in looks}
+    assert set(by_run) == set(records)
+    for name, record in records.items():
+        look = by_run[name]
+        assert (look["score"], look["model_sha256"], look["commit"]) == (
+            record["test"]["score"],
+            record["test"]["model_sha256"],
+            commit,
+        ), name
+    speed = json.loads((results / "alternatives_speed.json").read_text(encoding="utf8"))
+    table = alternatives_report.table(alternatives_report.analyse(alternatives_report.read(folder), speed))
+    page = (results / "alternatives.md").read_text(encoding="utf8")
+    assert page.split("<!-- alternatives:start -->\n", 1)[1].split("<!-- alternatives:end -->", 1)[0] == table
