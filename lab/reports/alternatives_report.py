@@ -224,7 +224,12 @@ def _minutes_table(result: dict) -> list[str]:
     minutes = result["minutes"]
     if not any(minutes[arm] for arm in ARMS):
         return []
-    lines = ["| train % | " + " | ".join(LABELS[arm] for arm in ARMS) + " |", "|---:|" + "---:|" * len(ARMS)]
+    lines = [
+        "Minutes per training, median (min–max) over seeds of each record's wall clock:",
+        "",
+        "| train % | " + " | ".join(LABELS[arm] for arm in ARMS) + " |",
+        "|---:|" + "---:|" * len(ARMS),
+    ]
     for pct in result["sizes"]:
         entries = [minutes[arm].get(pct) for arm in ARMS]
         lines.append(
@@ -240,8 +245,8 @@ def _minutes_table(result: dict) -> list[str]:
     busy = ", ".join(result["busy_runs"]) or "none"
     lines += [
         "",
-        "Minutes per training: median (min–max) over seeds of each record's wall clock, two trainings at a time with "
-        "one thread each at nice 19; ft: the biLM fine-tuned (the recipe's rule for the smaller sizes), otherwise "
+        "Two trainings at a time with one thread each at nice 19; ft: the biLM fine-tuned (the recipe's rule for "
+        "the smaller sizes), otherwise "
         f"frozen behind the layer cache. The load is recorded at a run's start only; runs that started at load ≥ "
         f"{BUSY:.0f} (beside more than their pair): {busy}.",
         "",
