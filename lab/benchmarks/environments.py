@@ -120,12 +120,6 @@ def render(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _inside(path: Path, repo: Path) -> str:
-    """`path` as git status names it within `repo` (relative, forward slashes), or as given when outside it."""
-    resolved = path.resolve()
-    return resolved.relative_to(repo).as_posix() if resolved.is_relative_to(repo) else str(path)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.benchmarks.environments", description=__doc__.split("\n\n")[0])
     # checked below: argparse refuses an empty list against `choices` (the records-only call)
@@ -147,7 +141,8 @@ def main(argv=None) -> int:
     # This run's own records make the tree dirty after its first leg; the later legs still clone HEAD, so those
     # writes are no uncommitted change of what they measure (unless they were uncommitted before this run began).
     before = set(git_state(repo)["dirty_paths"])
-    own = {_inside(path, repo) for path in (args.out, args.out.with_suffix(".md"))} - before
+    written = [path.resolve() for path in (args.out, args.out.with_suffix(".md"))]
+    own = {path.relative_to(repo).as_posix() for path in written if path.is_relative_to(repo)} - before
     for leg in args.legs:
         record = run_leg(leg, repo)
         record["uncommitted"] = [path for path in record["uncommitted"] if path not in own]
