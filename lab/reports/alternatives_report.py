@@ -203,20 +203,18 @@ def table(result: dict) -> str:
         "gains as mean [95% interval] (per-seed values); the none arm's 100% test F1: "
         f"{'—' if target is None else f'{target:.2f}'}. Written by lab/reports/alternatives_report.py from "
         f"{len(result['runs'])} run records.",
-        "",
     ]
     if result.get("speed"):
         run = result["speed"]
         cpu, load = run["cpu"], run["load_average_before"][0]
-        lines[-1:-1] = [
+        lines += [
             "",
             f"Words/s: one run of lab/benchmarks/alternatives_speed.py ({run['provenance']['started_utc']}, commit "
             f"{run['provenance']['git']['commit'][:7]}) on {cpu['vendor']} family {cpu['family']} model "
             f"{cpu['model']}, {run['threads']} threads, load {load:.2f} before; {run['sentences']} dev sentences, "
             "median of its passes.",
-            "",
         ]
-    lines[-1:-1] = _minutes_table(result)
+    lines += [*_minutes_table(result), ""]
     return "\n".join(lines)
 
 
@@ -225,6 +223,7 @@ def _minutes_table(result: dict) -> list[str]:
     if not any(minutes[arm] for arm in ARMS):
         return []
     lines = [
+        "",
         "Minutes per training, median (min–max) over seeds of each record's wall clock:",
         "",
         "| train % | " + " | ".join(LABELS[arm] for arm in ARMS) + " |",
@@ -249,7 +248,6 @@ def _minutes_table(result: dict) -> list[str]:
         "the smaller sizes), otherwise "
         f"frozen behind the layer cache. The load is recorded at a run's start only; runs that started at load ≥ "
         f"{BUSY:.0f} (beside more than their pair): {busy}.",
-        "",
     ]
     return lines
 
