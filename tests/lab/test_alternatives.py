@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import subprocess
 from pathlib import Path
 
@@ -346,3 +347,23 @@ def test_the_committed_campaign_is_whole_registered_first_and_its_page_is_the_re
     table = alternatives_report.table(alternatives_report.analyse(alternatives_report.read(folder), speed))
     page = (results / "alternatives.md").read_text(encoding="utf8")
     assert page.split("<!-- alternatives:start -->\n", 1)[1].split("<!-- alternatives:end -->", 1)[0] == table
+
+
+def test_the_answers_typed_figures_are_the_tables():
+    """results/alternatives.md's "Answer" is written by people around the generated table: each gain with its
+    interval, each words/s and the none arm's 100% score it cites must be the table's, so that a regenerated table
+    and a stale sentence cannot disagree unseen."""
+    page = (ROOT / "results" / "alternatives.md").read_text(encoding="utf8").replace("−", "-")
+    table = page.split("<!-- alternatives:start -->", 1)[1].split("<!-- alternatives:end -->", 1)[0]
+    answer = " ".join(page.split("## Answer", 1)[1].split("\n## ", 1)[0].split())  # one line: figures wrap
+    sign = r"[+-]\d+\.\d\d"
+    gains = re.findall(rf"({sign}) \[({sign}), ({sign})\]", answer)
+    assert len(gains) >= 7
+    for mean, low, high in gains:
+        assert f"{mean} [{low}, {high}]" in table, (mean, low, high)
+    speeds = re.findall(r"(\d{1,2},\d{3}) (?:words/s|\()", answer)
+    assert len(speeds) == 3
+    for figure in speeds:
+        assert f"| {figure.replace(',', '')} |" in table, figure
+    target = re.search(r"full-data test F1 \((\d+\.\d\d)\)", answer).group(1)
+    assert f"the none arm's 100% test F1: {target}." in table
